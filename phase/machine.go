@@ -1,0 +1,90 @@
+package phase
+
+import (
+	"context"
+	"errors"
+
+	"github.com/looplab/fsm"
+)
+
+// A Machine holds the phase of one backup or restore and moves it only along the
+// transitions of its kind and profile. It is built on github.com/looplab/fsm, whose
+// errors it translates: none of that package's types reach the caller.
+//
+// A Machine is safe for concurrent use; concurrent calls to [Machine.Fire] are serialized,
+// so of two events racing from the same phase exactly one can win.
+type Machine struct {
+	def *definition
+	fsm *fsm.FSM
+}
+
+// NewMachine returns a machine of kind in phase start, with the transitions the options
+// select. A phase loaded from storage is passed as start; there is no way to force a
+// phase afterwards. It fails with [ErrUnknownKind] for a kind other than [Backup] and
+// [Restore], and with [ErrUnknownPhase] when start is not a phase of that kind and
+// profile (Queued without [WithQueue], Deleting for a restore).
+func NewMachine(kind Kind, start Phase, opts ...Option) (*Machine, error) {
+	d, err := lookup(kind, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.check(start); err != nil {
+		return nil, err
+	}
+	return &Machine{def: d, fsm: fsm.NewFSM(string(start), d.events, nil)}, nil
+}
+
+// Kind returns the machine's kind.
+func (m *Machine) Kind() Kind { return m.def.kind }
+
+// Profile returns the variants the machine follows, without those that do not concern
+// its kind.
+func (m *Machine) Profile() Profile { return m.def.profile }
+
+// Phase returns the current phase.
+func (m *Machine) Phase() Phase { return Phase(m.fsm.Current()) }
+
+// Can reports whether e would be accepted in the current phase.
+func (m *Machine) Can(e Event) bool { return m.fsm.Can(string(e)) }
+
+// Events returns the events the current phase accepts, in the order of [Events].
+func (m *Machine) Events() []Event {
+	i := m.Phase().index()
+	var out []Event
+	for j, d := range allEvents {
+		if m.def.next[i][j] != "" {
+			out = append(out, d.event)
+		}
+	}
+	return out
+}
+
+// Fire moves the machine along event e. When the current phase does not accept e (or e is
+// not an event at all), it returns a [*TransitionError] wrapping [ErrInvalidTransition]
+// and the phase is unchanged.
+//
+// If ctx is already done, Fire returns ctx.Err() and changes nothing; the machine stays
+// usable. (The context is checked here and never handed to the underlying fsm, which
+// wedges a machine whose event context is cancelled mid-transition.)
+func (m *Machine) Fire(ctx context.Context, e Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := m.fsm.Event(context.Background(), string(e))
+	if err == nil {
+		return nil
+	}
+	te := &TransitionError{Kind: m.def.kind, Event: e, Err: ErrInvalidTransition}
+	var invalid fsm.InvalidEventError
+	if errors.As(err, &invalid) {
+		te.From = Phase(invalid.State)
+		return te
+	}
+	te.From = m.Phase()
+	if !errors.As(err, new(fsm.UnknownEventError)) {
+		// No callbacks are registered and the context never ends, so the fsm has no other
+		// way to fail; should it find one, report its text without its type.
+		te.Err = errors.New("state machine: " + err.Error())
+	}
+	return te
+}

@@ -1,0 +1,63 @@
+package phase
+
+// An Option selects a variant of the transitions. Options that do not concern a machine's
+// kind are ignored: [WithQueue] changes only backups, [WithRestoreFinalizing] only restores.
+type Option interface{ apply(*Profile) }
+
+// A Profile is the set of variants a machine follows. Its zero value is the design's
+// default profile. A Profile is itself an [Option] that adds its variants, so a profile
+// stored beside a record can be passed straight back:
+//
+//	m, err := phase.NewMachine(run.Kind, run.Phase, run.Profile)
+type Profile struct {
+	// Queue sends backups through New → Queued → ReadyToStart → InProgress, as Velero
+	// does since it processes backups concurrently. New → InProgress is then refused.
+	Queue bool `json:"queue,omitempty"`
+	// RestoreFinalizing sends restores through Finalizing and FinalizingPartiallyFailed
+	// before their terminal phase, as Velero does since 1.12, instead of straight to
+	// Completed or PartiallyFailed.
+	RestoreFinalizing bool `json:"restoreFinalizing,omitempty"`
+}
+
+func (p Profile) apply(dst *Profile) {
+	dst.Queue = dst.Queue || p.Queue
+	dst.RestoreFinalizing = dst.RestoreFinalizing || p.RestoreFinalizing
+}
+
+// WithQueue returns the option of queued backups: New → Queued → ReadyToStart → InProgress.
+func WithQueue() Option { return Profile{Queue: true} }
+
+// WithRestoreFinalizing returns the option of restores that go through Finalizing.
+func WithRestoreFinalizing() Option { return Profile{RestoreFinalizing: true} }
+
+// String names the profile: "default", "queue", "restore-finalizing", or both joined by a
+// comma.
+func (p Profile) String() string {
+	switch {
+	case p.Queue && p.RestoreFinalizing:
+		return "queue,restore-finalizing"
+	case p.Queue:
+		return "queue"
+	case p.RestoreFinalizing:
+		return "restore-finalizing"
+	}
+	return "default"
+}
+
+// ProfileOf returns the profile that opts select for kind, dropping the variants that do
+// not concern kind. It is what [Machine.Profile] reports for a machine built with opts.
+func ProfileOf(kind Kind, opts ...Option) Profile {
+	var p Profile
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&p)
+		}
+	}
+	switch kind {
+	case Backup:
+		p.RestoreFinalizing = false
+	case Restore:
+		p.Queue = false
+	}
+	return p
+}

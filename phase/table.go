@@ -1,0 +1,164 @@
+package phase
+
+import (
+	"fmt"
+
+	"github.com/looplab/fsm"
+)
+
+// A definition is the complete machine of one kind and profile, built once per process.
+type definition struct {
+	kind    Kind
+	profile Profile
+	// member[i] reports whether allPhases[i] belongs to the machine.
+	member [numPhases]bool
+	// next[i][j] is the phase event allEvents[j] leads to from allPhases[i], or "".
+	next   [numPhases][len(allEvents)]Phase
+	events []fsm.EventDesc // handed to every fsm.NewFSM of this definition
+}
+
+// edge is one allowed transition.
+type edge struct {
+	from  Phase
+	event Event
+}
+
+// Transitions shared by several definitions, in phase order.
+var (
+	// afterStartFinalizing is what InProgress and the phases after it allow when the run goes
+	// through Finalizing (backups, and restores with WithRestoreFinalizing).
+	afterStartFinalizing = []edge{
+		{InProgress, EventWait},
+		{InProgress, EventWaitPartiallyFailed},
+		{InProgress, EventFinalize},
+		{InProgress, EventFinalizePartiallyFailed},
+		{InProgress, EventFail},
+		{WaitingForPluginOperations, EventWaitPartiallyFailed},
+		{WaitingForPluginOperations, EventFinalize},
+		{WaitingForPluginOperationsPartiallyFailed, EventFinalizePartiallyFailed},
+		{Finalizing, EventComplete},
+		{Finalizing, EventCompletePartiallyFailed},
+		{FinalizingPartiallyFailed, EventCompletePartiallyFailed},
+	}
+	// afterStartDirect is the same for restores of the default profile, which end as
+	// soon as their operations do.
+	afterStartDirect = []edge{
+		{InProgress, EventWait},
+		{InProgress, EventWaitPartiallyFailed},
+		{InProgress, EventComplete},
+		{InProgress, EventCompletePartiallyFailed},
+		{InProgress, EventFail},
+		{WaitingForPluginOperations, EventWaitPartiallyFailed},
+		{WaitingForPluginOperations, EventComplete},
+		{WaitingForPluginOperationsPartiallyFailed, EventCompletePartiallyFailed},
+	}
+	start = []edge{
+		{New, EventFailValidation},
+		{New, EventStart},
+	}
+	queuedStart = []edge{
+		{New, EventQueue},
+		{New, EventFailValidation},
+		{Queued, EventReady},
+		{ReadyToStart, EventFailValidation},
+		{ReadyToStart, EventStart},
+	}
+	deletion = []edge{
+		{FailedValidation, EventDelete},
+		{Completed, EventDelete},
+		{PartiallyFailed, EventDelete},
+		{Failed, EventDelete},
+	}
+)
+
+// definitions holds the four distinct machines: backup, backup with a queue, restore,
+// and restore with finalizing.
+var definitions = [4]*definition{
+	newDefinition(Backup, Profile{}, start, afterStartFinalizing, deletion),
+	newDefinition(Backup, Profile{Queue: true}, queuedStart, afterStartFinalizing, deletion),
+	newDefinition(Restore, Profile{}, start, afterStartDirect),
+	newDefinition(Restore, Profile{RestoreFinalizing: true}, start, afterStartFinalizing),
+}
+
+func newDefinition(kind Kind, p Profile, groups ...[]edge) *definition {
+	d := &definition{kind: kind, profile: p}
+	byEvent := make(map[Event][]string)
+	var order []Event
+	for _, g := range groups {
+		for _, e := range g {
+			to, ok := e.event.Target()
+			if !ok {
+				panic("phase: table names an unknown event " + string(e.event))
+			}
+			i, j := e.from.index(), to.index()
+			d.next[i][eventIndex(e.event)] = to
+			d.member[i], d.member[j] = true, true
+			if byEvent[e.event] == nil {
+				order = append(order, e.event)
+			}
+			byEvent[e.event] = append(byEvent[e.event], string(e.from))
+		}
+	}
+	for _, ev := range order {
+		to, _ := ev.Target()
+		d.events = append(d.events, fsm.EventDesc{Name: string(ev), Src: byEvent[ev], Dst: string(to)})
+	}
+	return d
+}
+
+func eventIndex(e Event) int {
+	for j, d := range allEvents {
+		if d.event == e {
+			return j
+		}
+	}
+	return -1
+}
+
+// lookup returns the definition of kind with opts applied.
+func lookup(kind Kind, opts []Option) (*definition, error) {
+	p := ProfileOf(kind, opts...)
+	switch {
+	case kind == Backup && !p.Queue:
+		return definitions[0], nil
+	case kind == Backup:
+		return definitions[1], nil
+	case kind == Restore && !p.RestoreFinalizing:
+		return definitions[2], nil
+	case kind == Restore:
+		return definitions[3], nil
+	}
+	return nil, fmt.Errorf("phase: %w %q (want Backup or Restore)", ErrUnknownKind, kind)
+}
+
+// check returns p's index when p belongs to d, or an error wrapping ErrUnknownPhase.
+func (d *definition) check(p Phase) (int, error) {
+	i := p.index()
+	if i < 0 {
+		return -1, fmt.Errorf("phase: %w %q", ErrUnknownPhase, p)
+	}
+	if !d.member[i] {
+		return -1, fmt.Errorf("phase: %w: %s is not a phase of a %s machine (profile %s)", ErrUnknownPhase, p, d.kind, d.profile)
+	}
+	return i, nil
+}
+
+// phases returns d's phases in Velero's order.
+func (d *definition) phases() []Phase {
+	var out []Phase
+	for i, p := range allPhases {
+		if d.member[i] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// step returns where event e leads from phase index i, or "".
+func (d *definition) step(i int, e Event) Phase {
+	j := eventIndex(e)
+	if j < 0 {
+		return ""
+	}
+	return d.next[i][j]
+}
