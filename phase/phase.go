@@ -76,6 +76,18 @@ func Parse(s string) (Phase, error) {
 	return p, nil
 }
 
+// Validate returns nil when p is a phase of the machine of kind with opts, and otherwise
+// the error [NewMachine] would return: one wrapping [ErrUnknownKind] or [ErrUnknownPhase].
+// It allocates nothing on success.
+func Validate(kind Kind, p Phase, opts ...Option) error {
+	d, err := lookup(kind, opts)
+	if err != nil {
+		return err
+	}
+	_, err = d.check(p)
+	return err
+}
+
 // IsTerminal reports whether p ends a run: Completed, PartiallyFailed, Failed or
 // FailedValidation. No transition leaves a terminal phase except a backup's deletion.
 // Deleting is not terminal in this sense: it is not an outcome, and nothing follows it.

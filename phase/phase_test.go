@@ -123,3 +123,14 @@ func TestTransitionErrorMessages(t *testing.T) {
 		require.EqualError(t, tc.err, tc.want)
 	}
 }
+
+func TestValidate(t *testing.T) {
+	require.NoError(t, phase.Validate(phase.Backup, phase.Deleting))
+	require.NoError(t, phase.Validate(phase.Backup, phase.Queued, phase.WithQueue()))
+	require.ErrorIs(t, phase.Validate(phase.Backup, phase.Queued), phase.ErrUnknownPhase)
+	require.ErrorIs(t, phase.Validate(phase.Restore, phase.Deleting), phase.ErrUnknownPhase)
+	require.ErrorIs(t, phase.Validate(phase.Restore, "Uploading"), phase.ErrUnknownPhase)
+	require.ErrorIs(t, phase.Validate("Schedule", phase.New), phase.ErrUnknownKind)
+	allocs := testing.AllocsPerRun(100, func() { _ = phase.Validate(phase.Restore, phase.Completed, phase.WithRestoreFinalizing()) })
+	require.Zero(t, allocs)
+}

@@ -2,7 +2,7 @@ package phase
 
 // An Option selects a variant of the transitions. Options that do not concern a machine's
 // kind are ignored: [WithQueue] changes only backups, [WithRestoreFinalizing] only restores.
-type Option interface{ apply(*Profile) }
+type Option interface{ apply(Profile) Profile }
 
 // A Profile is the set of variants a machine follows. Its zero value is the design's
 // default profile. A Profile is itself an [Option] that adds its variants, so a profile
@@ -19,16 +19,23 @@ type Profile struct {
 	RestoreFinalizing bool `json:"restoreFinalizing,omitempty"`
 }
 
-func (p Profile) apply(dst *Profile) {
-	dst.Queue = dst.Queue || p.Queue
-	dst.RestoreFinalizing = dst.RestoreFinalizing || p.RestoreFinalizing
+func (p Profile) apply(to Profile) Profile {
+	to.Queue = to.Queue || p.Queue
+	to.RestoreFinalizing = to.RestoreFinalizing || p.RestoreFinalizing
+	return to
 }
 
+// The options as values, so that passing one allocates nothing.
+var (
+	queueOption             Option = Profile{Queue: true}
+	restoreFinalizingOption Option = Profile{RestoreFinalizing: true}
+)
+
 // WithQueue returns the option of queued backups: New → Queued → ReadyToStart → InProgress.
-func WithQueue() Option { return Profile{Queue: true} }
+func WithQueue() Option { return queueOption }
 
 // WithRestoreFinalizing returns the option of restores that go through Finalizing.
-func WithRestoreFinalizing() Option { return Profile{RestoreFinalizing: true} }
+func WithRestoreFinalizing() Option { return restoreFinalizingOption }
 
 // String names the profile: "default", "queue", "restore-finalizing", or both joined by a
 // comma.
@@ -50,7 +57,7 @@ func ProfileOf(kind Kind, opts ...Option) Profile {
 	var p Profile
 	for _, o := range opts {
 		if o != nil {
-			o.apply(&p)
+			p = o.apply(p)
 		}
 	}
 	switch kind {

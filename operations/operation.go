@@ -1,0 +1,141 @@
+package operations
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/itemops/itemops/phase"
+)
+
+// An Owner is the backup or restore an operation belongs to. Kind and Name identify it;
+// UID is carried along (Velero's files record it) but is not part of the identity.
+type Owner struct {
+	Kind phase.Kind
+	Name string
+	UID  string
+}
+
+// String returns "Kind/Name".
+func (o Owner) String() string { return string(o.Kind) + "/" + o.Name }
+
+// Validate reports an error wrapping [ErrInvalid] unless the kind is Backup or Restore
+// and the name is not empty.
+func (o Owner) Validate() error {
+	if o.Kind != phase.Backup && o.Kind != phase.Restore {
+		return fmt.Errorf("owner %s: kind %q is not Backup or Restore: %w", o, o.Kind, ErrInvalid)
+	}
+	if o.Name == "" {
+		return fmt.Errorf("owner %s: empty name: %w", o, ErrInvalid)
+	}
+	return nil
+}
+
+// A ResourceIdentifier names a Kubernetes object. The field names are the JSON keys Velero
+// writes for it.
+type ResourceIdentifier struct {
+	Group     string
+	Resource  string
+	Namespace string
+	Name      string
+}
+
+// String returns "resource.group namespace/name", leaving out what is empty.
+func (r ResourceIdentifier) String() string {
+	s := r.Resource
+	if r.Group != "" {
+		s += "." + r.Group
+	}
+	if r.Namespace != "" {
+		return s + " " + r.Namespace + "/" + r.Name
+	}
+	return s + " " + r.Name
+}
+
+// An OperationPhase is the state of one plugin operation, written as Velero writes it.
+type OperationPhase string
+
+// The operation phases. New and InProgress are unfinished; Completed and Failed are final.
+const (
+	OperationNew        OperationPhase = "New"
+	OperationInProgress OperationPhase = "InProgress"
+	OperationCompleted  OperationPhase = "Completed"
+	OperationFailed     OperationPhase = "Failed"
+)
+
+// Valid reports whether p is one of the four operation phases.
+func (p OperationPhase) Valid() bool {
+	switch p {
+	case OperationNew, OperationInProgress, OperationCompleted, OperationFailed:
+		return true
+	}
+	return false
+}
+
+// Finished reports whether p is Completed or Failed.
+func (p OperationPhase) Finished() bool { return p == OperationCompleted || p == OperationFailed }
+
+// An Operation is the durable record of one long-running operation a plugin started for
+// one item of a backup or restore.
+type Operation struct {
+	Owner Owner
+	// Action is the name the plugin was registered under; it selects the Tracker that is
+	// asked for progress.
+	Action string
+	// Resource is the item the plugin acted on.
+	Resource ResourceIdentifier
+	// ID is the plugin's operation ID, unique within the owner.
+	ID string
+	// PostOperationItems are items to back up again once the operation ends (backups only).
+	PostOperationItems []ResourceIdentifier
+	Status             Status
+}
+
+// Status is what is known of an operation's progress.
+type Status struct {
+	Phase          OperationPhase
+	Error          string
+	NCompleted     int64
+	NTotal         int64
+	OperationUnits string
+	Description    string
+	// Created is when the operation was recorded; the operation timeout counts from it.
+	// Started and Updated come from the plugin. The zero time means unset.
+	Created, Started, Updated time.Time
+}
+
+// Progress is what a plugin reports about one operation, as Velero's OperationProgress.
+type Progress struct {
+	// Completed is true once the operation has ended, successfully or not.
+	Completed bool
+	// Err is set when the operation failed.
+	Err                string
+	NCompleted, NTotal int64
+	// OperationUnits names what NCompleted and NTotal count, usually "Bytes".
+	OperationUnits string
+	Description    string
+	// Started and Updated are when the plugin started the operation and last saw
+	// progress; the zero time (or the Unix epoch) means unknown.
+	Started, Updated time.Time
+}
+
+// Clone returns a copy of op that shares no memory with it.
+func (op Operation) Clone() Operation {
+	op.PostOperationItems = slices.Clone(op.PostOperationItems)
+	return op
+}
+
+// Validate reports an error wrapping [ErrInvalid] when op has an invalid owner, an empty
+// ID or an unknown phase.
+func (op Operation) Validate() error {
+	if err := op.Owner.Validate(); err != nil {
+		return err
+	}
+	if op.ID == "" {
+		return fmt.Errorf("operation of %s on %s: empty ID: %w", op.Owner, op.Resource, ErrInvalid)
+	}
+	if !op.Status.Phase.Valid() {
+		return fmt.Errorf("operation %q of %s: unknown phase %q: %w", op.ID, op.Owner, op.Status.Phase, ErrInvalid)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package operations
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/itemops/itemops/phase"
+)
+
+// A Run is the durable record of one backup or restore: where it is in its phase machine,
+// how it got there, and what it counted on the way.
+type Run struct {
+	Owner Owner
+	Phase phase.Phase
+	// Profile is the variant of the phase machine the run follows; it cannot change after
+	// the run is created.
+	Profile phase.Profile
+	// OperationTimeout bounds each of the run's operations, counted from the operation's
+	// Created time. Zero means the Monitor's default.
+	OperationTimeout time.Duration
+	// ItemsTotal and ItemsDone count the run's items, for progress reports.
+	ItemsTotal, ItemsDone int
+	Errors, Warnings      int
+	// FailureReason says why a Failed run failed.
+	FailureReason string
+	// Created is when the run was recorded, Started when it entered InProgress, Completed
+	// when it reached a terminal phase, Updated when its phase last changed. The zero
+	// time means unset.
+	Created, Started, Completed, Updated time.Time
+	// History lists every phase change, oldest first. [Run.SetPhase] appends to it.
+	History []Transition
+}
+
+// A Transition is one phase change of a run.
+type Transition struct {
+	From, To phase.Phase
+	Event    phase.Event
+	Time     time.Time
+	Reason   string
+}
+
+// Clone returns a copy of r that shares no memory with it.
+func (r Run) Clone() Run {
+	r.History = slices.Clone(r.History)
+	return r
+}
+
+// SetPhase moves r to phase to, appending one [Transition] per step of the way (see
+// [phase.Path]); each carries reason and time at, which also becomes r.Updated. Entering
+// InProgress sets r.Started and entering a terminal phase sets r.Completed, when they are
+// unset. Moving to the current phase changes nothing. When to cannot be reached from the
+// current phase by r's kind and profile, SetPhase returns the error of [phase.Path]
+// (wrapping [phase.ErrInvalidTransition] or [phase.ErrUnknownPhase]) and leaves r as it was.
+func (r *Run) SetPhase(to phase.Phase, reason string, at time.Time) error {
+	events, err := phase.Path(r.Owner.Kind, r.Phase, to, r.Profile)
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		next, _ := e.Target()
+		r.History = append(r.History, Transition{From: r.Phase, To: next, Event: e, Time: at, Reason: reason})
+		r.Phase = next
+		if next == phase.InProgress && r.Started.IsZero() {
+			r.Started = at
+		}
+		if phase.IsTerminal(next) && r.Completed.IsZero() {
+			r.Completed = at
+		}
+	}
+	if len(events) > 0 {
+		r.Updated = at
+	}
+	return nil
+}
+
+// Validate reports an error when r cannot be stored: an invalid owner (wrapping
+// [ErrInvalid]), or a phase that is not one of its kind and profile (wrapping
+// [phase.ErrUnknownPhase]).
+func (r Run) Validate() error {
+	if err := r.Owner.Validate(); err != nil {
+		return err
+	}
+	if err := phase.Validate(r.Owner.Kind, r.Phase, r.Profile); err != nil {
+		return fmt.Errorf("run %s: %w", r.Owner, err)
+	}
+	return nil
+}
+
+// A RunFilter selects runs. Its zero value selects all.
+type RunFilter struct {
+	Kind   phase.Kind    // empty: both kinds
+	Phases []phase.Phase // empty: every phase
+}
+
+// Match reports whether r passes f.
+func (f RunFilter) Match(r Run) bool {
+	if f.Kind != "" && r.Owner.Kind != f.Kind {
+		return false
+	}
+	return len(f.Phases) == 0 || slices.Contains(f.Phases, r.Phase)
+}
+
+// An OperationFilter selects operations. Its zero value selects all.
+type OperationFilter struct {
+	Phases []OperationPhase // empty: every phase
+}
+
+// Match reports whether op passes f.
+func (f OperationFilter) Match(op Operation) bool {
+	return len(f.Phases) == 0 || slices.Contains(f.Phases, op.Status.Phase)
+}
