@@ -153,12 +153,3 @@ func (d *definition) phases() []Phase {
 	}
 	return out
 }
-
-// step returns where event e leads from phase index i, or "".
-func (d *definition) step(i int, e Event) Phase {
-	j := eventIndex(e)
-	if j < 0 {
-		return ""
-	}
-	return d.next[i][j]
-}

@@ -1,0 +1,143 @@
+package itemops_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// goJSON runs the go command and decodes its stream of JSON values into a slice of T.
+func goJSON[T any](t *testing.T, args ...string) []T {
+	t.Helper()
+	out, err := exec.Command("go", args...).Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
+	}
+	require.NoError(t, err)
+	var all []T
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var v T
+		if err := dec.Decode(&v); err == io.EOF {
+			return all
+		} else {
+			require.NoError(t, err)
+		}
+		all = append(all, v)
+	}
+}
+
+// semver splits "v1.2.3" (or "1.23.0", "1.23") into numbers; missing parts are zero.
+func semver(t *testing.T, v string) [3]int {
+	t.Helper()
+	v = strings.TrimPrefix(v, "v")
+	v, _, _ = strings.Cut(v, "-")
+	var out [3]int
+	for i, part := range strings.SplitN(v, ".", 3) {
+		n, err := strconv.Atoi(part)
+		require.NoError(t, err, "version %q", v)
+		out[i] = n
+	}
+	return out
+}
+
+// TestDependencyHygiene keeps the promises of DESIGN.md "Dependency hygiene": importing
+// itemops must not move a Velero 1.16 fork's go line or any k8s.io version.
+func TestDependencyHygiene(t *testing.T) {
+	type module struct {
+		Path, Version string
+		Main          bool
+		Indirect      bool
+	}
+	type gomod struct {
+		Go      string
+		Require []struct {
+			Path     string
+			Version  string
+			Indirect bool
+		}
+	}
+	mods := goJSON[gomod](t, "mod", "edit", "-json")
+	require.Len(t, mods, 1)
+	goLine := semver(t, mods[0].Go)
+	require.True(t, goLine[0] == 1 && goLine[1] <= 23, "go line %s is newer than 1.23", mods[0].Go)
+
+	allowed := map[string]bool{
+		"github.com/looplab/fsm":      true,
+		"github.com/stretchr/testify": true,
+		"github.com/google/go-cmp":    true,
+		"k8s.io/apimachinery":         true,
+		"go.etcd.io/bbolt":            true,
+	}
+	for _, r := range mods[0].Require {
+		if !r.Indirect {
+			require.True(t, allowed[r.Path], "direct dependency %s is not allowed by DESIGN.md", r.Path)
+		}
+	}
+
+	for _, m := range goJSON[module](t, "list", "-m", "-json", "all") {
+		if m.Main {
+			continue
+		}
+		v := semver(t, m.Version)
+		switch {
+		case strings.HasPrefix(m.Path, "k8s.io/") && m.Path != "k8s.io/klog/v2" && m.Path != "k8s.io/utils" && m.Path != "k8s.io/kube-openapi":
+			require.True(t, v[0] == 0 && v[1] <= 31, "%s %s is newer than v0.31.x", m.Path, m.Version)
+		case m.Path == "go.etcd.io/bbolt":
+			require.True(t, v[0] == 1 && v[1] == 4, "bbolt %s is not v1.4.x", m.Version)
+		case m.Path == "github.com/looplab/fsm":
+			require.Equal(t, "v1.0.3", m.Version)
+		}
+	}
+}
+
+// TestImportLayers keeps the one-way imports of DESIGN.md: a package imports only the
+// itemops packages below it.
+func TestImportLayers(t *testing.T) {
+	const mod = "github.com/itemops/itemops"
+	// may lists, for each package (or prefix ending in "/"), the itemops packages it may
+	// import; internal/ packages may be imported by anything.
+	may := map[string][]string{
+		"phase":        nil,
+		"progress":     nil,
+		"restoreorder": nil,
+		"operations":   {"phase", "progress"},
+		"adapters":     {"operations", "phase"},
+		"storage/":     {"operations", "phase"},
+	}
+	type pkg struct {
+		ImportPath string
+		Imports    []string
+	}
+	for _, p := range goJSON[pkg](t, "list", "-json=ImportPath,Imports", "./...") {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
+		if rel == "" || strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "internal/") || strings.HasPrefix(rel, "examples/") {
+			continue
+		}
+		var allowed []string
+		found := false
+		for k, v := range may {
+			if rel == k || (strings.HasSuffix(k, "/") && strings.HasPrefix(rel, k)) {
+				allowed, found = v, true
+			}
+		}
+		require.True(t, found, "package %s has no place in the layering; add it to TestImportLayers", rel)
+		for _, imp := range p.Imports {
+			irel, ok := strings.CutPrefix(imp, mod+"/")
+			if !ok || strings.HasPrefix(irel, "internal/") {
+				continue
+			}
+			ok = false
+			for _, a := range allowed {
+				ok = ok || irel == a
+			}
+			require.True(t, ok, "%s imports %s, against the layering", rel, irel)
+		}
+	}
+}

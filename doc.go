@@ -1,0 +1,20 @@
+// Package itemops is the root of a library that gives backup and restore controllers the
+// machinery of asynchronous plugin operations, as Velero's "Plugin Progress Monitoring"
+// design describes them. This package holds no code; the work is done by its packages:
+//
+//   - [github.com/itemops/itemops/phase]: the phase state machine of a backup or restore
+//     (New → InProgress → WaitingForPluginOperations → Finalizing → Completed, with the
+//     PartiallyFailed and Failed branches), the rules that pick the next phase, and
+//     diagrams. It imports nothing of itemops.
+//   - [github.com/itemops/itemops/operations]: the durable records of runs and of the
+//     operations their plugins start, the Store contract every backend implements, and
+//     the codec of Velero's itemoperations.json.gz files. It builds on phase.
+//   - storage/memstore and storage/boltstore: Stores in memory and in one bbolt file;
+//     storage/storetest: the conformance suite every Store passes.
+//   - cmd/itemops: a command that shows the library at work.
+//
+// Packages import one way only: phase is a leaf, operations builds on it, and the stores
+// build on operations. Later packages (the Monitor that polls operations, restore
+// ordering and progress, plugin adapters) take their place in the same order; the README
+// tracks what exists.
+package itemops
