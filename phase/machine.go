@@ -28,10 +28,11 @@ func NewMachine(kind Kind, start Phase, opts ...Option) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.check(start); err != nil {
+	i, err := d.check(start)
+	if err != nil {
 		return nil, err
 	}
-	return &Machine{def: d, fsm: fsm.NewFSM(string(start), d.events, nil)}, nil
+	return &Machine{def: d, fsm: fsm.NewFSM(string(start), d.from[i], nil)}, nil
 }
 
 // Kind returns the machine's kind.
@@ -75,15 +76,18 @@ func (m *Machine) Fire(ctx context.Context, e Event) error {
 		return nil
 	}
 	te := &TransitionError{Kind: m.def.kind, Event: e, Err: ErrInvalidTransition}
-	var invalid fsm.InvalidEventError
-	if errors.As(err, &invalid) {
-		te.From = Phase(invalid.State)
-		return te
-	}
-	te.From = m.Phase()
-	if !errors.As(err, new(fsm.UnknownEventError)) {
-		// No callbacks are registered and the context never ends, so the fsm has no other
-		// way to fail; should it find one, report its text without its type.
+	// looplab/fsm returns its error values unwrapped. An event its table lacks (the
+	// machine holds only the transitions still ahead of it) is as invalid as one the
+	// current phase refuses.
+	switch err := err.(type) {
+	case fsm.InvalidEventError:
+		te.From = Phase(err.State)
+	case fsm.UnknownEventError:
+		te.From = m.Phase()
+	default:
+		// No callbacks are registered and the context never ends, so the fsm has no
+		// other way to fail; should it find one, report its text without its type.
+		te.From = m.Phase()
 		te.Err = errors.New("state machine: " + err.Error())
 	}
 	return te

@@ -13,8 +13,11 @@ type definition struct {
 	// member[i] reports whether allPhases[i] belongs to the machine.
 	member [numPhases]bool
 	// next[i][j] is the phase event allEvents[j] leads to from allPhases[i], or "".
-	next   [numPhases][len(allEvents)]Phase
-	events []fsm.EventDesc // handed to every fsm.NewFSM of this definition
+	next [numPhases][len(allEvents)]Phase
+	// from[i] describes, for looplab/fsm, the transitions a machine starting in
+	// allPhases[i] can still take: a run never moves back, so the transitions of phases
+	// behind it are left out, and each machine's fsm is built smaller.
+	from [numPhases][]fsm.EventDesc
 }
 
 // edge is one allowed transition.
@@ -82,8 +85,6 @@ var definitions = [4]*definition{
 
 func newDefinition(kind Kind, p Profile, groups ...[]edge) *definition {
 	d := &definition{kind: kind, profile: p}
-	byEvent := make(map[Event][]string)
-	var order []Event
 	for _, g := range groups {
 		for _, e := range g {
 			to, ok := e.event.Target()
@@ -93,17 +94,49 @@ func newDefinition(kind Kind, p Profile, groups ...[]edge) *definition {
 			i, j := e.from.index(), to.index()
 			d.next[i][eventIndex(e.event)] = to
 			d.member[i], d.member[j] = true, true
-			if byEvent[e.event] == nil {
-				order = append(order, e.event)
-			}
-			byEvent[e.event] = append(byEvent[e.event], string(e.from))
 		}
 	}
-	for _, ev := range order {
-		to, _ := ev.Target()
-		d.events = append(d.events, fsm.EventDesc{Name: string(ev), Src: byEvent[ev], Dst: string(to)})
+	for s := range allPhases {
+		if d.member[s] {
+			d.from[s] = d.fsmEvents(d.reachable(s))
+		}
 	}
 	return d
+}
+
+// reachable returns the phases a machine in phase index s can ever be in, s included.
+func (d *definition) reachable(s int) [numPhases]bool {
+	var seen [numPhases]bool
+	stack := []int{s}
+	seen[s] = true
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, to := range d.next[i] {
+			if k := to.index(); to != "" && !seen[k] {
+				seen[k] = true
+				stack = append(stack, k)
+			}
+		}
+	}
+	return seen
+}
+
+// fsmEvents describes for looplab/fsm the transitions whose source is in sources.
+func (d *definition) fsmEvents(sources [numPhases]bool) []fsm.EventDesc {
+	var out []fsm.EventDesc
+	for j, e := range allEvents {
+		var src []string
+		for i, p := range allPhases {
+			if sources[i] && d.next[i][j] != "" {
+				src = append(src, string(p))
+			}
+		}
+		if src != nil {
+			out = append(out, fsm.EventDesc{Name: string(e.event), Src: src, Dst: string(e.to)})
+		}
+	}
+	return out
 }
 
 func eventIndex(e Event) int {
