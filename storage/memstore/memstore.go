@@ -244,12 +244,13 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []operations.Run
+	// Sort pointers, which swap cheaply, then copy the runs in order.
+	var found []*entry
 	if len(f.Phases) == 0 {
-		out = make([]operations.Run, 0, len(s.runs))
+		found = make([]*entry, 0, len(s.runs))
 		for _, e := range s.runs {
 			if f.Match(e.run) {
-				out = append(out, e.run)
+				found = append(found, e)
 			}
 		}
 	} else {
@@ -270,16 +271,20 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 				}
 			}
 		}
-		out = make([]operations.Run, 0, n)
+		found = make([]*entry, 0, n)
 		for _, set := range sets {
 			for _, e := range set {
-				out = append(out, e.run)
+				found = append(found, e)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b operations.Run) int {
-		return cmp.Or(cmp.Compare(a.Owner.Kind, b.Owner.Kind), cmp.Compare(a.Owner.Name, b.Owner.Name))
+	slices.SortFunc(found, func(a, b *entry) int {
+		return cmp.Or(cmp.Compare(a.run.Owner.Kind, b.run.Owner.Kind), cmp.Compare(a.run.Owner.Name, b.run.Owner.Name))
 	})
+	out := make([]operations.Run, len(found))
+	for i, e := range found {
+		out[i] = e.run
+	}
 	detachHistories(out)
 	return out, nil
 }
