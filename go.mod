@@ -6,10 +6,13 @@ require (
 	github.com/google/go-cmp v0.6.0
 	github.com/looplab/fsm v1.0.3
 	github.com/stretchr/testify v1.10.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
-	github.com/davecgh/go-spew v1.1.1 // indirect
-	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
+	github.com/kr/pretty v0.3.1 // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
+	github.com/rogpeppe/go-internal v1.12.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
