@@ -88,7 +88,7 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 			continue
 		case tar.TypeReg:
 		default:
-			return nil, malformed(name, "not a regular file or directory (tar type %q)", hdr.Typeflag)
+			return nil, malformed(name, "a %s, not a regular file or directory", tarTypeName(hdr.Typeflag))
 		}
 		if _, dup := data[name]; dup {
 			return nil, malformed(name, "the same path twice")
@@ -149,6 +149,23 @@ func readEntry(r io.Reader, n int64) ([]byte, error) {
 		return nil, io.ErrUnexpectedEOF
 	}
 	return buf.Bytes(), nil
+}
+
+// tarTypeName names the kinds of tar entry a backup must not hold.
+func tarTypeName(t byte) string {
+	switch t {
+	case tar.TypeSymlink:
+		return "symbolic link"
+	case tar.TypeLink:
+		return "hard link"
+	case tar.TypeChar:
+		return "character device"
+	case tar.TypeBlock:
+		return "block device"
+	case tar.TypeFifo:
+		return "named pipe"
+	}
+	return fmt.Sprintf("tar entry of type %q", t)
 }
 
 // entryPath checks and cleans the name of a tar entry: "./" prefixes and a directory's
