@@ -620,3 +620,75 @@ func (s *cancellingSource) Open(ctx context.Context, path string) (io.ReadCloser
 	}
 	return s.memSource.Open(ctx, path)
 }
+
+// TestItemsAllocatesNothingPerItem walks collections of very different sizes: the
+// allocations of a walk do not grow with the number of items.
+func TestItemsAllocatesNothingPerItem(t *testing.T) {
+	walkAllocs := func(perNamespace int) float64 {
+		var items []memItem
+		for i := range perNamespace {
+			for _, ns := range []string{"a", "b"} {
+				items = append(items, memItem{resource: "pods", namespace: ns, name: fmt.Sprintf("p%05d", i)})
+			}
+		}
+		c, err := restoreorder.Collect(context.Background(), newMemSource(items...), restoreorder.Priorities{}, restoreorder.Filter{})
+		require.NoError(t, err)
+		require.Equal(t, 2*perNamespace, c.Total())
+		return testing.AllocsPerRun(20, func() {
+			n := 0
+			for it := range c.Items() {
+				n += len(it.Name)
+			}
+			if n == 0 {
+				t.Fatal("walked nothing")
+			}
+		})
+	}
+	small, large := walkAllocs(5), walkAllocs(20_000)
+	require.Equal(t, small, large, "allocations of a walk over 10 and over 40,000 items")
+	require.LessOrEqual(t, large, 1.0)
+}
+
+func TestItemsStopsEarly(t *testing.T) {
+	c, err := restoreorder.Collect(context.Background(), filterBackup(), restoreorder.Priorities{}, restoreorder.Filter{})
+	require.NoError(t, err)
+	var got []string
+	for it := range c.Items() {
+		got = append(got, describe(it))
+		if len(got) == 3 {
+			break
+		}
+	}
+	require.Equal(t, []string{"clusterroles.rbac.authorization.k8s.io admin", "configmaps ns-a/cfg", "configmaps ns-b/cfg"}, got)
+
+	var nilCollection *restoreorder.Collection
+	require.Zero(t, nilCollection.Total())
+	require.Empty(t, collectAll(nilCollection))
+	require.Empty(t, nilCollection.Resources())
+	require.Zero(t, nilCollection.ResourceTotal("pods"))
+	require.Empty(t, nilCollection.Unresolved())
+}
+
+// TestCollectLeavesSourceListsAlone filters single items out of shared lists and checks
+// that the source's lists are unchanged, and that the collection does not change when
+// the caller changes what Resources returned.
+func TestCollectLeavesSourceListsAlone(t *testing.T) {
+	var items []memItem
+	for i := range 10 {
+		app := "web"
+		if i%3 == 1 {
+			app = "db"
+		}
+		items = append(items, memItem{resource: "pods", namespace: "a", name: fmt.Sprintf("p%d", i), labels: map[string]string{"app": app}})
+	}
+	src := newMemSource(items...)
+	before := append([]restoreorder.Entry(nil), src.items["pods"]["a"]...)
+	c, err := restoreorder.Collect(context.Background(), src, restoreorder.Priorities{}, restoreorder.Filter{LabelSelector: selector(t, "app=web")})
+	require.NoError(t, err)
+	require.Equal(t, before, src.items["pods"]["a"], "Collect changed the source's list")
+	require.Equal(t, []string{"pods a/p0", "pods a/p2", "pods a/p3", "pods a/p5", "pods a/p6", "pods a/p8", "pods a/p9"}, describeAll(c))
+
+	rc := c.Resources()
+	rc[0].Items = 99
+	require.Equal(t, 7, c.ResourceTotal("pods"), "Resources shares the collection's slice")
+}

@@ -126,27 +126,30 @@ type labelsOnly struct {
 	} `json:"metadata"`
 }
 
-// decodeLabels returns the metadata.labels of the item in data. It decodes nothing else:
-// the other fields are only scanned.
-func decodeLabels(path string, data []byte) (map[string]string, error) {
+// decodeLabels returns the metadata.labels of the item in data, decoded into scratch,
+// whose map is cleared and reused: the result is valid until the next call with the
+// same scratch. Nothing else of the item is decoded; the rest is only scanned.
+func decodeLabels(path string, data []byte, scratch *labelsOnly) (map[string]string, error) {
 	if err := checkBrace(path, data); err != nil {
 		return nil, err
 	}
-	var v labelsOnly
-	if err := json.Unmarshal(data, &v); err != nil {
+	clear(scratch.Metadata.Labels)
+	if err := json.Unmarshal(data, scratch); err != nil {
 		var syntax *json.SyntaxError
 		if errors.As(err, &syntax) {
 			return nil, fmt.Errorf("restoreorder: item %s: %w: not valid JSON: %v", path, ErrInvalidItem, err)
 		}
 		return nil, fmt.Errorf("restoreorder: item %s: %w: %v", path, ErrInvalidItem, err)
 	}
-	return v.Metadata.Labels, nil
+	return scratch.Metadata.Labels, nil
 }
 
-// labelReader reads items' labels for Collect, reusing one buffer for all of them.
+// labelReader reads items' labels for Collect, reusing one buffer and one map for all
+// of them: the labels it returns are valid until its next call.
 type labelReader struct {
-	src Source
-	buf bytes.Buffer
+	src     Source
+	buf     bytes.Buffer
+	scratch labelsOnly
 }
 
 func (r *labelReader) labels(ctx context.Context, path string) (map[string]string, error) {
@@ -158,10 +161,10 @@ func (r *labelReader) labels(ctx context.Context, path string) (map[string]strin
 		if err != nil {
 			return nil, err
 		}
-		return decodeLabels(path, data)
+		return decodeLabels(path, data, &r.scratch)
 	}
 	if err := readInto(ctx, r.src, path, &r.buf); err != nil {
 		return nil, err
 	}
-	return decodeLabels(path, r.buf.Bytes())
+	return decodeLabels(path, r.buf.Bytes(), &r.scratch)
 }
