@@ -10,7 +10,9 @@ import (
 // namespacesResource is the group-resource of namespace objects.
 const namespacesResource = "namespaces"
 
-// An Item is one item of a [Collection]: what pass two restores.
+// An Item is one item of a [Collection]: what pass two restores. A namespace object
+// (Resource "namespaces") is cluster-scoped, but its OriginalNamespace is its own name
+// and its TargetNamespace the name it is restored under, after the mapping.
 type Item struct {
 	Resource          string // the group-resource, as the backup names it
 	OriginalNamespace string // the namespace in the backup; ClusterScope ("") for cluster-scoped items

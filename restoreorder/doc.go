@@ -28,8 +28,10 @@
 // <version>-preferredversion one. Other versions encode the same objects again and are
 // never used, so no item is counted twice; a backup that holds a resource only in
 // non-preferred versions, or in two preferred ones, is refused with [ErrMalformed].
-// To restore another API version, rewrite [Item.Path]
-// (resources/<resource>/<version>/...) or implement a Source.
+// To restore another API version from an extracted backup, open
+// resources/<resource>/<version>/... in place of [Item.Path] (a FromFS source opens any
+// file of the tree); FromTarGz keeps only the items it uses, so implement a Source for
+// that.
 //
 // # Order
 //

@@ -20,7 +20,9 @@ import (
 //     exactly.
 //   - Cluster-scoped items: when IncludeClusterResources is nil, they are restored only
 //     if every namespace is (IncludedNamespaces empty or holding "*", and
-//     ExcludedNamespaces empty); true restores them always; false never.
+//     ExcludedNamespaces empty); true restores them always; false never. Velero counts
+//     a list holding "*" and other names as not every namespace; here "*" anywhere
+//     means every namespace, as it does for the namespace rule itself.
 //   - Namespace objects (the "namespaces" resource) are cluster-scoped but follow the
 //     namespace rules instead, by their own name, so that a restore of some namespaces
 //     brings exactly those namespace objects; IncludeClusterResources does not apply.
