@@ -74,6 +74,7 @@ func TestDependencyHygiene(t *testing.T) {
 		"github.com/google/go-cmp":    true,
 		"k8s.io/apimachinery":         true,
 		"go.etcd.io/bbolt":            true,
+		"go.uber.org/goleak":          true, // tests only: catches leaked goroutines
 	}
 	for _, r := range mods[0].Require {
 		if !r.Indirect {

@@ -9,12 +9,18 @@
 //   - [github.com/itemops/itemops/operations]: the durable records of runs and of the
 //     operations their plugins start, the Store contract every backend implements, and
 //     the codec of Velero's itemoperations.json.gz files. It builds on phase.
+//   - [github.com/itemops/itemops/progress]: restore and backup item counters with
+//     Velero's arithmetic, and a Reporter that hands their snapshots to a sink without
+//     ever blocking the counting loop. It imports nothing of itemops.
+//   - [github.com/itemops/itemops/restoreorder]: pass one of a two-pass restore: a
+//     backup's contents (extracted or .tar.gz), Velero's priorities and restore filters,
+//     and the ordered collection pass two walks. It imports nothing of itemops.
 //   - storage/memstore and storage/boltstore: Stores in memory and in one bbolt file;
 //     storage/storetest: the conformance suite every Store passes.
 //   - cmd/itemops: a command that shows the library at work.
 //
-// Packages import one way only: phase is a leaf, operations builds on it, and the stores
-// build on operations. Later packages (the Monitor that polls operations, restore
-// ordering and progress, plugin adapters) take their place in the same order; the README
-// tracks what exists.
+// Packages import one way only: phase, progress and restoreorder are leaves, operations
+// builds on phase, and the stores build on operations. Later packages (the
+// Monitor that polls operations, plugin adapters) take their place in the same order;
+// the README tracks what exists.
 package itemops

@@ -1,0 +1,222 @@
+package restoreorder
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+)
+
+// DefaultMaxBytes is the most item bytes [FromTarGz] holds when [WithMaxBytes] is not
+// given: 4 GiB.
+const DefaultMaxBytes = 4 << 30
+
+// A TarGzOption configures [FromTarGz].
+type TarGzOption interface{ applyTarGz(*tarGzConfig) }
+
+type tarGzOptionFunc func(*tarGzConfig)
+
+func (f tarGzOptionFunc) applyTarGz(c *tarGzConfig) { f(c) }
+
+type tarGzConfig struct {
+	maxBytes int64
+}
+
+// WithMaxBytes limits the total size of the item files [FromTarGz] reads into memory,
+// after decompression; beyond it FromTarGz fails with [ErrTooLarge]. The default is
+// [DefaultMaxBytes]; n <= 0 removes the limit.
+func WithMaxBytes(n int64) TarGzOption {
+	return tarGzOptionFunc(func(c *tarGzConfig) { c.maxBytes = n })
+}
+
+// FromTarGz returns a [Source] over a Velero backup's .tar.gz, read from r to its end.
+// Nothing is written to disk: the item files under resources/ are kept in memory, so the
+// Source costs about the decompressed size of the backup's items; other files
+// (metadata/version, ...) are skipped. The layout and the choice of version directory
+// are those of [FromFS].
+//
+// FromTarGz fails with an error wrapping [ErrMalformed] if r is not a gzip'd tar, if an
+// entry's path is absolute or climbs out with "..", if an entry is a link, device or
+// other special file, if a path appears twice, if the items do not fit the layout, or if
+// there is no resources directory; with [ErrInvalidItem] if an item file is not a JSON
+// object; and with [ErrTooLarge] past the limit of [WithMaxBytes]. It never panics on
+// bad input. It does not take a context: to stop it, make r fail (close the file or
+// connection it reads).
+//
+// The Source is safe for concurrent use. [ReadItem] hands out copies of its items.
+func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
+	cfg := tarGzConfig{maxBytes: DefaultMaxBytes}
+	for _, o := range opts {
+		o.applyTarGz(&cfg)
+	}
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("restoreorder: read backup: %w: not gzip: %v", ErrMalformed, err)
+	}
+	defer zr.Close()
+
+	b := newBuilder()
+	data := make(map[string][]byte)
+	sawResources := false
+	var total int64
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("restoreorder: read backup: %w: %v", ErrMalformed, err)
+		}
+		name, err := entryPath(hdr.Name)
+		if err != nil {
+			return nil, err
+		}
+		if name == "" {
+			continue // the archive's root directory
+		}
+		if name == resourcesDir || strings.HasPrefix(name, resourcesDir+"/") {
+			sawResources = true
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			continue
+		case tar.TypeReg:
+		default:
+			return nil, malformed(name, "a %s, not a regular file or directory", tarTypeName(hdr.Typeflag))
+		}
+		if _, dup := data[name]; dup {
+			return nil, malformed(name, "the same path twice")
+		}
+		isItem, err := b.add(name)
+		if err != nil {
+			return nil, err
+		}
+		if !isItem {
+			continue // tar.Reader skips the rest of the entry
+		}
+		if hdr.Size < 0 || (cfg.maxBytes > 0 && hdr.Size > cfg.maxBytes-total) {
+			return nil, fmt.Errorf("restoreorder: %s: %w: items exceed %d bytes", name, ErrTooLarge, cfg.maxBytes)
+		}
+		item, err := readEntry(tr, hdr.Size)
+		if err != nil {
+			return nil, fmt.Errorf("restoreorder: read backup: %s: %w: %v", name, ErrMalformed, err)
+		}
+		if err := checkObject(name, item); err != nil {
+			return nil, err
+		}
+		total += hdr.Size
+		data[name] = item
+	}
+	if !sawResources {
+		return nil, malformed(resourcesDir, "no resources directory")
+	}
+	x, keep, err := b.build()
+	if err != nil {
+		return nil, err
+	}
+	for p := range data {
+		if !keep(p) {
+			delete(data, p) // an item of a version directory the index does not use
+		}
+	}
+	return &tarSource{index: x, data: data}, nil
+}
+
+// readEntry reads the n bytes of the current entry. Items up to 1 MiB, nearly all of
+// them, take one allocation of their exact size; bigger ones grow as they are read, so a
+// header that lies about its size costs no more than the bytes actually there.
+func readEntry(r io.Reader, n int64) ([]byte, error) {
+	const exact = 1 << 20
+	if n <= exact {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	var buf bytes.Buffer
+	buf.Grow(exact)
+	if _, err := io.Copy(&buf, io.LimitReader(r, n)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) != n {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return buf.Bytes(), nil
+}
+
+// tarTypeName names the kinds of tar entry a backup must not hold.
+func tarTypeName(t byte) string {
+	switch t {
+	case tar.TypeSymlink:
+		return "symbolic link"
+	case tar.TypeLink:
+		return "hard link"
+	case tar.TypeChar:
+		return "character device"
+	case tar.TypeBlock:
+		return "block device"
+	case tar.TypeFifo:
+		return "named pipe"
+	}
+	return fmt.Sprintf("tar entry of type %q", t)
+}
+
+// entryPath checks and cleans the name of a tar entry: "./" prefixes and a directory's
+// trailing "/" go, and the result must be a valid io/fs path. The archive's root gives "".
+func entryPath(name string) (string, error) {
+	orig := name
+	for strings.HasPrefix(name, "./") {
+		name = name[2:]
+	}
+	name = strings.TrimSuffix(name, "/")
+	switch {
+	case name == "" || name == ".":
+		return "", nil
+	case strings.HasPrefix(name, "/"):
+		return "", malformed(orig, "absolute path")
+	}
+	for _, elem := range strings.Split(name, "/") {
+		if elem == ".." {
+			return "", malformed(orig, "path escapes the archive")
+		}
+	}
+	if !fs.ValidPath(name) {
+		return "", malformed(orig, "not a clean relative path")
+	}
+	return name, nil
+}
+
+type tarSource struct {
+	*index
+	data map[string][]byte // item path → JSON, read-only after FromTarGz
+}
+
+var _ Source = (*tarSource)(nil)
+
+// Open returns a reader of the item at path. A path that names no item fails with an
+// *fs.PathError wrapping fs.ErrNotExist.
+func (s *tarSource) Open(ctx context.Context, path string) (io.ReadCloser, error) {
+	b, err := s.itemBytes(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+func (s *tarSource) itemBytes(ctx context.Context, path string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b, ok := s.data[path]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	}
+	return b, nil
+}
