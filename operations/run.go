@@ -22,6 +22,10 @@ type Run struct {
 	// ItemsTotal and ItemsDone count the run's items, for progress reports.
 	ItemsTotal, ItemsDone int
 	Errors, Warnings      int
+	// FailedOperations counts the run's operations that failed and were counted into
+	// Errors; the Monitor keeps it, so that each failure is counted once however many
+	// Monitors see it.
+	FailedOperations int
 	// FailureReason says why a Failed run failed.
 	FailureReason string
 	// Created is when the run was recorded, Started when it entered InProgress, Completed

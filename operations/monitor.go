@@ -1,0 +1,437 @@
+package operations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/itemops/itemops/phase"
+)
+
+// TimedOut is the error an operation records when it ran past its timeout, as Velero
+// writes it.
+const TimedOut = "Asynchronous action timed out"
+
+// A Monitor watches the unfinished operations of waiting runs, records what their plugins
+// report, and moves each run to its next phase, as Velero's backup and restore operations
+// controllers do, but polling many operations at once, bounding every plugin call, and
+// surviving restarts.
+//
+// A Monitor is safe for concurrent use, and several Monitors may share one [Store]: the
+// store's atomic updates make sure a run is advanced once and that a finished operation
+// is never overwritten by a late report.
+type Monitor struct {
+	store    Store
+	resolver Resolver
+	cfg      config
+	// calls holds a token for each Progress or Cancel call in flight.
+	calls chan struct{}
+
+	// errorsMu guards progressErrors, the consecutive Progress errors of each operation.
+	errorsMu       sync.Mutex
+	progressErrors map[opKey]int
+}
+
+type opKey struct {
+	kind     phase.Kind
+	name, id string
+}
+
+var (
+	unfinished = OperationFilter{Phases: []OperationPhase{OperationNew, OperationInProgress}}
+	failedOnly = OperationFilter{Phases: []OperationPhase{OperationFailed}}
+	waiting    = RunFilter{Phases: []phase.Phase{phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed}}
+	finalizing = RunFilter{Phases: []phase.Phase{phase.Finalizing, phase.FinalizingPartiallyFailed}}
+)
+
+// errNoChange aborts an UpdateRun that has nothing to write.
+var errNoChange = errors.New("no change")
+
+// NewMonitor returns a Monitor of the runs in s whose plugins r resolves. See the
+// MonitorOption functions for the defaults.
+func NewMonitor(s Store, r Resolver, opts ...MonitorOption) *Monitor {
+	cfg := newConfig(opts)
+	return &Monitor{
+		store:          s,
+		resolver:       r,
+		cfg:            cfg,
+		calls:          make(chan struct{}, cfg.workers),
+		progressErrors: make(map[opKey]int),
+	}
+}
+
+// PollResult is what one [Monitor.Poll] found. Running counts the run's operations still
+// unfinished after the poll; Completed and Failed count those that ended in it; NewErrors
+// is how many errors the poll added to the run (another Monitor may have counted some
+// first); Phase is the run's phase afterwards.
+type PollResult struct {
+	Running, Completed, Failed, NewErrors int
+	Phase                                 phase.Phase
+}
+
+// Poll makes one pass over the unfinished operations (New or InProgress) of the run of o,
+// with Velero's rules for each:
+//
+//   - the plugin cannot be resolved, or Progress returns an error: the operation fails
+//     with that error (once [WithProgressErrorTolerance] is used up);
+//   - Progress reports completion: Completed, or Failed with the reported error;
+//   - still running past Created plus the run's OperationTimeout (or the default): Cancel
+//     is called once and the operation fails with [TimedOut];
+//   - still running with a start time reported: New becomes InProgress.
+//
+// Counters, units, description and times are copied from every report. A report with
+// NCompleted above NTotal, or negative, fails the operation. A plugin that panics or does
+// not answer within the call timeout fails only its own operation. The changed operations
+// are written in one batch; then the run's error count grows by the newly failed
+// operations and its phase moves by [phase.AfterPoll], recorded in its history.
+//
+// A run that is not waiting is left alone: Poll returns its phase and no counts. Poll
+// fails with the store's errors, and with ctx.Err() when ctx ends first; operations
+// checked before that are not written, and the next poll checks them again.
+func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
+	run, err := m.store.GetRun(ctx, o)
+	if err != nil {
+		return PollResult{}, err
+	}
+	if !phase.IsWaiting(run.Phase) {
+		return PollResult{Phase: run.Phase}, nil
+	}
+	ops, err := m.store.ListOperations(ctx, o, unfinished)
+	if err != nil {
+		return PollResult{}, err
+	}
+	timeout := run.OperationTimeout
+	if timeout <= 0 {
+		timeout = m.cfg.operationTimeout
+	}
+
+	checked := make([]Operation, len(ops))
+	changed := make([]bool, len(ops))
+	var wg sync.WaitGroup
+	for i := range ops {
+		select {
+		case m.calls <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return PollResult{}, ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-m.calls }()
+			checked[i], changed[i] = m.check(ctx, ops[i], timeout)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return PollResult{}, err
+	}
+
+	var (
+		res   PollResult
+		batch []Operation
+		first *Operation // the first operation that failed in this poll
+	)
+	for i := range checked {
+		op := &checked[i]
+		switch {
+		case !op.Status.Phase.Finished():
+			res.Running++
+		case changed[i] && op.Status.Phase == OperationCompleted:
+			res.Completed++
+		case changed[i]:
+			res.Failed++
+			if first == nil {
+				first = op
+			}
+		}
+		if changed[i] {
+			batch = append(batch, *op)
+		}
+	}
+	if err := m.putBatch(ctx, o, batch); err != nil {
+		return PollResult{}, err
+	}
+	res.NewErrors, res.Phase, err = m.advance(ctx, o, res.Running, first)
+	return res, err
+}
+
+// putBatch writes the operations a poll changed. When another Monitor finished one of
+// them first, the store refuses the batch with ErrConflict; those operations are then left
+// as the other Monitor wrote them and the rest is written again.
+func (m *Monitor) putBatch(ctx context.Context, o Owner, batch []Operation) error {
+	for attempt := 0; len(batch) > 0; attempt++ {
+		err := m.store.PutOperations(ctx, o, batch)
+		if err == nil || !errors.Is(err, ErrConflict) || attempt == 3 {
+			return err
+		}
+		kept := batch[:0]
+		for _, op := range batch {
+			stored, err := m.store.GetOperation(ctx, o, op.ID)
+			if err != nil {
+				return err
+			}
+			if !stored.Status.Phase.Finished() {
+				kept = append(kept, op)
+			}
+		}
+		batch = kept
+	}
+	return nil
+}
+
+// advance counts the run's failed operations into its errors and moves its phase by
+// phase.AfterPoll, given pending operations still running. first, when not nil, is an
+// operation that failed in this poll, named in the reason.
+func (m *Monitor) advance(ctx context.Context, o Owner, pending int, first *Operation) (int, phase.Phase, error) {
+	// The failures are counted from the store rather than from this poll, so that a
+	// failure written by a Monitor that died before this step is still counted, and one
+	// counted by another Monitor is not counted twice.
+	failed, err := m.store.ListOperations(ctx, o, failedOnly)
+	if err != nil {
+		return 0, "", err
+	}
+	now := stamp(m.cfg.clock)
+	var (
+		newErrors int
+		current   phase.Phase
+	)
+	r, err := m.store.UpdateRun(ctx, o, func(r *Run) error {
+		current, newErrors = r.Phase, 0
+		if !phase.IsWaiting(r.Phase) {
+			return errNoChange // another Monitor advanced it
+		}
+		newErrors = max(len(failed)-r.FailedOperations, 0)
+		next, err := phase.AfterPoll(r.Owner.Kind, r.Phase, newErrors, pending, r.Profile)
+		if err != nil {
+			return err
+		}
+		if newErrors == 0 && next == r.Phase {
+			return errNoChange
+		}
+		r.Errors += newErrors
+		r.FailedOperations += newErrors
+		return r.SetPhase(next, pollReason(newErrors, pending, first, failed), now)
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return 0, current, nil
+	case err != nil:
+		return 0, "", err
+	}
+	if current != r.Phase {
+		m.cfg.logger.InfoContext(ctx, "run advanced", "run", o.String(), "from", current, "to", r.Phase)
+	}
+	return newErrors, r.Phase, nil
+}
+
+// pollReason says why a poll moved a run.
+func pollReason(newErrors, pending int, first *Operation, failed []Operation) string {
+	var s string
+	if newErrors > 0 {
+		op := first
+		if op == nil {
+			op = &failed[len(failed)-1]
+		}
+		s = fmt.Sprintf("operation %q of %s failed: %s", op.ID, op.Action, op.Status.Error)
+		if newErrors > 1 {
+			s += fmt.Sprintf(" (and %d more)", newErrors-1)
+		}
+		if pending > 0 {
+			return s
+		}
+		s += "; "
+	}
+	return s + "all operations ended"
+}
+
+// check asks the plugin about op and returns op as it should be stored, and whether it
+// changed. It never fails: every problem becomes the operation's own failure.
+func (m *Monitor) check(ctx context.Context, op Operation, timeout time.Duration) (Operation, bool) {
+	key := opKey{op.Owner.Kind, op.Owner.Name, op.ID}
+	next := op.Clone()
+	now := stamp(m.cfg.clock)
+	if next.Status.Created.IsZero() {
+		// Without a creation time no timeout can be counted: start counting now.
+		next.Status.Created = now
+	}
+	tracker, err := m.resolve(op.Action)
+	var p Progress
+	if err == nil {
+		p, err = m.progress(ctx, tracker, op)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return op, false // the Monitor is stopping; the plugin is not at fault
+		}
+		if !m.countError(key, err) {
+			m.cfg.logger.WarnContext(ctx, "progress error tolerated", "run", op.Owner.String(), "operation", op.ID, "error", err)
+			return next, next.Status != op.Status
+		}
+		return failOperation(next, err.Error()), true
+	}
+	m.clearErrors(key)
+	if err := checkProgress(p); err != nil {
+		return failOperation(next, err.Error()), true
+	}
+	next.Status.NCompleted, next.Status.NTotal = p.NCompleted, p.NTotal
+	next.Status.OperationUnits, next.Status.Description = p.OperationUnits, p.Description
+	if known(p.Started) {
+		next.Status.Started = p.Started.Round(0).UTC()
+	}
+	if known(p.Updated) {
+		next.Status.Updated = p.Updated.Round(0).UTC()
+	}
+	switch {
+	case p.Completed && p.Err != "":
+		return failOperation(next, p.Err), true
+	case p.Completed:
+		next.Status.Phase = OperationCompleted
+		return next, true
+	case now.After(next.Status.Created.Add(timeout)):
+		msg := TimedOut
+		if err := m.cancel(ctx, tracker, op); err != nil {
+			m.cfg.logger.WarnContext(ctx, "cancel failed", "run", op.Owner.String(), "operation", op.ID, "error", err)
+			msg += "; " + err.Error()
+		}
+		return failOperation(next, msg), true
+	case next.Status.Phase == OperationNew && known(p.Started):
+		next.Status.Phase = OperationInProgress
+	}
+	return next, next.Status != op.Status
+}
+
+// known reports whether a plugin's time is set: plugins report the zero time or the Unix
+// epoch when they do not know.
+func known(t time.Time) bool { return !t.IsZero() && !t.Equal(time.Unix(0, 0)) }
+
+// failOperation marks op failed with msg.
+func failOperation(op Operation, msg string) Operation {
+	op.Status.Phase = OperationFailed
+	op.Status.Error = msg
+	return op
+}
+
+// checkProgress rejects a report that cannot be true.
+func checkProgress(p Progress) error {
+	switch {
+	case p.NCompleted < 0 || p.NTotal < 0:
+		return fmt.Errorf("progress: plugin reported negative progress (%d of %d)", p.NCompleted, p.NTotal)
+	case p.NTotal > 0 && p.NCompleted > p.NTotal:
+		return fmt.Errorf("progress: plugin reported %d of %d %s completed", p.NCompleted, p.NTotal, p.OperationUnits)
+	}
+	return nil
+}
+
+// resolve finds the tracker of action; a resolver that panics is an error too.
+func (m *Monitor) resolve(action string) (t Tracker, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("resolve plugin %q: panic: %v", action, v)
+		}
+	}()
+	t, err = m.resolver.Resolve(action)
+	if err == nil && t == nil {
+		err = errors.New("no tracker")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolve plugin %q: %w", action, err)
+	}
+	return t, nil
+}
+
+// progress calls the tracker's Progress within the call timeout.
+func (m *Monitor) progress(ctx context.Context, t Tracker, op Operation) (Progress, error) {
+	return callPlugin(ctx, m.cfg.callTimeout, "progress", func(ctx context.Context) (Progress, error) {
+		return t.Progress(ctx, op.Clone())
+	})
+}
+
+// cancel calls the tracker's Cancel within the call timeout.
+func (m *Monitor) cancel(ctx context.Context, t Tracker, op Operation) error {
+	_, err := callPlugin(ctx, m.cfg.callTimeout, "cancel", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, t.Cancel(ctx, op.Clone())
+	})
+	return err
+}
+
+// callPlugin runs f in its own goroutine with a context that ends after timeout, and
+// returns f's result, an error if f panicked, or a timeout error if f has not returned by
+// then. A plugin that ignores its context keeps that goroutine until it returns; its late
+// result is dropped. When ctx itself ends first, callPlugin returns ctx.Err().
+func callPlugin[T any](ctx context.Context, timeout time.Duration, what string, f func(context.Context) (T, error)) (T, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1) // buffered: a late answer never blocks its goroutine
+	go func() {
+		var r result
+		defer func() {
+			if v := recover(); v != nil {
+				r = result{err: fmt.Errorf("plugin panicked: %v", v)}
+			}
+			done <- r
+		}()
+		r.v, r.err = f(cctx)
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-cctx.Done():
+		select {
+		case r = <-done: // answered just in time
+		default:
+			r.err = cctx.Err()
+		}
+	}
+	switch {
+	case r.err == nil:
+		return r.v, nil
+	case ctx.Err() != nil:
+		return r.v, ctx.Err()
+	case cctx.Err() != nil:
+		return r.v, fmt.Errorf("%s: no answer within %s", what, timeout)
+	}
+	return r.v, fmt.Errorf("%s: %w", what, r.err)
+}
+
+// countError records a Progress error of key and reports whether it fails the operation.
+func (m *Monitor) countError(key opKey, err error) bool {
+	if errors.Is(err, ErrInvalidOperationID) || errors.Is(err, ErrAsyncOperationsNotSupported) {
+		m.clearErrors(key)
+		return true
+	}
+	m.errorsMu.Lock()
+	defer m.errorsMu.Unlock()
+	m.progressErrors[key]++
+	if m.progressErrors[key] > m.cfg.tolerance {
+		delete(m.progressErrors, key)
+		return true
+	}
+	return false
+}
+
+func (m *Monitor) clearErrors(key opKey) {
+	m.errorsMu.Lock()
+	delete(m.progressErrors, key)
+	m.errorsMu.Unlock()
+}
+
+// postOperationItems returns the PostOperationItems of ops in order, without repeats.
+func postOperationItems(ops []Operation) []ResourceIdentifier {
+	var items []ResourceIdentifier
+	for _, op := range ops {
+		for _, it := range op.PostOperationItems {
+			if !slices.Contains(items, it) {
+				items = append(items, it)
+			}
+		}
+	}
+	return items
+}

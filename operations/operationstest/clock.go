@@ -1,0 +1,82 @@
+package operationstest
+
+import (
+	"sync"
+	"time"
+)
+
+// A Clock is a fake operations.Clock whose time moves only when told. It is safe for
+// concurrent use; its zero value is not usable: call [NewClock].
+type Clock struct {
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when a waiter is added; uses mu
+	now     time.Time
+	waiters []waiter
+}
+
+type waiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+// NewClock returns a Clock showing t.
+func NewClock(t time.Time) *Clock {
+	c := &Clock{now: t}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// After returns a channel that receives the clock's time once [Clock.Advance] has moved it
+// d or more past now. A d ≤ 0 fires at once.
+func (c *Clock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, waiter{at: c.now.Add(d), ch: ch})
+	c.cond.Broadcast()
+	return ch
+}
+
+// Advance moves the clock d forward and fires every After whose time has come.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.now) {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- c.now
+	}
+	c.waiters = kept
+}
+
+// Waiters returns how many After channels have not fired yet.
+func (c *Clock) Waiters() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
+// BlockUntilWaiters blocks until at least n After channels are waiting to fire, so that a
+// test can Advance the clock knowing the code under test is asleep on it.
+func (c *Clock) BlockUntilWaiters(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.waiters) < n {
+		c.cond.Wait()
+	}
+}

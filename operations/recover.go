@@ -1,0 +1,69 @@
+package operations
+
+import (
+	"context"
+	"errors"
+
+	"github.com/itemops/itemops/phase"
+)
+
+// RecoverResult is what [Recover] did: the runs it failed because they were InProgress
+// when the process stopped, and the waiting or finalizing runs it left for a Monitor to
+// resume.
+type RecoverResult struct {
+	Failed  []Owner
+	Resumed []Owner
+}
+
+// Recover applies the restart rules of [phase.OnRestart] to every stored run, as Velero
+// does when its server starts: a run InProgress cannot be resumed and becomes Failed, with
+// Velero's reason as its FailureReason and in its history; waiting and finalizing runs are
+// left for a [Monitor] to resume; the rest (New, Queued, terminal) are untouched. Recover
+// is idempotent. The operations of a failed run are left as they are, as Velero leaves
+// them: no longer monitored.
+//
+// It stops at the first store error, or when ctx ends, returning what it did so far;
+// running it again finishes the work.
+func Recover(ctx context.Context, s Store) (RecoverResult, error) {
+	return recoverRuns(ctx, s, systemClock{})
+}
+
+// Recover is [Recover] with the Monitor's store and clock.
+func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
+	return recoverRuns(ctx, m.store, m.cfg.clock)
+}
+
+func recoverRuns(ctx context.Context, s Store, clk Clock) (RecoverResult, error) {
+	var res RecoverResult
+	stuck, err := s.ListRuns(ctx, RunFilter{Phases: []phase.Phase{phase.InProgress}})
+	if err != nil {
+		return res, err
+	}
+	for _, r := range stuck {
+		now := stamp(clk)
+		_, err := s.UpdateRun(ctx, r.Owner, func(r *Run) error {
+			next, reason, changed := phase.OnRestart(r.Owner.Kind, r.Phase)
+			if !changed {
+				return errNoChange // moved on since it was listed
+			}
+			r.FailureReason = reason
+			return r.SetPhase(next, reason, now)
+		})
+		switch {
+		case err == nil:
+			res.Failed = append(res.Failed, r.Owner)
+		case errors.Is(err, errNoChange), errors.Is(err, ErrNotFound):
+		default:
+			return res, err
+		}
+	}
+	resumable := RunFilter{Phases: append(append([]phase.Phase{}, waiting.Phases...), finalizing.Phases...)}
+	runs, err := s.ListRuns(ctx, resumable)
+	if err != nil {
+		return res, err
+	}
+	for _, r := range runs {
+		res.Resumed = append(res.Resumed, r.Owner)
+	}
+	return res, nil
+}
