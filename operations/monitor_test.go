@@ -24,8 +24,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-
-
 // env is a Monitor's world: a real memstore, a fake clock, and scriptable trackers.
 type env struct {
 	t        *testing.T
