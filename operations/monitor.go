@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/itemops/itemops/phase"
@@ -108,21 +109,32 @@ func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
 		timeout = m.cfg.operationTimeout
 	}
 
+	// Up to workers goroutines take the run's operations in turn; each call to a plugin
+	// holds one of the Monitor's tokens, which all runs polled at once share.
 	checked := make([]Operation, len(ops))
 	changed := make([]bool, len(ops))
-	var wg sync.WaitGroup
-	for i := range ops {
-		select {
-		case m.calls <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return PollResult{}, ctx.Err()
-		}
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range min(len(ops), m.cfg.workers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-m.calls }()
-			checked[i], changed[i] = m.check(ctx, ops[i], timeout)
+			for {
+				select {
+				case m.calls <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= len(ops) {
+					<-m.calls
+					return
+				}
+				checked[i], changed[i] = m.check(ctx, ops[i], timeout)
+				<-m.calls
+			}
 		}()
 	}
 	wg.Wait()

@@ -120,6 +120,37 @@ func BenchmarkMonitorPass(b *testing.B) {
 		}
 		report(b, s, time.Since(start))
 	})
+	// The ceiling: 64 goroutines doing nothing but the plugin calls, no store, no
+	// bookkeeping. On a quiet machine it sits near 1.0 of ideal; on a loaded one it shows
+	// how much the scheduler alone takes.
+	b.Run("impl=bare-pool-64", func(b *testing.B) {
+		tr := &slowTracker{latency: latency}
+		ctx := context.Background()
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			jobs := make(chan struct{}, runs*perRun)
+			for range runs * perRun {
+				jobs <- struct{}{}
+			}
+			close(jobs)
+			done := make(chan struct{})
+			for range workers {
+				go func() {
+					for range jobs {
+						_, _ = tr.Progress(ctx, operations.Operation{})
+					}
+					done <- struct{}{}
+				}()
+			}
+			for range workers {
+				<-done
+			}
+		}
+		perSec := total * float64(b.N) / time.Since(start).Seconds()
+		b.ReportMetric(perSec, "ops/s")
+		b.ReportMetric(perSec/ideal, "of-ideal")
+	})
 	b.Run("impl=sequential", func(b *testing.B) {
 		s, owners := benchStore(b, runs, perRun)
 		tr := &slowTracker{latency: latency}
