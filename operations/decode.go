@@ -1,0 +1,686 @@
+package operations
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/itemops/itemops/phase"
+)
+
+// DefaultSizeLimit is the decompressed size, in bytes, beyond which a [Decoder] refuses
+// a file unless [WithSizeLimit] sets another limit: 256 MiB, room for more than half a
+// million of Velero's records.
+const DefaultSizeLimit = 256 << 20
+
+// DefaultRecordSizeLimit is the size, in bytes, beyond which a [Decoder] refuses one
+// record unless [WithRecordSizeLimit] sets another limit: 8 MiB, room for some 80,000
+// post-operation items. A Decoder's memory is bounded by a small multiple of it.
+const DefaultRecordSizeLimit = 8 << 20
+
+// A DecodeOption configures [Decode] and [NewDecoder].
+type DecodeOption interface{ applyDecode(*decodeConfig) }
+
+type decodeOptionFunc func(*decodeConfig)
+
+func (f decodeOptionFunc) applyDecode(c *decodeConfig) { f(c) }
+
+type decodeConfig struct {
+	sizeLimit, recordLimit int64
+	kind                   phase.Kind
+}
+
+// WithSizeLimit sets how many bytes a file may decompress to; a larger file fails with
+// an error wrapping [ErrTooLarge] once n+1 decompressed bytes have been read, so a gzip
+// bomb costs no more than n bytes of decompression. The default, and the value used
+// when n ≤ 0, is [DefaultSizeLimit].
+func WithSizeLimit(n int64) DecodeOption {
+	return decodeOptionFunc(func(c *decodeConfig) {
+		if n > 0 {
+			c.sizeLimit = n
+		}
+	})
+}
+
+// WithRecordSizeLimit sets how many bytes of JSON text one record may take; a larger
+// record fails with an error wrapping [ErrTooLarge]. A record is held in memory whole
+// while it is decoded, so this bounds the decoder's memory; white space between records
+// is never held. The default, and the value used when n ≤ 0, is
+// [DefaultRecordSizeLimit].
+func WithRecordSizeLimit(n int64) DecodeOption {
+	return decodeOptionFunc(func(c *decodeConfig) {
+		if n > 0 {
+			c.recordLimit = n
+		}
+	})
+}
+
+// ExpectKind makes the decoder refuse a file whose records are not of kind k
+// (phase.Backup or phase.Restore), with an error wrapping [ErrInvalid], and gives an
+// empty file that kind (see [Decoder.Kind]). By default the kind is that of the first
+// record.
+func ExpectKind(k phase.Kind) DecodeOption {
+	return decodeOptionFunc(func(c *decodeConfig) { c.kind = k })
+}
+
+// Decode reads a whole itemoperations.json.gz file from r and returns its operations in
+// file order (nil for an empty file). It streams as a [Decoder] does, so the only memory
+// that grows with the file is the returned slice. On failure it returns no operations
+// and a [*DecodeError] saying where the file went wrong, or an error wrapping
+// phase.ErrUnknownKind for a bad [ExpectKind].
+func Decode(r io.Reader, opts ...DecodeOption) ([]Operation, error) {
+	d, err := NewDecoder(r, opts...)
+	if err != nil {
+		return nil, err
+	}
+	var ops []Operation
+	for {
+		op, err := d.Next()
+		if err == io.EOF {
+			return ops, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
+	}
+}
+
+// A Decoder reads an itemoperations.json.gz file one record at a time, so that memory
+// does not grow with the number of records: it holds the gzip decompressor's state and
+// a buffer of one record and some read-ahead, bounded by the record size limit
+// ([WithRecordSizeLimit]). Read records with [Decoder.Next] until it returns io.EOF, or
+// range over [Decoder.All].
+//
+// The file's kind is that of its first record (or the one [ExpectKind] names), and every
+// later record must have it. The end of the file is checked as strictly as the records:
+// Next returns io.EOF only after the closing bracket, nothing but white space after it,
+// and the end of the gzip stream with a good checksum. Records returned before an error
+// were well-formed, but a caller that needs the whole file intact must read to io.EOF.
+//
+// A Decoder is not safe for concurrent use. It must be made with [NewDecoder]; the zero
+// Decoder is not usable. It owns no resources that need closing, and it never closes r.
+type Decoder struct {
+	src  sourceReader
+	in   frames
+	kind phase.Kind
+	// expected is true when kind came from ExpectKind rather than the first record.
+	expected bool
+	rec      wireRecord // reused for every record
+	next     int        // index of the next record to read
+	pending  *Operation // the first record, read by NewDecoder
+	err      error      // sticky: io.EOF after the last record, or a *DecodeError
+}
+
+// NewDecoder returns a Decoder reading the file in r. It reads the gzip header, the
+// opening bracket and the first record (or, for an empty file, up to its end), so that
+// [Decoder.Kind] is known, and returns a [*DecodeError] when any of that fails: the
+// input is not gzip data, not a JSON array, or its first record is malformed, too large
+// or refused. A bad [ExpectKind] gives an error wrapping phase.ErrUnknownKind.
+func NewDecoder(r io.Reader, opts ...DecodeOption) (*Decoder, error) {
+	cfg := decodeConfig{sizeLimit: DefaultSizeLimit, recordLimit: DefaultRecordSizeLimit}
+	for _, o := range opts {
+		o.applyDecode(&cfg)
+	}
+	if cfg.kind != "" && cfg.kind != phase.Backup && cfg.kind != phase.Restore {
+		return nil, fmt.Errorf("decode operations: expected kind %q: %w", cfg.kind, phase.ErrUnknownKind)
+	}
+	d := &Decoder{kind: cfg.kind, expected: cfg.kind != ""}
+	d.src.r = r
+	zr, err := gzip.NewReader(&d.src)
+	if err != nil {
+		return nil, d.headerError(err)
+	}
+	d.in = frames{r: zr, buf: make([]byte, initialBuffer), limit: cfg.sizeLimit, recordLimit: cfg.recordLimit}
+	c, err := d.in.peek()
+	if err != nil {
+		return nil, d.readError(-1, err, "the JSON text is empty")
+	}
+	if c != '[' {
+		return nil, d.syntaxError(-1, d.in.offset(d.in.lo), fmt.Sprintf("the file holds %s, want a JSON array", describeStart(c)))
+	}
+	d.in.lo++
+	op, err := d.read()
+	switch {
+	case err == io.EOF:
+	case err != nil:
+		return nil, err
+	default:
+		d.pending = &op
+	}
+	return d, nil
+}
+
+// Kind returns the kind of the file's operations: that of its first record, or the one
+// [ExpectKind] named. It is empty for an empty file read without ExpectKind.
+func (d *Decoder) Kind() phase.Kind { return d.kind }
+
+// Next returns the next operation of the file. After the last one it returns io.EOF
+// (unwrapped, as io.Reader does), once the rest of the file has been checked. A record
+// that cannot be read gives a [*DecodeError] naming the record and the offset in the
+// decompressed JSON text; its Err wraps [ErrMalformed] (not gzip, truncated or corrupt
+// gzip data, invalid JSON, the wrong shape, a record with neither backup nor restore
+// keys, a time that is not RFC 3339), [ErrTooLarge] (past a size limit), [ErrInvalid]
+// (a well-formed record refused: an unknown operation phase, an empty name or operation
+// ID, another kind than the file's), or the error of the underlying reader. Errors and
+// io.EOF are sticky: every later call returns the same.
+//
+// Times are returned in UTC, to the second; PostOperationItems is nil for a backup
+// record whose list is null or absent and empty for one whose list is [], and always
+// nil for a restore's.
+func (d *Decoder) Next() (Operation, error) {
+	if op := d.pending; op != nil {
+		d.pending = nil
+		return *op, nil
+	}
+	return d.read()
+}
+
+// All returns an iterator over the file's remaining operations, for use with range. It
+// yields each operation with a nil error; when reading fails it yields a zero Operation
+// with the error of [Decoder.Next] and stops. It stops without yielding at the end of
+// the file.
+//
+//	for op, err := range dec.All() {
+//		if err != nil {
+//			return err
+//		}
+//		...
+//	}
+func (d *Decoder) All() iter.Seq2[Operation, error] {
+	return func(yield func(Operation, error) bool) {
+		for {
+			op, err := d.Next()
+			if err == io.EOF {
+				return
+			}
+			if !yield(op, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// read decodes the next record, or checks the end of the file and returns io.EOF.
+func (d *Decoder) read() (Operation, error) {
+	if d.err != nil {
+		return Operation{}, d.err
+	}
+	op, err := d.readRecord()
+	if err != nil {
+		d.err = err
+	}
+	return op, err
+}
+
+func (d *Decoder) readRecord() (Operation, error) {
+	in, i := &d.in, d.next
+	c, err := in.peek()
+	if err != nil {
+		return Operation{}, d.readError(-1, err, fmt.Sprintf("the JSON text ends inside the array, after %d records", i))
+	}
+	if c == ']' {
+		in.lo++
+		return Operation{}, d.finish()
+	}
+	if i > 0 {
+		if c != ',' {
+			return Operation{}, d.syntaxError(i, in.offset(in.lo), fmt.Sprintf("invalid character %s after record %d, want , or ]", quoteChar(c), i-1))
+		}
+		in.lo++
+		if c, err = in.peek(); err != nil {
+			return Operation{}, d.readError(i, err, "the JSON text ends after a comma")
+		}
+		if c == ']' {
+			return Operation{}, d.syntaxError(i, in.offset(in.lo), "invalid character ']' after a comma, want a record")
+		}
+	}
+	start := in.offset(in.lo)
+	b, complete, err := in.value()
+	if err != nil {
+		return Operation{}, d.readError(i, err, "")
+	}
+	if !complete {
+		// The input ended inside the record: say so, unless the record has a syntax
+		// error before the point where it was cut. A space appended to a cut record
+		// fails past its end; a real error fails at or before it.
+		var raw json.RawMessage
+		var syntax *json.SyntaxError
+		if err := json.Unmarshal(append(b, ' '), &raw); errors.As(err, &syntax) && syntax.Offset <= int64(len(b)) {
+			return Operation{}, d.syntaxError(i, start+syntax.Offset-1, "invalid JSON: "+syntax.Error())
+		}
+		return Operation{}, &DecodeError{Record: i, Offset: in.offset(in.hi),
+			Err: fmt.Errorf("%w: the JSON text ends inside the record: %w", ErrMalformed, io.ErrUnexpectedEOF)}
+	}
+	d.rec = wireRecord{}
+	if err := json.Unmarshal(b, &d.rec); err != nil {
+		var (
+			syntax *json.SyntaxError
+			typ    *json.UnmarshalTypeError
+		)
+		switch {
+		case errors.As(err, &syntax):
+			return Operation{}, d.syntaxError(i, start+syntax.Offset-1, "invalid JSON: "+syntax.Error())
+		case errors.As(err, &typ):
+			field := "the record"
+			if typ.Field != "" {
+				field = typ.Field
+			}
+			return Operation{}, &DecodeError{Record: i, Offset: start + typ.Offset,
+				Err: fmt.Errorf("%w: %s: found JSON %s, want %s", ErrMalformed, field, typ.Value, jsonType(typ.Type))}
+		}
+		return Operation{}, &DecodeError{Record: i, Offset: start, Err: fmt.Errorf("%w: %w", ErrMalformed, err)}
+	}
+	op, err := d.operation(&d.rec)
+	if err != nil {
+		return Operation{}, &DecodeError{Record: i, Offset: start, Err: err}
+	}
+	d.next++
+	return op, nil
+}
+
+// finish checks that nothing but white space follows the closing bracket, up to the end
+// of the gzip stream, whose checksum the gzip reader verifies there.
+func (d *Decoder) finish() error {
+	c, err := d.in.peek()
+	if err == io.EOF {
+		return io.EOF
+	}
+	if err != nil {
+		return d.readError(-1, err, "")
+	}
+	return d.syntaxError(-1, d.in.offset(d.in.lo), fmt.Sprintf("%s follows the array", describeStart(c)))
+}
+
+// headerError describes a failure to read the gzip header.
+func (d *Decoder) headerError(err error) error {
+	var cause error
+	switch {
+	case d.src.err != nil && errors.Is(err, d.src.err):
+		cause = fmt.Errorf("read: %w", err)
+	case err == io.EOF:
+		cause = fmt.Errorf("%w: empty input, want gzip data", ErrMalformed)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		cause = fmt.Errorf("%w: the gzip header is truncated: %w", ErrMalformed, err)
+	default:
+		cause = fmt.Errorf("%w: not gzip data: %w", ErrMalformed, err)
+	}
+	return &DecodeError{Record: -1, Offset: 0, Err: cause}
+}
+
+// readError describes a failure of the decompressed stream for record (-1 for none):
+// a size limit, the gzip reader, the underlying reader, or, as io.EOF, an end of the
+// text where atEOF says what was missing.
+func (d *Decoder) readError(record int, err error, atEOF string) error {
+	var cause error
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		cause = err
+	case d.src.err != nil && errors.Is(err, d.src.err):
+		cause = fmt.Errorf("read: %w", err)
+	case err == io.EOF:
+		cause = fmt.Errorf("%w: %s: %w", ErrMalformed, atEOF, io.ErrUnexpectedEOF)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		cause = fmt.Errorf("%w: the gzip data is truncated: %w", ErrMalformed, err)
+	default:
+		cause = fmt.Errorf("%w: corrupt gzip data: %w", ErrMalformed, err)
+	}
+	return &DecodeError{Record: record, Offset: d.in.offset(d.in.hi), Err: cause}
+}
+
+// syntaxError describes invalid JSON found at offset.
+func (d *Decoder) syntaxError(record int, offset int64, msg string) error {
+	return &DecodeError{Record: record, Offset: offset, Err: fmt.Errorf("%w: %s", ErrMalformed, msg)}
+}
+
+// operation converts a decoded record, checking it as the package documentation says.
+func (d *Decoder) operation(rec *wireRecord) (Operation, error) {
+	s := &rec.Spec
+	backup := s.BackupName != "" || s.BackupUID != "" || s.BackupItemAction != "" || s.PostOperationItems != nil
+	restore := s.RestoreName != "" || s.RestoreUID != "" || s.RestoreItemAction != ""
+	var op Operation
+	switch {
+	case backup && restore:
+		return op, fmt.Errorf("%w: the record has both backup keys (backupName, backupUID, backupItemAction, postOperationItems) and restore keys (restoreName, restoreUID, restoreItemAction)", ErrMalformed)
+	case backup:
+		op.Owner = Owner{Kind: phase.Backup, Name: s.BackupName, UID: s.BackupUID}
+		op.Action = s.BackupItemAction
+		op.PostOperationItems = s.PostOperationItems
+	case restore:
+		op.Owner = Owner{Kind: phase.Restore, Name: s.RestoreName, UID: s.RestoreUID}
+		op.Action = s.RestoreItemAction
+	default:
+		return op, fmt.Errorf("%w: the record has no backupName or restoreName", ErrMalformed)
+	}
+	switch {
+	case d.kind == "":
+		d.kind = op.Owner.Kind
+	case op.Owner.Kind != d.kind && d.expected:
+		return op, fmt.Errorf("a %s operation, want %s operations: %w", op.Owner.Kind, d.kind, ErrInvalid)
+	case op.Owner.Kind != d.kind:
+		return op, fmt.Errorf("a %s operation in a file of %s operations (as record 0 says): %w", op.Owner.Kind, d.kind, ErrInvalid)
+	}
+	op.Resource = s.ResourceIdentifier
+	op.ID = s.OperationID
+	w := &rec.Status
+	for _, t := range [...]struct {
+		name string
+		t    *wireTime
+	}{{"created", &w.Created}, {"started", &w.Started}, {"updated", &w.Updated}} {
+		if t.t.bad != "" {
+			return op, fmt.Errorf("%w: status.%s: %s", ErrMalformed, t.name, t.t.bad)
+		}
+	}
+	op.Status = Status{
+		Phase:          w.Phase,
+		Error:          w.Error,
+		NCompleted:     w.NCompleted,
+		NTotal:         w.NTotal,
+		OperationUnits: w.OperationUnits,
+		Description:    w.Description,
+		Created:        w.Created.t,
+		Started:        w.Started.t,
+		Updated:        w.Updated.t,
+	}
+	if err := op.Validate(); err != nil {
+		return op, err
+	}
+	return op, nil
+}
+
+// describeStart names the JSON value that begins with c.
+func describeStart(c byte) string {
+	switch {
+	case c == '{':
+		return "a JSON object"
+	case c == '[':
+		return "another JSON array"
+	case c == '"':
+		return "a JSON string"
+	case c == '-' || '0' <= c && c <= '9':
+		return "a JSON number"
+	case c == 't' || c == 'f':
+		return "a JSON boolean"
+	case c == 'n':
+		return "JSON null"
+	}
+	return "invalid character " + quoteChar(c)
+}
+
+// quoteChar quotes c for an error message.
+func quoteChar(c byte) string {
+	if c >= 0x20 && c < 0x7f {
+		return "'" + string(rune(c)) + "'"
+	}
+	return fmt.Sprintf("byte 0x%02x", c)
+}
+
+// jsonType names the JSON type a Go type of the wire records is decoded from.
+func jsonType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int64:
+		return "an integer"
+	case reflect.Struct:
+		return "an object"
+	case reflect.Slice:
+		return "an array"
+	}
+	return t.String()
+}
+
+// sourceReader remembers the first error of the reader a file comes from, so that a
+// failure to read is not reported as corrupt data.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF && s.err == nil {
+		s.err = err
+	}
+	return n, err
+}
+
+// initialBuffer is the size of a Decoder's buffer until a record needs more.
+const initialBuffer = 64 << 10
+
+// frames cuts the decompressed JSON text into records without holding more than one
+// record and some read-ahead, and enforces both size limits. It only finds where each
+// value ends; encoding/json checks each record. Text in buf[lo:hi] has been read and not
+// consumed; buf[0] is at offset base of the text.
+type frames struct {
+	r                  io.Reader
+	buf                []byte
+	lo, hi             int
+	base               int64
+	limit, recordLimit int64
+	err                error // sticky: the first error of r (io.EOF included) or of a limit
+}
+
+// offset returns the offset in the text of buf[i].
+func (f *frames) offset(i int) int64 { return f.base + int64(i) }
+
+// fill reads more text, keeping buf[keep:hi] (keep ≤ lo) and dropping what is before
+// it; it returns by how much indexes into buf moved down. It returns io.EOF at the end
+// of the text, and an error wrapping ErrTooLarge once more than limit bytes were read.
+func (f *frames) fill(keep int) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	if keep > 0 {
+		copy(f.buf, f.buf[keep:f.hi])
+		f.lo -= keep
+		f.hi -= keep
+		f.base += int64(keep)
+	}
+	if f.hi == len(f.buf) { // one record fills the buffer
+		n := 2 * len(f.buf)
+		if m := int(min(f.recordLimit, math.MaxInt/2)) + initialBuffer; n > m {
+			n = m
+		}
+		f.buf = append(f.buf[:f.hi], make([]byte, n-f.hi)...)
+	}
+	p := f.buf[f.hi:]
+	if room := f.limit + 1 - f.offset(f.hi); int64(len(p)) > room {
+		p = p[:room] // one byte past the limit tells the text is too large
+	}
+	for range 100 {
+		n, err := f.r.Read(p)
+		f.hi += n
+		if f.offset(f.hi) > f.limit {
+			f.err = fmt.Errorf("the decompressed file is larger than the size limit of %d bytes: %w", f.limit, ErrTooLarge)
+			return keep, f.err
+		}
+		if err != nil {
+			f.err = err
+			if n > 0 {
+				return keep, nil
+			}
+			return keep, err
+		}
+		if n > 0 {
+			return keep, nil
+		}
+	}
+	f.err = io.ErrNoProgress
+	return keep, f.err
+}
+
+// peek skips white space and returns the byte at lo, without consuming it.
+func (f *frames) peek() (byte, error) {
+	for {
+		for ; f.lo < f.hi; f.lo++ {
+			if c := f.buf[f.lo]; !isSpace(c) {
+				return c, nil
+			}
+		}
+		if _, err := f.fill(f.lo); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// value consumes the JSON value at lo and returns its text, valid until the next read:
+// an object, array or string up to its closing delimiter (without checking what is
+// inside), anything else up to the next white space, comma or closing bracket. When the
+// text ends inside the value it returns what there is and complete false. A value
+// longer than recordLimit gives an error wrapping ErrTooLarge.
+func (f *frames) value() (b []byte, complete bool, err error) {
+	start, i := f.lo, f.lo
+	depth := 0
+	inString, escaped, scalar := false, false, false
+	switch f.buf[i] {
+	case '{', '[':
+		depth, i = 1, i+1
+	case '"':
+		inString, i = true, i+1
+	default:
+		scalar = true
+	}
+scan:
+	for {
+		for ; i < f.hi; i++ {
+			c := f.buf[i]
+			switch {
+			case inString:
+				switch {
+				case escaped:
+					escaped = false
+				case c == '\\':
+					escaped = true
+				case c == '"':
+					inString = false
+					if depth == 0 {
+						i++
+						break scan
+					}
+				}
+			case scalar:
+				if isSpace(c) || c == ',' || c == ']' || c == '}' {
+					break scan
+				}
+			case c == '"':
+				inString = true
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				depth--
+				if depth == 0 {
+					i++
+					break scan
+				}
+			}
+		}
+		if int64(i-start) >= f.recordLimit {
+			return nil, false, f.recordTooLarge()
+		}
+		shift, err := f.fill(start)
+		start, i = start-shift, i-shift
+		switch {
+		case err == io.EOF && scalar:
+			break scan
+		case err == io.EOF:
+			return f.buf[start:i], false, nil
+		case err != nil:
+			return nil, false, err
+		}
+	}
+	if int64(i-start) > f.recordLimit {
+		return nil, false, f.recordTooLarge()
+	}
+	f.lo = i
+	return f.buf[start:i], true, nil
+}
+
+func (f *frames) recordTooLarge() error {
+	return fmt.Errorf("the record is larger than the record size limit of %d bytes: %w", f.recordLimit, ErrTooLarge)
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// The wire records: every key of Velero's BackupOperation and RestoreOperation, so that
+// the kind of each record can be told from its keys. Unknown keys are ignored.
+type wireRecord struct {
+	Spec   wireSpec   `json:"spec"`
+	Status wireStatus `json:"status"`
+}
+
+type wireSpec struct {
+	BackupName         string               `json:"backupName"`
+	BackupUID          string               `json:"backupUID"`
+	BackupItemAction   string               `json:"backupItemAction"`
+	RestoreName        string               `json:"restoreName"`
+	RestoreUID         string               `json:"restoreUID"`
+	RestoreItemAction  string               `json:"restoreItemAction"`
+	ResourceIdentifier ResourceIdentifier   `json:"resourceIdentifier"`
+	OperationID        string               `json:"operationID"`
+	PostOperationItems []ResourceIdentifier `json:"postOperationItems"`
+}
+
+type wireStatus struct {
+	Phase          OperationPhase `json:"phase"`
+	Error          string         `json:"error"`
+	NCompleted     int64          `json:"nCompleted"`
+	NTotal         int64          `json:"nTotal"`
+	OperationUnits string         `json:"operationUnits"`
+	Description    string         `json:"description"`
+	Created        wireTime       `json:"created"`
+	Started        wireTime       `json:"started"`
+	Updated        wireTime       `json:"updated"`
+}
+
+// wireTime decodes a time as Kubernetes' metav1.Time does (null or an RFC 3339 string),
+// then in UTC and to the second. A bad value is kept in bad rather than returned, so that
+// the error can name the field.
+type wireTime struct {
+	t   time.Time
+	bad string
+}
+
+func (w *wireTime) UnmarshalJSON(data []byte) error {
+	*w = wireTime{}
+	if string(data) == "null" {
+		return nil
+	}
+	var s string
+	if n := len(data); n >= 2 && data[0] == '"' && data[n-1] == '"' && bytes.IndexByte(data, '\\') < 0 {
+		s = string(data[1 : n-1])
+	} else if err := json.Unmarshal(data, &s); err != nil {
+		w.bad = fmt.Sprintf("found %s, want an RFC 3339 time string", abbreviate(string(data)))
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		w.bad = fmt.Sprintf("%s is not an RFC 3339 time", strconv.Quote(abbreviate(s)))
+		return nil
+	}
+	t = t.UTC()
+	t = t.Add(-time.Duration(t.Nanosecond()))
+	if !timeInRange(t) {
+		w.bad = fmt.Sprintf("%s is outside years 0000 to 9999 in UTC", strconv.Quote(s))
+		return nil
+	}
+	w.t = t
+	return nil
+}
+
+// abbreviate shortens s for an error message.
+func abbreviate(s string) string {
+	const n = 40
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
