@@ -220,6 +220,14 @@ func TestRoundTrip(t *testing.T) {
 		{"1,000 backup operations", manyOps(phase.Backup, 1000)},
 		{"1,000 restore operations", manyOps(phase.Restore, 1000)},
 		{"post-operation items nil, empty and listed", goldenCases()[2].ops},
+		{"quotes, backslash runs and brackets inside strings", func() []operations.Operation {
+			op := goldenOp()
+			op.Status.Error = `x\"}]{[\\`
+			op.Status.Description = `"\\\"` + "\\"
+			op.Action = `}}]]"`
+			op.Resource.Name = `\`
+			return []operations.Operation{op, goldenOp()}
+		}()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,6 +304,7 @@ func TestDecodeErrors(t *testing.T) {
 		// The gzip layer.
 		{name: "empty input", input: bytes.NewReader(nil), want: []error{operations.ErrMalformed}, record: -1, offset: 0, msg: "empty input, want gzip data"},
 		{name: "not gzip", input: strings.NewReader("[" + record + "]"), want: []error{operations.ErrMalformed, gzip.ErrHeader}, record: -1, offset: 0, msg: "not gzip data"},
+		{name: "a short file, not gzip", input: strings.NewReader("[]\n"), want: []error{operations.ErrMalformed, gzip.ErrHeader}, record: -1, offset: 0, msg: "not gzip data"},
 		{name: "truncated gzip header", input: bytes.NewReader(golden[:5]), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: 0, msg: "gzip header is truncated"},
 		{name: "gzip trailer cut off", input: bytes.NewReader(golden[:len(golden)-8]), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: goldenLen, msg: "gzip data is truncated"},
 		{name: "gzip trailer cut short", input: bytes.NewReader(golden[:len(golden)-3]), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: goldenLen, msg: "gzip data is truncated"},

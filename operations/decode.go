@@ -1,6 +1,7 @@
 package operations
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -135,7 +136,13 @@ func NewDecoder(r io.Reader, opts ...DecodeOption) (*Decoder, error) {
 	}
 	d := &Decoder{kind: cfg.kind, expected: cfg.kind != ""}
 	d.src.r = r
-	zr, err := gzip.NewReader(&d.src)
+	br := bufio.NewReader(&d.src)
+	// gzip.NewReader reads a whole header before it checks the magic number, which would
+	// call a short file of anything a truncated gzip header.
+	if head, _ := br.Peek(2); len(head) > 0 && (head[0] != 0x1f || len(head) == 2 && head[1] != 0x8b) {
+		return nil, &DecodeError{Record: -1, Offset: 0, Err: fmt.Errorf("%w: not gzip data: %w", ErrMalformed, gzip.ErrHeader)}
+	}
+	zr, err := gzip.NewReader(br)
 	if err != nil {
 		return nil, d.headerError(err)
 	}
@@ -540,7 +547,7 @@ func (f *frames) peek() (byte, error) {
 func (f *frames) value() (b []byte, complete bool, err error) {
 	start, i := f.lo, f.lo
 	depth := 0
-	inString, escaped, scalar := false, false, false
+	inString, scalar := false, false
 	switch f.buf[i] {
 	case '{', '[':
 		depth, i = 1, i+1
@@ -551,34 +558,47 @@ func (f *frames) value() (b []byte, complete bool, err error) {
 	}
 scan:
 	for {
-		for ; i < f.hi; i++ {
-			c := f.buf[i]
-			switch {
-			case inString:
-				switch {
-				case escaped:
-					escaped = false
-				case c == '\\':
-					escaped = true
-				case c == '"':
-					inString = false
-					if depth == 0 {
-						i++
-						break scan
-					}
+		for i < f.hi {
+			if inString {
+				// Jump to the next quote; it ends the string unless an odd number of
+				// backslashes precede it. The opening quote stops the count.
+				j := bytes.IndexByte(f.buf[i:f.hi], '"')
+				if j < 0 {
+					i = f.hi
+					break
 				}
-			case scalar:
+				i += j
+				k := i - 1
+				for f.buf[k] == '\\' {
+					k--
+				}
+				i++
+				if (i-2-k)%2 == 1 {
+					continue
+				}
+				inString = false
+				if depth == 0 {
+					break scan
+				}
+				continue
+			}
+			c := f.buf[i]
+			if scalar {
 				if isSpace(c) || c == ',' || c == ']' || c == '}' {
 					break scan
 				}
-			case c == '"':
+				i++
+				continue
+			}
+			i++
+			switch c {
+			case '"':
 				inString = true
-			case c == '{' || c == '[':
+			case '{', '[':
 				depth++
-			case c == '}' || c == ']':
+			case '}', ']':
 				depth--
 				if depth == 0 {
-					i++
 					break scan
 				}
 			}
@@ -654,6 +674,12 @@ func (w *wireTime) UnmarshalJSON(data []byte) error {
 	if string(data) == "null" {
 		return nil
 	}
+	if n := len(data); n >= 2 && data[0] == '"' {
+		if t, ok := parseUTCSecond(data[1 : n-1]); ok {
+			w.t = t
+			return nil
+		}
+	}
 	var s string
 	if n := len(data); n >= 2 && data[0] == '"' && data[n-1] == '"' && bytes.IndexByte(data, '\\') < 0 {
 		s = string(data[1 : n-1])
@@ -683,4 +709,41 @@ func abbreviate(s string) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// parseUTCSecond parses the one form the encoder writes, "2006-01-02T15:04:05Z",
+// without allocating. It reports false for anything else, which is left to time.Parse,
+// and for what time.Parse would refuse (a 30th of February, a 61st second), so that it
+// never accepts more than time.Parse does.
+func parseUTCSecond(b []byte) (time.Time, bool) {
+	if len(b) != len("2006-01-02T15:04:05Z") || b[4] != '-' || b[7] != '-' || b[10] != 'T' ||
+		b[13] != ':' || b[16] != ':' || b[19] != 'Z' {
+		return time.Time{}, false
+	}
+	year, ok1 := digits(b[0:4])
+	month, ok2 := digits(b[5:7])
+	day, ok3 := digits(b[8:10])
+	hour, ok4 := digits(b[11:13])
+	minute, ok5 := digits(b[14:16])
+	second, ok6 := digits(b[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59 {
+		return time.Time{}, false
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, second, 0, time.UTC)
+	if t.Day() != day { // time.Date carried an impossible day into the next month
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// digits parses b as a decimal number of ASCII digits only.
+func digits(b []byte) (int, bool) {
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
