@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -217,7 +218,10 @@ func TestRoundTrip(t *testing.T) {
 		ops  []operations.Operation
 	}{
 		{"one backup operation", []operations.Operation{goldenOp()}},
+		{"16 operations, one full chunk", manyOps(phase.Backup, 16)},
+		{"17 operations, one more than a chunk", manyOps(phase.Backup, 17)},
 		{"1,000 backup operations", manyOps(phase.Backup, 1000)},
+		{"5,000 operations, past a chunk of 4096", manyOps(phase.Backup, 5000)},
 		{"1,000 restore operations", manyOps(phase.Restore, 1000)},
 		{"post-operation items nil, empty and listed", goldenCases()[2].ops},
 		{"quotes, backslash runs and brackets inside strings", func() []operations.Operation {
@@ -388,6 +392,7 @@ func TestDecodeSizeLimitBoundary(t *testing.T) {
 		{name: "record limit equal to a record", recordLimit: int64(len(record))},
 		{name: "record limit one byte short", recordLimit: int64(len(record)) - 1, wantErr: true},
 		{name: "zero means the defaults", limit: 0, recordLimit: 0},
+		{name: "the largest limits", limit: math.MaxInt64, recordLimit: math.MaxInt64},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -709,6 +714,11 @@ func TestDecoder(t *testing.T) {
 	t.Run("NewDecoder reports a bad first record", func(t *testing.T) {
 		_, err := operations.NewDecoder(bytes.NewReader(gzipBytes(t, []byte(`[{"spec":{}}]`))))
 		require.ErrorIs(t, err, operations.ErrMalformed)
+	})
+	t.Run("nil options are ignored", func(t *testing.T) {
+		got, err := operations.Decode(bytes.NewReader(file), nil, operations.ExpectKind(phase.Restore), nil)
+		require.NoError(t, err)
+		require.Len(t, got, len(ops))
 	})
 	t.Run("ExpectKind with an unknown kind", func(t *testing.T) {
 		_, err := operations.NewDecoder(bytes.NewReader(file), operations.ExpectKind("Snapshot"))

@@ -77,23 +77,55 @@ func ExpectKind(k phase.Kind) DecodeOption {
 // that grows with the file is the returned slice. On failure it returns no operations
 // and a [*DecodeError] saying where the file went wrong, or an error wrapping
 // phase.ErrUnknownKind for a bad [ExpectKind].
+//
+// Decode takes no context: to stop it early, make r fail (close the connection it reads
+// from, or wrap it in a reader that fails once a context is done); Decode then returns
+// that error inside a [*DecodeError]. Decode may be called from several goroutines at
+// once with different readers.
 func Decode(r io.Reader, opts ...DecodeOption) ([]Operation, error) {
 	d, err := NewDecoder(r, opts...)
 	if err != nil {
 		return nil, err
 	}
-	var ops []Operation
+	// Records are gathered in chunks and copied once into a slice of the right size:
+	// growing one slice would copy every record about twice.
+	var (
+		chunks [][]Operation
+		chunk  []Operation
+		total  int
+	)
 	for {
 		op, err := d.Next()
 		if err == io.EOF {
-			return ops, nil
+			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		ops = append(ops, op)
+		if len(chunk) == cap(chunk) {
+			if len(chunk) > 0 {
+				chunks = append(chunks, chunk)
+			}
+			chunk = make([]Operation, 0, min(max(2*cap(chunk), 16), decodeChunk))
+		}
+		chunk = append(chunk, op)
+		total++
 	}
+	if total == 0 {
+		return nil, nil
+	}
+	if len(chunks) == 0 {
+		return chunk, nil
+	}
+	ops := make([]Operation, 0, total)
+	for _, c := range chunks {
+		ops = append(ops, c...)
+	}
+	return append(ops, chunk...), nil
 }
+
+// decodeChunk is the most records Decode gathers in one chunk.
+const decodeChunk = 4096
 
 // A Decoder reads an itemoperations.json.gz file one record at a time, so that memory
 // does not grow with the number of records: it holds the gzip decompressor's state and
@@ -116,6 +148,7 @@ type Decoder struct {
 	// expected is true when kind came from ExpectKind rather than the first record.
 	expected bool
 	rec      wireRecord // reused for every record
+	intern   interner
 	next     int        // index of the next record to read
 	pending  *Operation // the first record, read by NewDecoder
 	err      error      // sticky: io.EOF after the last record, or a *DecodeError
@@ -125,11 +158,16 @@ type Decoder struct {
 // opening bracket and the first record (or, for an empty file, up to its end), so that
 // [Decoder.Kind] is known, and returns a [*DecodeError] when any of that fails: the
 // input is not gzip data, not a JSON array, or its first record is malformed, too large
-// or refused. A bad [ExpectKind] gives an error wrapping phase.ErrUnknownKind.
+// or refused. A bad [ExpectKind] gives an error wrapping phase.ErrUnknownKind. Nil
+// options are ignored.
+//
+// A Decoder takes no context: to stop it, make r fail, as for [Decode].
 func NewDecoder(r io.Reader, opts ...DecodeOption) (*Decoder, error) {
 	cfg := decodeConfig{sizeLimit: DefaultSizeLimit, recordLimit: DefaultRecordSizeLimit}
 	for _, o := range opts {
-		o.applyDecode(&cfg)
+		if o != nil {
+			o.applyDecode(&cfg)
+		}
 	}
 	if cfg.kind != "" && cfg.kind != phase.Backup && cfg.kind != phase.Restore {
 		return nil, fmt.Errorf("decode operations: expected kind %q: %w", cfg.kind, phase.ErrUnknownKind)
@@ -268,7 +306,11 @@ func (d *Decoder) readRecord() (Operation, error) {
 			Err: fmt.Errorf("%w: the JSON text ends inside the record: %w", ErrMalformed, io.ErrUnexpectedEOF)}
 	}
 	d.rec = wireRecord{}
-	if err := json.Unmarshal(b, &d.rec); err != nil {
+	if !parseCanonical(b, &d.rec, &d.intern) {
+		d.rec = wireRecord{}
+		err = json.Unmarshal(b, &d.rec)
+	}
+	if err != nil {
 		var (
 			syntax *json.SyntaxError
 			typ    *json.UnmarshalTypeError
@@ -500,8 +542,8 @@ func (f *frames) fill(keep int) (int, error) {
 		f.buf = append(f.buf[:f.hi], make([]byte, n-f.hi)...)
 	}
 	p := f.buf[f.hi:]
-	if room := f.limit + 1 - f.offset(f.hi); int64(len(p)) > room {
-		p = p[:room] // one byte past the limit tells the text is too large
+	if room := f.limit - f.offset(f.hi); room < int64(len(p)) {
+		p = p[:room+1] // one byte past the limit tells the text is too large
 	}
 	for range 100 {
 		n, err := f.r.Read(p)

@@ -41,7 +41,10 @@
 // therefore does not survive a round trip.
 //
 // The decoder reads Velero's files and anything encoding/json would read into Velero's
-// types, with these decisions:
+// types. Records in the form the encoders write (keys in order, no white space, no
+// escapes) are read by a fast path that avoids reflection and shares strings that repeat
+// from record to record; any other record goes through encoding/json, with the same
+// result. These decisions apply to both:
 //
 //   - The kind of a record is told by its keys: backup keys (a backup name, UID or
 //     plugin, or a postOperationItems list) or restore keys, never both. The kind of the
@@ -57,7 +60,8 @@
 //     gzip bomb costs at most the limit in reading and a small multiple of the record
 //     limit in memory.
 //   - The whole file is checked: one JSON array, nothing but white space after it, and
-//     a gzip stream that ends with a good checksum. A failure is a [*DecodeError] that
+//     a gzip stream that ends with a good checksum (concatenated gzip members are read
+//     as one stream, as gzip -d reads them). A failure is a [*DecodeError] that
 //     names the record and the offset in the decompressed JSON text, and wraps
 //     [ErrMalformed], [ErrTooLarge], [ErrInvalid] or the reader's own error.
 package operations

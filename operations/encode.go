@@ -22,6 +22,11 @@ import (
 // The first that fails gives an error wrapping [ErrInvalid] that names its index, and w
 // is left untouched. An error from w is returned as is, after which w holds an
 // incomplete file. Encode does not close w.
+//
+// Encode takes no context: to stop it early, make w fail (close the connection it
+// writes to, or wrap it in a writer that fails once a context is done); Encode then
+// returns that error. Encode may be called from several goroutines at once with
+// different writers.
 func Encode(w io.Writer, ops []Operation) error {
 	kind := phase.Backup // any valid kind writes an empty list the same way
 	if len(ops) > 0 {
@@ -62,7 +67,8 @@ const flushSize = 32 << 10
 // NewEncoder returns an Encoder that writes a file of kind kind (phase.Backup or
 // phase.Restore) to w. It writes nothing until the first [Encoder.Encode] or
 // [Encoder.Close]; the gzip header is Velero's (no name, no time stamp), compressed at
-// gzip's default level.
+// gzip's default level. An Encoder takes no context: to stop it, make w fail, as for
+// [Encode].
 func NewEncoder(w io.Writer, kind phase.Kind) *Encoder {
 	return &Encoder{kind: kind, zw: gzip.NewWriter(w), buf: make([]byte, 0, flushSize+4<<10)}
 }
