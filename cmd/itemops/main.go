@@ -3,9 +3,17 @@
 // Usage:
 //
 //	itemops phases [-kind backup|restore] [-format mermaid|dot] [-queue] [-restore-finalizing]
+//	itemops inspect FILE
 //
 // phases prints the phase machines as Mermaid or Graphviz text: both kinds unless -kind
 // names one.
+//
+// inspect prints the operations of an itemoperations.json.gz file, as Velero keeps them
+// in its bucket: a line naming the backup or restore (told from the content) with counts
+// by phase, then one row per operation with its plugin, resource, operation ID, phase,
+// progress, the age of its start and of its last update, and its error. A file that
+// cannot be read gives the decoder's error, saying where the file is broken, and exit
+// status 1.
 package main
 
 import (
@@ -25,7 +33,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"phases": {"print the phase state machines as Mermaid or Graphviz text", runPhases},
+	"phases":  {"print the phase state machines as Mermaid or Graphviz text", runPhases},
+	"inspect": {"print the operations of an itemoperations.json.gz file", runInspect},
 }
 
 func main() {

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/itemops/itemops/operations"
+)
+
+// now is the time ages are measured from; tests replace it.
+var now = time.Now
+
+// runInspect prints what a file holds.
+func runInspect(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("inspect", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: itemops inspect FILE")
+		fmt.Fprintln(stderr, "\nprints the operations of an itemoperations.json.gz file (backup or restore), one per row")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return usageError{fmt.Sprintf("want one FILE, got %d arguments", fs.NArg())}
+	}
+	name := fs.Arg(0)
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	head, _ := r.Peek(16) // a short or unreadable file is left to the inspector to explain
+	return inspectorFor(head)(r, name, stdout)
+}
+
+// An inspector prints the file name, read from r, to stdout. It writes nothing when it
+// fails.
+type inspector func(r io.Reader, name string, stdout io.Writer) error
+
+// inspectorFor chooses how to read a file from its first bytes. Only itemoperations
+// files are known so far; anything else goes to their decoder, whose error says what
+// is wrong with it.
+func inspectorFor(head []byte) inspector {
+	return inspectOperations
+}
+
+// inspectOperations prints an itemoperations.json.gz file: a line naming its kind, owner
+// and counts, then a table with a row per operation.
+func inspectOperations(r io.Reader, name string, stdout io.Writer) error {
+	dec, err := operations.NewDecoder(r)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	at := now()
+	var (
+		table   bytes.Buffer
+		owners  []operations.Owner
+		byPhase = map[operations.OperationPhase]int{}
+		total   int
+	)
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLUGIN\tRESOURCE\tOPERATION ID\tPHASE\tPROGRESS\tSTARTED\tUPDATED\tERROR")
+	for op, err := range dec.All() {
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		total++
+		byPhase[op.Status.Phase]++
+		if !slices.Contains(owners, op.Owner) {
+			owners = append(owners, op.Owner)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			cell(op.Action), cell(op.Resource.String()), cell(op.ID), cell(string(op.Status.Phase)),
+			progress(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated), cell(op.Status.Error))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "%s: %s\n", header(owners), counts(total, byPhase))
+	if total > 0 {
+		out.WriteByte('\n')
+		out.Write(table.Bytes())
+	}
+	_, err = stdout.Write(out.Bytes())
+	return err
+}
+
+// header names what the operations belong to.
+func header(owners []operations.Owner) string {
+	switch len(owners) {
+	case 0:
+		return "empty operations file"
+	case 1:
+		o := owners[0]
+		if o.UID == "" {
+			return fmt.Sprintf("%s %s", o.Kind, o.Name)
+		}
+		return fmt.Sprintf("%s %s (UID %s)", o.Kind, o.Name, o.UID)
+	}
+	names := make([]string, len(owners))
+	for i, o := range owners {
+		names[i] = o.Name
+	}
+	return fmt.Sprintf("%s operations of %d owners (%s)", owners[0].Kind, len(owners), strings.Join(names, ", "))
+}
+
+// counts says how many operations there are, by phase.
+func counts(total int, byPhase map[operations.OperationPhase]int) string {
+	s := "1 operation"
+	if total != 1 {
+		s = fmt.Sprintf("%d operations", total)
+	}
+	var parts []string
+	for _, p := range []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress, operations.OperationCompleted, operations.OperationFailed} {
+		if n := byPhase[p]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, p))
+		}
+	}
+	if len(parts) == 0 {
+		return s
+	}
+	return s + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// progress shows how far an operation got: "12% of 99999 Bytes", or "-" when the
+// plugin reported no total.
+func progress(s operations.Status) string {
+	if s.NTotal == 0 {
+		return "-"
+	}
+	pct := math.Floor(float64(s.NCompleted) / float64(s.NTotal) * 100)
+	text := fmt.Sprintf("%.0f%% of %d", pct, s.NTotal)
+	if s.OperationUnits != "" {
+		text += " " + cell(s.OperationUnits)
+	}
+	return text
+}
+
+// age shows how long before at the time t was: "5m3s ago"; "in 10s" for a time after
+// at; "-" for the zero time.
+func age(at, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := at.Sub(t)
+	if d < 0 {
+		return "in " + duration(-d)
+	}
+	return duration(d) + " ago"
+}
+
+// duration shows d in its two largest units, to the second: "45s", "5m3s", "3h", "2d4h".
+func duration(d time.Duration) string {
+	s := int64(d / time.Second)
+	days, hours, minutes, seconds := s/86400, s/3600%24, s/60%60, s%60
+	two := func(a int64, au string, b int64, bu string) string {
+		if b == 0 {
+			return fmt.Sprintf("%d%s", a, au)
+		}
+		return fmt.Sprintf("%d%s%d%s", a, au, b, bu)
+	}
+	switch {
+	case days > 0:
+		return two(days, "d", hours, "h")
+	case hours > 0:
+		return two(hours, "h", minutes, "m")
+	case minutes > 0:
+		return two(minutes, "m", seconds, "s")
+	}
+	return fmt.Sprintf("%ds", seconds)
+}
+
+// cell makes s safe for one table cell: control characters, which would break the
+// columns, become spaces, and the empty string becomes "-".
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, s)
+}
