@@ -16,6 +16,10 @@
 // PutOperations validates the whole batch, first on its own and then against what is
 // stored, before it writes anything, and writes it in its one transaction.
 //
+// A new file is built under a temporary name beside its path and linked into place once
+// it is a whole, synced store, so a process killed while creating it leaves no half-made
+// file behind to be refused later.
+//
 // The file is locked while a Store has it open. Another [Open] of the same file, in this
 // process or another, waits at most [Options.Timeout] (one second by default) and then
 // fails with [ErrLocked]; it never hangs.

@@ -6,7 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -40,12 +45,12 @@ const checkEvery = 1024
 // cases the file is left as it was. Other errors come from the file system.
 func Open(path string, o *Options) (*Store, error) {
 	opts := o.withDefaults()
-	db, err := bolt.Open(path, opts.Mode, &bolt.Options{
-		Timeout:      opts.Timeout,
-		NoSync:       opts.NoSync,
-		OpenFile:     opts.OpenFile,
-		FreelistType: bolt.FreelistMapType,
-	})
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := create(path, opts); err != nil {
+			return nil, fmt.Errorf("boltstore: create %s: %w", path, err)
+		}
+	}
+	db, err := openDB(path, opts)
 	switch {
 	case err == nil:
 	case errors.Is(err, berrors.ErrTimeout):
@@ -62,6 +67,64 @@ func Open(path string, o *Options) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
+}
+
+func openDB(path string, opts Options) (*bolt.DB, error) {
+	return bolt.Open(path, opts.Mode, &bolt.Options{
+		Timeout:      opts.Timeout,
+		NoSync:       opts.NoSync,
+		OpenFile:     opts.OpenFile,
+		FreelistType: bolt.FreelistMapType,
+	})
+}
+
+// create makes a new store at path without ever showing a half-written file there: it
+// builds the store in a temporary file beside path, then links it into place. A process
+// killed meanwhile leaves no file at path (and perhaps a stray ".<name>.new-*" file). When
+// another process created path first, create leaves that one alone. Where the file system
+// cannot link, the store is created in place.
+func create(path string, opts Options) error {
+	dir, base := filepath.Split(path)
+	tmp := filepath.Join(dir, "."+base+".new-"+strconv.FormatUint(rand.Uint64(), 36))
+	db, err := openDB(tmp, opts)
+	if err != nil {
+		return err
+	}
+	err = prepare(db)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(tmp, path)
+	}
+	if rerr := os.Remove(tmp); err == nil && !errors.Is(rerr, fs.ErrNotExist) {
+		err = rerr
+	}
+	switch {
+	case err == nil:
+		return syncDir(dir)
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case errors.As(err, new(*os.LinkError)):
+		return nil // Open creates the store in place
+	}
+	return err
+}
+
+// syncDir makes a new directory entry in dir durable.
+func syncDir(dir string) error {
+	if dir == "" {
+		dir = "."
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // prepare checks the schema of an opened file, and creates it in a file that holds nothing.

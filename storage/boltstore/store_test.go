@@ -67,6 +67,16 @@ func TestOpenCreatesFileWithMode0600(t *testing.T) {
 	if got := info.Mode().Perm(); got != 0o600 {
 		t.Errorf("file mode = %v, want -rw-------", info.Mode())
 	}
+	// The store is built beside path and linked into place; nothing else is left.
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if diff := cmp.Diff([]string{filepath.Base(path)}, names); diff != "" {
+		t.Errorf("directory after Open (-want +got):\n%s", diff)
+	}
 }
 
 func TestOpenFileHook(t *testing.T) {
