@@ -19,8 +19,8 @@ const (
 	opFormat1  = 1 // opFormat1 is the first byte of an operation record
 )
 
-// Operation phase codes, as written in byte 1 of an operation record and as the value of
-// the unfinished-operations index. Zero is never written.
+// Operation phase codes, as written in byte 1 of an operation record and in the ID index.
+// Zero is never written.
 const (
 	codeNew        byte = 1
 	codeInProgress byte = 2
@@ -45,13 +45,6 @@ func phaseCode(p operations.OperationPhase) byte {
 
 // codePhases maps a code back to its phase; index 0 is unused.
 var codePhases = [...]operations.OperationPhase{"", operations.OperationNew, operations.OperationInProgress, operations.OperationCompleted, operations.OperationFailed}
-
-// codeValues holds one-byte values for the unfinished index. bbolt keeps a value slice until
-// commit without copying it; these are never written to, so sharing them is safe.
-var codeValues = [...]byte{0, codeNew, codeInProgress, codeCompleted, codeFailed}
-
-// codeValue returns the one-byte index value of code c.
-func codeValue(c byte) []byte { return codeValues[c : c+1 : c+1] }
 
 // unfinishedCode reports whether c is the code of New or InProgress.
 func unfinishedCode(c byte) bool { return c == codeNew || c == codeInProgress }

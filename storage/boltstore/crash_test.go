@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envCrashPath) != "" {
 		os.Exit(crashChild())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	closeFixtures()
+	os.Exit(code)
 }
 
 // A crashPlan is the deterministic sequence of writes the child makes and the parent

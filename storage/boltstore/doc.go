@@ -35,10 +35,10 @@
 //	meta          "format" → "itemops.boltstore"; "version" → 8-byte big-endian schema version (1)
 //	runs          <run key> → run record
 //	run-phases    <phase> 0x00 <run key> → empty       (index of runs by phase)
-//	operations    <run key> → bucket of the run's operations:
-//	                  records     <seq> → operation record
-//	                  ids         <operation ID> → <seq>
-//	                  unfinished  <seq> → phase code  (the New and InProgress operations)
+//	operations    <run key> → bucket of the run's operations, whose sequence numbers them:
+//	                  unfinished  <seq> → record of a New or InProgress operation
+//	                  finished    <seq> → record of a Completed or Failed operation
+//	                  ids         <operation ID> → <seq> and the operation's phase code
 //
 // A run key is one byte for the kind ('B' for Backup, 'R' for Restore) followed by the
 // run's name, so the runs bucket is ordered by kind, then name, as ListRuns returns them.
@@ -46,10 +46,14 @@
 // operations bucket is created by its first non-empty PutOperations and deleted with the
 // run.
 //
-// <seq> is the 8-byte big-endian number the records bucket's sequence gave an operation
-// ID when it was first put, so records are in first-put order. ListOperations with only
-// unfinished phases walks the unfinished index, whose size is the number of unfinished
-// operations, however many finished ones the run holds.
+// <seq> is the 8-byte big-endian number the run's operations bucket gave an operation ID
+// when it was first put, so both record buckets are in first-put order and ListOperations
+// merges them. An operation's record moves from unfinished to finished once, when it
+// finishes (a finished operation never changes phase again). Listing only unfinished
+// phases, as the Monitor does, reads only the unfinished bucket, however many finished
+// operations the run holds; a status update of an unfinished operation rewrites one record
+// in that small bucket and, when the phase changes, its ID index entry. The ID index lets
+// PutOperations validate a batch without reading the records it replaces.
 //
 // Records are a compact binary encoding whose first byte is a format version (1). Owner
 // kind and name come from the key, not the record. Times keep their instant; a time in

@@ -10,8 +10,8 @@ import (
 
 // checkInvariants reports every way the file breaks bbolt's consistency check or the
 // store's own rules: each run indexed once under its phase and nothing else in the
-// run-phases index, each operations bucket belonging to a run, and in each of them the ids
-// and unfinished indexes matching the records exactly.
+// run-phases index, each operations bucket belonging to a run, and in each of them every
+// record in the bucket of its phase and the ID index matching the records exactly.
 func checkInvariants(s *Store) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		var errs []error
@@ -53,38 +53,36 @@ func checkInvariants(s *Store) error {
 				errs = append(errs, err)
 				return nil
 			}
-			nRecords, nUnfinished := 0, 0
-			err = b.records.ForEach(func(k, v []byte) error {
-				nRecords++
-				op, err := decodeOperation(o, v)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s seq %x: %w", o, k, err))
-					return nil
-				}
-				if got := b.ids.Get([]byte(op.ID)); !bytes.Equal(got, k) {
-					errs = append(errs, fmt.Errorf("%s: ids[%q] = %x, want %x", o, op.ID, got, k))
-				}
-				code := phaseCode(op.Status.Phase)
-				got := b.unfinished.Get(k)
-				switch {
-				case unfinishedCode(code):
-					nUnfinished++
-					if !bytes.Equal(got, []byte{code}) {
-						errs = append(errs, fmt.Errorf("%s: unfinished[%x] = %x, want %x", o, k, got, code))
+			nRecords := 0
+			for _, rb := range []struct {
+				b          *bolt.Bucket
+				unfinished bool
+			}{{b.unfinished, true}, {b.finished, false}} {
+				err := rb.b.ForEach(func(k, v []byte) error {
+					nRecords++
+					op, err := decodeOperation(o, v)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("%s seq %x: %w", o, k, err))
+						return nil
 					}
-				case got != nil:
-					errs = append(errs, fmt.Errorf("%s: finished operation %q is in the unfinished index", o, op.ID))
+					code := phaseCode(op.Status.Phase)
+					if unfinishedCode(code) != rb.unfinished {
+						errs = append(errs, fmt.Errorf("%s: %s operation %q is in the wrong bucket", o, op.Status.Phase, op.ID))
+					}
+					if got, want := b.ids.Get([]byte(op.ID)), append(bytes.Clone(k), code); !bytes.Equal(got, want) {
+						errs = append(errs, fmt.Errorf("%s: ids[%q] = %x, want %x", o, op.ID, got, want))
+					}
+					return nil
+				})
+				if err != nil {
+					return err
 				}
-				return nil
-			})
-			if err != nil {
-				return err
 			}
 			if n := b.ids.Stats().KeyN; n != nRecords {
 				errs = append(errs, fmt.Errorf("%s: %d IDs for %d records", o, n, nRecords))
 			}
-			if n := b.unfinished.Stats().KeyN; n != nUnfinished {
-				errs = append(errs, fmt.Errorf("%s: unfinished index has %d entries for %d unfinished records", o, n, nUnfinished))
+			if seq := b.bucket.Sequence(); uint64(nRecords) > seq {
+				errs = append(errs, fmt.Errorf("%s: %d records but the sequence is at %d", o, nRecords, seq))
 			}
 			return nil
 		})

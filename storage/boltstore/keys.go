@@ -15,9 +15,9 @@ var (
 	bucketRunPhases = []byte("run-phases")
 	bucketOps       = []byte("operations")
 
-	bucketRecords    = []byte("records")
-	bucketIDs        = []byte("ids")
 	bucketUnfinished = []byte("unfinished")
+	bucketFinished   = []byte("finished")
+	bucketIDs        = []byte("ids")
 )
 
 // Keys of the meta bucket.

@@ -428,8 +428,8 @@ func TestCorruptRecordsGiveErrCorrupt(t *testing.T) {
 			name: "operation record with trailing bytes",
 			damage: func(tx *bolt.Tx) error {
 				b := opsOf(tx)
-				v := append(bytes.Clone(b.records.Get(seq1[:])), 0, 0)
-				return b.records.Put(seq1[:], v)
+				v := append(bytes.Clone(b.unfinished.Get(seq1[:])), 0, 0)
+				return b.unfinished.Put(seq1[:], v)
 			},
 			calls: []string{"GetOperation", "ListOperations", "ListUnfinished"},
 		},
@@ -437,18 +437,35 @@ func TestCorruptRecordsGiveErrCorrupt(t *testing.T) {
 			name: "operation record with an unknown phase code",
 			damage: func(tx *bolt.Tx) error {
 				b := opsOf(tx)
-				v := bytes.Clone(b.records.Get(seq1[:]))
+				v := bytes.Clone(b.unfinished.Get(seq1[:]))
 				v[1] = 77
-				return b.records.Put(seq1[:], v)
+				return b.unfinished.Put(seq1[:], v)
 			},
-			calls: []string{"GetOperation", "ListOperations", "ListUnfinished", "PutOperations"},
+			calls: []string{"GetOperation", "ListOperations", "ListUnfinished"},
 		},
 		{
 			name: "operation record with a string longer than the record",
 			damage: func(tx *bolt.Tx) error {
-				return opsOf(tx).records.Put(seq1[:], []byte{opFormat1, codeInProgress, 0xff, 0xff, 0x03, 'x'})
+				return opsOf(tx).unfinished.Put(seq1[:], []byte{opFormat1, codeInProgress, 0xff, 0xff, 0x03, 'x'})
 			},
 			calls: []string{"GetOperation", "ListOperations", "ListUnfinished"},
+		},
+		{
+			name: "finished record in the unfinished bucket",
+			damage: func(tx *bolt.Tx) error {
+				op := newOp(o, "op-1", operations.OperationCompleted)
+				return opsOf(tx).unfinished.Put(seq1[:], appendOperation(nil, &op))
+			},
+			calls: []string{"GetOperation", "ListOperations", "ListUnfinished"},
+		},
+		{
+			name: "unfinished record in the finished bucket",
+			damage: func(tx *bolt.Tx) error {
+				op := newOp(o, "op-2", operations.OperationNew)
+				k := seqKey(2)
+				return opsOf(tx).finished.Put(k[:], appendOperation(nil, &op))
+			},
+			calls: []string{"ListOperations", "ListFinished"},
 		},
 		{
 			name:   "ID index value of the wrong size",
@@ -456,24 +473,26 @@ func TestCorruptRecordsGiveErrCorrupt(t *testing.T) {
 			calls:  []string{"GetOperation", "PutOperations"},
 		},
 		{
-			name:   "ID index names a missing record",
-			damage: func(tx *bolt.Tx) error { k := seqKey(99); return opsOf(tx).ids.Put([]byte("op-1"), k[:]) },
+			name:   "ID index value with an unknown phase code",
+			damage: func(tx *bolt.Tx) error { return opsOf(tx).ids.Put([]byte("op-1"), appendIDValue(nil, 1, 9)) },
 			calls:  []string{"GetOperation", "PutOperations"},
 		},
 		{
-			name:   "unfinished index value is not a code",
-			damage: func(tx *bolt.Tx) error { return opsOf(tx).unfinished.Put(seq1[:], []byte{codeCompleted}) },
-			calls:  []string{"ListUnfinished"},
+			name: "ID index names a missing record",
+			damage: func(tx *bolt.Tx) error {
+				return opsOf(tx).ids.Put([]byte("op-1"), appendIDValue(nil, 99, codeInProgress))
+			},
+			calls: []string{"GetOperation"},
 		},
 		{
-			name:   "unfinished index names a missing record",
-			damage: func(tx *bolt.Tx) error { k := seqKey(99); return opsOf(tx).unfinished.Put(k[:], []byte{codeNew}) },
-			calls:  []string{"ListUnfinished"},
+			name:   "ID index disagrees with the record's phase",
+			damage: func(tx *bolt.Tx) error { return opsOf(tx).ids.Put([]byte("op-1"), appendIDValue(nil, 1, codeNew)) },
+			calls:  []string{"GetOperation"},
 		},
 		{
-			name:   "unfinished index disagrees with the record",
-			damage: func(tx *bolt.Tx) error { return opsOf(tx).unfinished.Put(seq1[:], []byte{codeNew}) },
-			calls:  []string{"ListUnfinished"},
+			name:   "operations bucket without its ID index",
+			damage: func(tx *bolt.Tx) error { return opsOf(tx).bucket.DeleteBucket(bucketIDs) },
+			calls:  []string{"GetOperation", "ListOperations", "PutOperations"},
 		},
 	}
 	calls := map[string]func(s *Store) error{
@@ -496,6 +515,10 @@ func TestCorruptRecordsGiveErrCorrupt(t *testing.T) {
 		"ListOperations": func(s *Store) error { _, err := s.ListOperations(ctx, o, operations.OperationFilter{}); return err },
 		"ListUnfinished": func(s *Store) error {
 			_, err := s.ListOperations(ctx, o, operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress}})
+			return err
+		},
+		"ListFinished": func(s *Store) error {
+			_, err := s.ListOperations(ctx, o, operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationFailed}})
 			return err
 		},
 		"PutOperations": func(s *Store) error {
