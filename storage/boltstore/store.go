@@ -350,12 +350,13 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
 	var prefix []byte
 	if f.Kind != "" {
-		if prefix = kindPrefix(f.Kind); prefix == nil {
-			return nil, ctx.Err()
-		}
+		prefix = kindPrefix(f.Kind)
 	}
 	var out []operations.Run
 	err := s.view(ctx, func(tx *bolt.Tx) error {
+		if f.Kind != "" && prefix == nil {
+			return nil // no run has that kind
+		}
 		runs := tx.Bucket(bucketRuns)
 		if len(f.Phases) == 0 {
 			c := runs.Cursor()

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,6 +217,10 @@ func TestCloseIsIdempotentAndLaterCallsFail(t *testing.T) {
 			return err
 		}},
 		{name: "ListRuns", call: func() error { _, err := s.ListRuns(ctx, operations.RunFilter{}); return err }},
+		{name: "ListRuns of an unknown kind", call: func() error {
+			_, err := s.ListRuns(ctx, operations.RunFilter{Kind: "Snapshot"})
+			return err
+		}},
 		{name: "DeleteRun", call: func() error { return s.DeleteRun(ctx, o) }},
 		{name: "PutOperations", call: func() error {
 			return s.PutOperations(ctx, o, []operations.Operation{newOp(o, "x", operations.OperationNew)})
@@ -800,4 +806,41 @@ func TestLongNamesAreRefused(t *testing.T) {
 	longest := backup(string(bytes.Repeat([]byte("n"), maxNameLen)))
 	require.NoError(t, s.CreateRun(ctx, newRun(longest, phase.New)))
 	require.NoError(t, s.PutOperations(ctx, longest, []operations.Operation{newOp(longest, string(bytes.Repeat([]byte("i"), maxIDLen)), operations.OperationNew)}))
+}
+
+func TestConcurrentWritersLoseNothing(t *testing.T) {
+	const workers, each = 8, 25
+	ctx := context.Background()
+	s, _ := openTest(t)
+	o := backup("b")
+	require.NoError(t, s.CreateRun(ctx, newRun(o, phase.InProgress)))
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*workers*each)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				_, err := s.UpdateRun(ctx, o, func(r *operations.Run) error { r.ItemsDone++; return nil })
+				errs <- err
+				errs <- s.PutOperations(ctx, o, []operations.Operation{newOp(o, fmt.Sprintf("w%d-%d", w, i), operations.OperationNew)})
+				ops, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+				if err == nil && len(ops) == 0 {
+					err = fmt.Errorf("worker %d listed no operations after putting one", w)
+				}
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	r, err := s.GetRun(ctx, o)
+	require.NoError(t, err)
+	require.Equal(t, workers*each, r.ItemsDone, "ItemsDone after concurrent increments")
+	ops, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+	require.NoError(t, err)
+	require.Len(t, ops, workers*each)
 }
