@@ -40,6 +40,13 @@ type Transition struct {
 	Reason   string
 }
 
+// equal reports whether t and u record the same change. Times are compared with
+// [time.Time.Equal], so the same instant read back in another location, or without its
+// monotonic clock reading, is still equal.
+func (t Transition) equal(u Transition) bool {
+	return t.From == u.From && t.To == u.To && t.Event == u.Event && t.Reason == u.Reason && t.Time.Equal(u.Time)
+}
+
 // Clone returns a copy of r that shares no memory with it.
 func (r Run) Clone() Run {
 	r.History = slices.Clone(r.History)

@@ -68,8 +68,9 @@ type Store interface {
 //     old one (else the error of phase.Path, wrapping phase.ErrInvalidTransition or
 //     phase.ErrUnknownPhase), so nothing moves back and nothing leaves a terminal phase
 //     but a backup's deletion;
-//   - History only grows: the old entries are unchanged, and after a phase change the
-//     last entry leads to the new phase (else [ErrInvalid]; [Run.SetPhase] keeps it so).
+//   - History only grows: the old entries are unchanged (times are compared as instants,
+//     with [time.Time.Equal]), and after a phase change the last entry leads to the new
+//     phase (else [ErrInvalid]; [Run.SetPhase] keeps it so).
 func ValidateRunUpdate(before, after Run) error {
 	if after.Owner.Kind != before.Owner.Kind || after.Owner.Name != before.Owner.Name {
 		return fmt.Errorf("run %s: update changes the owner to %s: %w", before.Owner, after.Owner, ErrConflict)
@@ -85,7 +86,7 @@ func ValidateRunUpdate(before, after Run) error {
 			return fmt.Errorf("run %s: %w", before.Owner, err)
 		}
 	}
-	if len(after.History) < len(before.History) || !slices.Equal(before.History, after.History[:len(before.History)]) {
+	if len(after.History) < len(before.History) || !slices.EqualFunc(before.History, after.History[:len(before.History)], Transition.equal) {
 		return fmt.Errorf("run %s: update rewrites the phase history: %w", before.Owner, ErrInvalid)
 	}
 	if after.Phase != before.Phase {

@@ -1,0 +1,182 @@
+package operations_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+func op(o operations.Owner, id string, p operations.OperationPhase) operations.Operation {
+	return operations.Operation{
+		Owner:    o,
+		Action:   "velero.io/csi-pvc-backupper",
+		Resource: operations.ResourceIdentifier{Resource: "persistentvolumeclaims", Namespace: "app", Name: id},
+		ID:       id,
+		Status:   operations.Status{Phase: p, Created: t0},
+	}
+}
+
+func TestOwnerValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		owner   operations.Owner
+		wantErr bool
+	}{
+		{"backup", operations.Owner{Kind: phase.Backup, Name: "b"}, false},
+		{"restore with UID", operations.Owner{Kind: phase.Restore, Name: "r", UID: "u"}, false},
+		{"empty UID is fine", operations.Owner{Kind: phase.Restore, Name: "r"}, false},
+		{"zero owner", operations.Owner{}, true},
+		{"empty name", operations.Owner{Kind: phase.Backup, UID: "u"}, true},
+		{"empty kind", operations.Owner{Name: "b"}, true},
+		{"kind in lowercase", operations.Owner{Kind: "backup", Name: "b"}, true},
+		{"unknown kind", operations.Owner{Kind: "Schedule", Name: "b"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.owner.Validate()
+			if !tc.wantErr {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, operations.ErrInvalid)
+		})
+	}
+}
+
+func TestOwnerString(t *testing.T) {
+	if got, want := (operations.Owner{Kind: phase.Restore, Name: "r-1", UID: "u"}).String(), "Restore/r-1"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+func TestResourceIdentifierString(t *testing.T) {
+	tests := []struct {
+		name string
+		r    operations.ResourceIdentifier
+		want string
+	}{
+		{"core, namespaced", operations.ResourceIdentifier{Resource: "persistentvolumeclaims", Namespace: "app", Name: "data-0"}, "persistentvolumeclaims app/data-0"},
+		{"grouped, namespaced", operations.ResourceIdentifier{Group: "apps", Resource: "deployments", Namespace: "app", Name: "web"}, "deployments.apps app/web"},
+		{"cluster-scoped", operations.ResourceIdentifier{Resource: "persistentvolumes", Name: "pv-1"}, "persistentvolumes pv-1"},
+		{"grouped, cluster-scoped", operations.ResourceIdentifier{Group: "storage.k8s.io", Resource: "storageclasses", Name: "fast"}, "storageclasses.storage.k8s.io fast"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.r.String(); got != tc.want {
+				t.Errorf("String() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOperationPhase(t *testing.T) {
+	tests := []struct {
+		phase               operations.OperationPhase
+		valid, wantFinished bool
+	}{
+		{operations.OperationNew, true, false},
+		{operations.OperationInProgress, true, false},
+		{operations.OperationCompleted, true, true},
+		{operations.OperationFailed, true, true},
+		{"", false, false},
+		{"completed", false, false},
+		{"PartiallyFailed", false, false},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.phase), func(t *testing.T) {
+			if got := tc.phase.Valid(); got != tc.valid {
+				t.Errorf("%q.Valid() = %v, want %v", tc.phase, got, tc.valid)
+			}
+			if got := tc.phase.Finished(); got != tc.wantFinished {
+				t.Errorf("%q.Finished() = %v, want %v", tc.phase, got, tc.wantFinished)
+			}
+		})
+	}
+	// The constants are written as Velero writes them.
+	got := []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress, operations.OperationCompleted, operations.OperationFailed}
+	want := []operations.OperationPhase{"New", "InProgress", "Completed", "Failed"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("operation phase spellings (-want +got):\n%s", diff)
+	}
+}
+
+func TestOperationValidate(t *testing.T) {
+	valid := op(backupOwner("b"), "op-1", operations.OperationInProgress)
+	tests := []struct {
+		name    string
+		change  func(*operations.Operation)
+		wantErr bool
+	}{
+		{"valid", func(*operations.Operation) {}, false},
+		{"every phase is valid", func(o *operations.Operation) { o.Status.Phase = operations.OperationFailed }, false},
+		{"no action or resource is fine", func(o *operations.Operation) { o.Action, o.Resource = "", operations.ResourceIdentifier{} }, false},
+		{"empty ID", func(o *operations.Operation) { o.ID = "" }, true},
+		{"empty phase", func(o *operations.Operation) { o.Status.Phase = "" }, true},
+		{"unknown phase", func(o *operations.Operation) { o.Status.Phase = "Canceled" }, true},
+		{"owner without a name", func(o *operations.Operation) { o.Owner.Name = "" }, true},
+		{"owner of unknown kind", func(o *operations.Operation) { o.Owner.Kind = "Schedule" }, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := valid.Clone()
+			tc.change(&o)
+			err := o.Validate()
+			if !tc.wantErr {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, operations.ErrInvalid)
+		})
+	}
+}
+
+func TestOperationClone(t *testing.T) {
+	orig := op(backupOwner("b"), "op-1", operations.OperationNew)
+	orig.PostOperationItems = []operations.ResourceIdentifier{{Resource: "pods", Namespace: "app", Name: "p"}}
+	c := orig.Clone()
+	require.Empty(t, cmp.Diff(orig, c), "Clone differs from the original")
+
+	c.PostOperationItems[0].Name = "changed"
+	c.Status.Phase = operations.OperationFailed
+	if orig.PostOperationItems[0].Name != "p" || orig.Status.Phase != operations.OperationNew {
+		t.Errorf("changing the clone changed the original: %+v", orig)
+	}
+
+	for _, items := range [][]operations.ResourceIdentifier{nil, {}} {
+		o := operations.Operation{PostOperationItems: items}
+		if got := o.Clone().PostOperationItems; (got == nil) != (items == nil) || len(got) != 0 {
+			t.Errorf("Clone of PostOperationItems %#v = %#v: nil and empty must be kept apart", items, got)
+		}
+	}
+}
+
+func TestOperationFilterMatch(t *testing.T) {
+	all := []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress, operations.OperationCompleted, operations.OperationFailed}
+	tests := []struct {
+		name   string
+		filter operations.OperationFilter
+		want   [4]bool // matches New, InProgress, Completed, Failed
+	}{
+		{"zero filter selects all", operations.OperationFilter{}, [4]bool{true, true, true, true}},
+		{"empty non-nil phases selects all", operations.OperationFilter{Phases: []operations.OperationPhase{}}, [4]bool{true, true, true, true}},
+		{"unfinished", operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress}}, [4]bool{true, true, false, false}},
+		{"failed", operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationFailed}}, [4]bool{false, false, false, true}},
+		{"duplicates", operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationCompleted, operations.OperationCompleted}}, [4]bool{false, false, true, false}},
+		{"unknown phase selects none", operations.OperationFilter{Phases: []operations.OperationPhase{"Canceled"}}, [4]bool{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [4]bool
+			for i, p := range all {
+				got[i] = tc.filter.Match(operations.Operation{Status: operations.Status{Phase: p}})
+			}
+			if got != tc.want {
+				t.Errorf("%+v.Match(New, InProgress, Completed, Failed) = %v, want %v", tc.filter, got, tc.want)
+			}
+		})
+	}
+}

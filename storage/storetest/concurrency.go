@@ -1,0 +1,305 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+func concurrencyChecks() []check {
+	return []check{
+		{"UpdateRunLosesNoWrite", testUpdateRunLosesNoWrite},
+		{"UpdateRunOneWinner", testUpdateRunOneWinner},
+		{"CreateRunOneWinner", testCreateRunOneWinner},
+		{"PutOperationsManyRuns", testPutOperationsManyRuns},
+		{"PutOperationsOneRun", testPutOperationsOneRun},
+		{"ReadersSeeWholeBatches", testReadersSeeWholeBatches},
+		{"DeleteDuringWrites", testDeleteDuringWrites},
+	}
+}
+
+const (
+	workers = 8
+	rounds  = 50
+)
+
+// parallel runs f(0) … f(n-1) in goroutines that start together, and collects their
+// errors (which must be reported from the test goroutine).
+func parallel(n int, f func(i int) error) []error {
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make([]error, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = f(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+func testUpdateRunLosesNoWrite(t *testing.T, s operations.Store) {
+	o := backup("b")
+	mustCreate(t, s, runIn(t, o, phase.InProgress, phase.Profile{}))
+	errs := parallel(workers, func(int) error {
+		for range rounds {
+			if _, err := s.UpdateRun(bg, o, func(r *operations.Run) error {
+				r.Errors++
+				r.ItemsDone += 2
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, errors.Join(errs...), "concurrent UpdateRun")
+	got, err := s.GetRun(bg, o)
+	require.NoError(t, err)
+	if got.Errors != workers*rounds || got.ItemsDone != 2*workers*rounds {
+		t.Errorf("after %d×%d concurrent increments: Errors = %d, ItemsDone = %d; want %d, %d (a write was lost)",
+			workers, rounds, got.Errors, got.ItemsDone, workers*rounds, 2*workers*rounds)
+	}
+}
+
+// testUpdateRunOneWinner races updates that each end the run in one of three terminal
+// phases. Only one phase change may win: every writer that asked for another terminal
+// phase must be refused, and the history must hold the winner's change alone. (A writer
+// that asked for the phase the winner reached changes nothing, so it may succeed.)
+func testUpdateRunOneWinner(t *testing.T, s operations.Store) {
+	o := restore("r")
+	start := runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{})
+	mustCreate(t, s, start)
+	ends := []phase.Phase{phase.Completed, phase.PartiallyFailed, phase.Failed}
+	errs := parallel(workers, func(i int) error {
+		_, err := s.UpdateRun(bg, o, func(r *operations.Run) error {
+			return r.SetPhase(ends[i%len(ends)], fmt.Sprintf("writer %d", i), at(10+i))
+		})
+		return err
+	})
+	got, err := s.GetRun(bg, o)
+	require.NoError(t, err)
+	require.True(t, phase.IsTerminal(got.Phase), "after the race the run is in %s, want a terminal phase", got.Phase)
+	for i, err := range errs {
+		switch {
+		case ends[i%len(ends)] == got.Phase && err != nil:
+			t.Errorf("writer %d asked for %s, the phase the run reached: UpdateRun = %v, want nil", i, got.Phase, err)
+		case ends[i%len(ends)] != got.Phase && !errors.Is(err, phase.ErrInvalidTransition):
+			t.Errorf("writer %d asked for %s after the run reached %s: UpdateRun = %v, want an error wrapping phase.ErrInvalidTransition", i, ends[i%len(ends)], got.Phase, err)
+		}
+	}
+	var winner int
+	if n := len(got.History); n > 0 {
+		if _, err := fmt.Sscanf(got.History[n-1].Reason, "writer %d", &winner); err != nil {
+			t.Fatalf("the last history entry %+v is not a writer's", got.History[n-1])
+		}
+	}
+	want := start.Clone()
+	require.NoError(t, want.SetPhase(ends[winner%len(ends)], fmt.Sprintf("writer %d", winner), at(10+winner)))
+	if d := diff(want, got); d != "" {
+		t.Errorf("GetRun(%s) after the race, want writer %d's change alone (-want +got):\n%s", o, winner, d)
+	}
+}
+
+func testCreateRunOneWinner(t *testing.T, s operations.Store) {
+	errs := parallel(workers, func(i int) error {
+		r := newRun(backup("b"))
+		r.Owner.UID = fmt.Sprint("uid-", i)
+		return s.CreateRun(bg, r)
+	})
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("writers %d and %d both created Backup/b", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, operations.ErrExists):
+			t.Errorf("writer %d: CreateRun = %v, want nil or ErrExists", i, err)
+		}
+	}
+	require.GreaterOrEqual(t, winner, 0, "no CreateRun succeeded")
+	want := newRun(backup("b"))
+	want.Owner.UID = fmt.Sprint("uid-", winner)
+	wantRuns(t, s, operations.RunFilter{}, []operations.Run{want})
+}
+
+func testPutOperationsManyRuns(t *testing.T, s operations.Store) {
+	const batch = 20
+	owners := make([]operations.Owner, workers)
+	for i := range owners {
+		owners[i] = backup(fmt.Sprintf("b%d", i))
+		mustCreate(t, s, runIn(t, owners[i], phase.WaitingForPluginOperations, phase.Profile{}))
+	}
+	all := make([][]operations.Operation, workers)
+	for i, o := range owners {
+		all[i] = newOps(o, "op-", rounds*batch, operations.OperationInProgress)
+	}
+	errs := parallel(workers, func(i int) error {
+		for r := range rounds {
+			if err := s.PutOperations(bg, owners[i], cloneOps(all[i][r*batch:(r+1)*batch])); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, errors.Join(errs...), "concurrent PutOperations")
+	for i, o := range owners {
+		wantOps(t, s, o, operations.OperationFilter{}, all[i])
+	}
+}
+
+// testPutOperationsOneRun has every writer put its own batches of new IDs to one run:
+// all must be stored, each writer's in its order, each batch contiguous.
+func testPutOperationsOneRun(t *testing.T, s operations.Store) {
+	const batch = 10
+	o := restore("r")
+	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
+	errs := parallel(workers, func(w int) error {
+		for r := range rounds {
+			ops := newOps(o, fmt.Sprintf("w%d-r%02d-", w, r), batch, operations.OperationNew)
+			if err := s.PutOperations(bg, o, ops); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, errors.Join(errs...), "concurrent PutOperations")
+
+	got, err := s.ListOperations(bg, o, operations.OperationFilter{})
+	require.NoError(t, err)
+	require.Len(t, got, workers*rounds*batch, "operations stored")
+	next := make([]int, workers) // the next round expected of each writer
+	for i := 0; i < len(got); i += batch {
+		var w, r int
+		if _, err := fmt.Sscanf(got[i].ID, "w%d-r%02d-", &w, &r); err != nil || w < 0 || w >= workers {
+			t.Fatalf("operation %d has ID %q, not one the writers put", i, got[i].ID)
+		}
+		if r != next[w] {
+			t.Fatalf("operation %d: writer %d's round %d listed where round %d belongs (IDs must be listed in the order first put)", i, w, r, next[w])
+		}
+		next[w]++
+		want := newOps(o, fmt.Sprintf("w%d-r%02d-", w, r), batch, operations.OperationNew)
+		if d := diff(ids(want), ids(got[i:i+batch])); d != "" {
+			t.Fatalf("the batch starting at operation %d is not contiguous (-want +got):\n%s", i, d)
+		}
+	}
+}
+
+// testReadersSeeWholeBatches has readers list a run while a writer puts batches that add
+// operations and then finish them: no reader may see part of a batch.
+func testReadersSeeWholeBatches(t *testing.T, s operations.Store) {
+	const batch = 10
+	o := backup("b")
+	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
+
+	const readers = 2
+	var (
+		done    atomic.Bool  // the writer has finished
+		reads   atomic.Int64 // reads completed
+		reading atomic.Int32 // readers still reading
+	)
+	reading.Store(readers)
+	errs := parallel(1+readers, func(i int) error {
+		if i == 0 { // the writer
+			defer done.Store(true)
+			for r := range rounds {
+				// Wait for a read to end, so that readers are busy while the batches
+				// are written. Readers never wait for the writer.
+				for n := reads.Load(); reads.Load() == n && reading.Load() > 0; {
+					runtime.Gosched()
+				}
+				ops := newOps(o, fmt.Sprintf("r%02d-", r), batch, operations.OperationNew)
+				if err := s.PutOperations(bg, o, cloneOps(ops)); err != nil {
+					return err
+				}
+				for j := range ops {
+					ops[j].Status.Phase = operations.OperationCompleted
+				}
+				if err := s.PutOperations(bg, o, ops); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		defer reading.Add(-1)
+		for n := 0; !done.Load() || n == 0; n++ {
+			all, err := s.ListOperations(bg, o, operations.OperationFilter{})
+			if err != nil {
+				return err
+			}
+			if len(all)%batch != 0 {
+				return fmt.Errorf("a reader saw %d operations, not a whole number of batches of %d", len(all), batch)
+			}
+			var unfinished int
+			for _, op := range all {
+				if !op.Status.Phase.Finished() {
+					unfinished++
+				}
+			}
+			if unfinished != 0 && unfinished != batch {
+				return fmt.Errorf("a reader saw %d of a batch of %d unfinished", unfinished, batch)
+			}
+			pending, err := s.ListOperations(bg, o, phases(operations.OperationNew, operations.OperationInProgress))
+			if err != nil {
+				return err
+			}
+			if len(pending) != 0 && len(pending) != batch {
+				return fmt.Errorf("a reader listed %d unfinished operations, want 0 or %d", len(pending), batch)
+			}
+			reads.Add(1)
+		}
+		return nil
+	})
+	require.NoError(t, errors.Join(errs...))
+	got, err := s.ListOperations(bg, o, operations.OperationFilter{})
+	require.NoError(t, err)
+	require.Len(t, got, rounds*batch)
+}
+
+// testDeleteDuringWrites deletes a run while others update it and put operations to it:
+// each write either happens before the deletion or fails with ErrNotFound, and nothing
+// of the run survives it.
+func testDeleteDuringWrites(t *testing.T, s operations.Store) {
+	o := backup("b")
+	mustCreate(t, s, runIn(t, o, phase.InProgress, phase.Profile{}))
+	errs := parallel(workers, func(i int) error {
+		if i == 0 {
+			return s.DeleteRun(bg, o)
+		}
+		for round := range rounds {
+			var err error
+			if i%2 == 0 {
+				_, err = s.UpdateRun(bg, o, func(r *operations.Run) error { r.Errors++; return nil })
+			} else {
+				err = s.PutOperations(bg, o, newOps(o, fmt.Sprintf("w%d-r%02d-", i, round), 2, operations.OperationNew))
+			}
+			if errors.Is(err, operations.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, errors.Join(errs...), "writes racing DeleteRun must succeed or fail with ErrNotFound")
+	_, err := s.GetRun(bg, o)
+	require.ErrorIs(t, err, operations.ErrNotFound, "GetRun after DeleteRun")
+	_, err = s.ListOperations(bg, o, operations.OperationFilter{})
+	require.ErrorIs(t, err, operations.ErrNotFound, "ListOperations after DeleteRun")
+}
