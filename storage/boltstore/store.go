@@ -22,8 +22,9 @@ import (
 )
 
 // A Store is an [operations.Store] kept in one bbolt file. It is safe for concurrent use:
-// reads run in parallel, writes one at a time, each in its own transaction. Its zero value
-// is not usable; get one from [Open] and release it with [Store.Close].
+// reads run in parallel, writes one at a time, each in its own transaction. Get one from
+// [Open] and release it with [Store.Close]; the zero Store holds no file, and its methods
+// fail with [ErrClosed].
 type Store struct {
 	db *bolt.DB
 
@@ -54,7 +55,11 @@ func Open(path string, o *Options) (*Store, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("boltstore: open %s: %w (gave up after %v)", path, ErrLocked, opts.Timeout)
+		waited := "after one attempt"
+		if opts.Timeout > 0 {
+			waited = "after waiting " + opts.Timeout.String()
+		}
+		return nil, fmt.Errorf("boltstore: open %s: %w (gave up %s)", path, ErrLocked, waited)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("boltstore: open %s: %w: %w", path, ErrNotStore, err)
 	case errors.Is(err, berrors.ErrChecksum):
@@ -185,7 +190,11 @@ func prepare(db *bolt.DB) error {
 // lock. Only the first call does anything; later calls return nil. After Close every
 // method fails with [ErrClosed].
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	s.closeOnce.Do(func() {
+		if s.db != nil {
+			s.closeErr = s.db.Close()
+		}
+	})
 	return s.closeErr
 }
 
@@ -193,6 +202,9 @@ func (s *Store) Close() error {
 func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if s.db == nil {
+		return ErrClosed
 	}
 	return txError(s.db.View(fn))
 }
@@ -202,6 +214,9 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if s.db == nil {
+		return ErrClosed
 	}
 	return txError(s.db.Update(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {

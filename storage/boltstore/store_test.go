@@ -199,12 +199,22 @@ func TestSecondOpenFailsWithErrLocked(t *testing.T) {
 }
 
 func TestCloseIsIdempotentAndLaterCallsFail(t *testing.T) {
+	opened, _ := openTest(t)
+	require.NoError(t, opened.CreateRun(context.Background(), newRun(backup("b"), phase.New)))
+	require.NoError(t, opened.Close())
+	require.NoError(t, opened.Close(), "second Close")
+	t.Run("closed store", func(t *testing.T) { checkAllCallsFail(t, opened) })
+	t.Run("zero store", func(t *testing.T) {
+		var zero Store
+		checkAllCallsFail(t, &zero)
+		require.NoError(t, zero.Close())
+	})
+}
+
+// checkAllCallsFail checks that every method of s fails with ErrClosed.
+func checkAllCallsFail(t *testing.T, s *Store) {
 	ctx := context.Background()
-	s, _ := openTest(t)
 	o := backup("b")
-	require.NoError(t, s.CreateRun(ctx, newRun(o, phase.New)))
-	require.NoError(t, s.Close())
-	require.NoError(t, s.Close(), "second Close")
 
 	calls := []struct {
 		name string
