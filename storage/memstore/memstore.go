@@ -20,7 +20,8 @@
 // to the runs it returns (plus sorting them). Each run keeps the positions of its
 // unfinished operations (New, InProgress) in first-put order, so [Store.ListOperations]
 // filtered to unfinished phases costs in proportion to those, however many finished
-// operations the run holds. Other filters scan the run's operations.
+// operations the run holds. Other filters scan the run's operations. GetRun and
+// GetOperation are map lookups; PutOperations costs in proportion to its batch.
 //
 // A context that is done when a method starts, or when a write is about to be applied,
 // makes the method return ctx.Err() and write nothing.
@@ -41,8 +42,8 @@ import (
 // also empty and ready to use. A Store must not be copied after first use.
 //
 // A Store is safe for concurrent use. One read-write mutex guards all records: reads
-// share it, and a write holds it alone only while it applies a change it has already
-// validated, never while it runs the caller's code. [Store.UpdateRun] serializes the
+// share it, and a write holds it alone while it checks the change against the records
+// and applies it, never while it runs the caller's code. [Store.UpdateRun] serializes the
 // updates of each run with a per-run token, held while the update function runs, so
 // updates of different runs proceed in parallel and no update is lost. An update
 // function may read the Store, but must not call UpdateRun for the run it is updating:
@@ -58,7 +59,8 @@ type Store struct {
 
 var _ operations.Store = (*Store)(nil)
 
-// New returns an empty Store.
+// New returns an empty Store, ready to use. It allocates the maps new(Store) would
+// allocate on its first write.
 func New() *Store {
 	return &Store{runs: make(map[key]*entry), byPhase: make(map[phaseKey]map[string]*entry)}
 }
@@ -89,9 +91,10 @@ type entry struct {
 	ops   []operations.Operation
 	index map[string]int
 	// unfinished holds, in ascending order, the positions of every unfinished operation
-	// and of some that have finished since (finished operations never become unfinished
-	// again, so they are only skipped, and compacted away in bulk). nUnfinished counts
-	// the unfinished ones.
+	// and of some that have finished since: those are skipped when listing and dropped
+	// in bulk by compact. (The contract never lets a finished operation become
+	// unfinished again; should it, markUnfinished puts it back in order.) nUnfinished
+	// counts the unfinished ones.
 	unfinished  []int
 	nUnfinished int
 }
@@ -147,13 +150,14 @@ func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run,
 // UpdateRun calls update with a copy of the run of o and stores the result when
 // [operations.ValidateRunUpdate] accepts it, returning a copy of what it stored. update is
 // called at most once per UpdateRun, after every earlier update of the run has been
-// stored or abandoned, and without the Store's lock held.
+// stored or abandoned, and without the Store's lock held, so it may read the Store (but
+// must not update the same run).
 //
-// UpdateRun fails with an error wrapping [operations.ErrNotFound] when o has no run (also
-// when the run is deleted while update runs), with update's own error unwrapped, or with
-// the validator's error; a nil update is refused with [operations.ErrInvalid]. A ctx done
-// before the change is applied returns ctx.Err(), also while waiting for another update
-// of the run. Nothing is written on failure.
+// UpdateRun fails with an error wrapping [operations.ErrNotFound] when o has no run, or
+// when the run is deleted while update runs; with update's own error, unwrapped; or with
+// the validator's error. A nil update is refused with [operations.ErrInvalid]. A ctx done
+// before the change is applied, also while waiting for another update of the run,
+// returns ctx.Err(). Nothing is written on failure.
 func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return operations.Run{}, err
@@ -161,35 +165,11 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	if update == nil {
 		return operations.Run{}, fmt.Errorf("update run %s: nil update function: %w", o, operations.ErrInvalid)
 	}
-	k := keyOf(o)
-	s.mu.RLock()
-	e := s.runs[k]
-	s.mu.RUnlock()
-	if e == nil {
-		return operations.Run{}, fmt.Errorf("update run %s: %w", o, operations.ErrNotFound)
-	}
-
-	select {
-	case e.updating <- struct{}{}:
-	case <-ctx.Done():
-		return operations.Run{}, ctx.Err()
-	}
-	defer func() { <-e.updating }()
-	// select picks at random among ready cases, so the token may have been taken although
-	// ctx was already done.
-	if err := ctx.Err(); err != nil {
+	e, before, err := s.acquire(ctx, o)
+	if err != nil {
 		return operations.Run{}, err
 	}
-
-	// Holding the token, this call is the only writer of e.run; only DeleteRun can
-	// intervene, and the identity check below sees it.
-	s.mu.RLock()
-	live := s.runs[k] == e
-	before := e.run.Clone()
-	s.mu.RUnlock()
-	if !live {
-		return operations.Run{}, fmt.Errorf("update run %s: %w", o, operations.ErrNotFound)
-	}
+	defer func() { <-e.updating }()
 
 	work := before.Clone()
 	if err := update(&work); err != nil {
@@ -206,8 +186,8 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	if err := ctx.Err(); err != nil {
 		return operations.Run{}, err
 	}
-	if s.runs[k] != e {
-		return operations.Run{}, fmt.Errorf("update run %s: %w", o, operations.ErrNotFound)
+	if s.runs[keyOf(o)] != e {
+		return operations.Run{}, fmt.Errorf("update run %s: deleted during the update: %w", o, operations.ErrNotFound)
 	}
 	if after.Phase != e.run.Phase {
 		s.unindex(e)
@@ -219,6 +199,42 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	return after.Clone(), nil
 }
 
+// acquire takes the update token of the run of o and returns its entry with a copy of the
+// run. Holding the token, the caller is the only writer of e.run; only DeleteRun can
+// intervene, which the caller checks before it writes. The caller releases the token.
+func (s *Store) acquire(ctx context.Context, o operations.Owner) (*entry, operations.Run, error) {
+	k := keyOf(o)
+	for {
+		s.mu.RLock()
+		e := s.runs[k]
+		s.mu.RUnlock()
+		if e == nil {
+			return nil, operations.Run{}, fmt.Errorf("update run %s: %w", o, operations.ErrNotFound)
+		}
+		select {
+		case e.updating <- struct{}{}:
+		case <-ctx.Done():
+			return nil, operations.Run{}, ctx.Err()
+		}
+		// select picks at random among ready cases, so the token may have been taken
+		// although ctx was already done.
+		if err := ctx.Err(); err != nil {
+			<-e.updating
+			return nil, operations.Run{}, err
+		}
+		s.mu.RLock()
+		live := s.runs[k] == e
+		run := e.run.Clone()
+		s.mu.RUnlock()
+		if live {
+			return e, run, nil
+		}
+		// The run was deleted, and perhaps created again, while this call waited: start
+		// over with whatever is stored now.
+		<-e.updating
+	}
+}
+
 // ListRuns returns copies of the runs f selects, by kind (Backup first), then name. When
 // f names phases, the cost is in proportion to the runs returned; otherwise every run is
 // visited. A done ctx returns ctx.Err().
@@ -228,12 +244,13 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []operations.Run
+	// Sort pointers, which swap cheaply, then copy the runs in order.
+	var found []*entry
 	if len(f.Phases) == 0 {
-		out = make([]operations.Run, 0, len(s.runs))
+		found = make([]*entry, 0, len(s.runs))
 		for _, e := range s.runs {
 			if f.Match(e.run) {
-				out = append(out, e.run.Clone())
+				found = append(found, e)
 			}
 		}
 	} else {
@@ -241,20 +258,34 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 		if f.Kind != "" {
 			kinds = []phase.Kind{f.Kind}
 		}
+		var sets []map[string]*entry
+		n := 0
 		for _, kind := range kinds {
 			for i, p := range f.Phases {
 				if slices.Contains(f.Phases[:i], p) {
 					continue // listed twice
 				}
-				for _, e := range s.byPhase[phaseKey{kind, p}] {
-					out = append(out, e.run.Clone())
+				if set := s.byPhase[phaseKey{kind, p}]; len(set) > 0 {
+					sets = append(sets, set)
+					n += len(set)
 				}
 			}
 		}
+		found = make([]*entry, 0, n)
+		for _, set := range sets {
+			for _, e := range set {
+				found = append(found, e)
+			}
+		}
 	}
-	slices.SortFunc(out, func(a, b operations.Run) int {
-		return cmp.Or(cmp.Compare(a.Owner.Kind, b.Owner.Kind), cmp.Compare(a.Owner.Name, b.Owner.Name))
+	slices.SortFunc(found, func(a, b *entry) int {
+		return cmp.Or(cmp.Compare(a.run.Owner.Kind, b.run.Owner.Kind), cmp.Compare(a.run.Owner.Name, b.run.Owner.Name))
 	})
+	out := make([]operations.Run, len(found))
+	for i, e := range found {
+		out[i] = e.run
+	}
+	detachHistories(out)
 	return out, nil
 }
 
@@ -361,9 +392,10 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 		out := make([]operations.Operation, 0, e.nUnfinished)
 		for _, i := range e.unfinished {
 			if f.Match(e.ops[i]) {
-				out = append(out, e.ops[i].Clone())
+				out = append(out, e.ops[i])
 			}
 		}
+		detachItems(out)
 		return out, nil
 	}
 	var out []operations.Operation
@@ -372,10 +404,56 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 	}
 	for i := range e.ops {
 		if f.Match(e.ops[i]) {
-			out = append(out, e.ops[i].Clone())
+			out = append(out, e.ops[i])
 		}
 	}
+	detachItems(out)
 	return out, nil
+}
+
+// detachItems gives every operation of ops, shallow copies of stored ones, its own copy
+// of PostOperationItems, all carved from one allocation. Each copy's capacity is its
+// length, so appending to one never writes into another.
+func detachItems(ops []operations.Operation) {
+	n := 0
+	for i := range ops {
+		n += len(ops[i].PostOperationItems)
+	}
+	items := make([]operations.ResourceIdentifier, n)
+	for i := range ops {
+		p := ops[i].PostOperationItems
+		if p == nil {
+			continue
+		}
+		// An empty, non-nil slice stays so, without room to write into the stored array.
+		k := copy(items, p)
+		ops[i].PostOperationItems = items[:k:k]
+		items = items[k:]
+		if k == 0 {
+			ops[i].PostOperationItems = p[:0:0]
+		}
+	}
+}
+
+// detachHistories does for the History of runs what detachItems does for operations.
+func detachHistories(runs []operations.Run) {
+	n := 0
+	for i := range runs {
+		n += len(runs[i].History)
+	}
+	hist := make([]operations.Transition, n)
+	for i := range runs {
+		h := runs[i].History
+		if h == nil {
+			continue
+		}
+		k := copy(hist, h)
+		runs[i].History = hist[:k:k]
+		hist = hist[k:]
+		if k == 0 {
+			runs[i].History = h[:0:0]
+		}
+	}
 }
 
 // finishedOrUnknown reports whether p is not an unfinished operation phase.

@@ -61,6 +61,7 @@
 //
 // # Cost
 //
-// The suite stores about 110,000 operations in all, most of them in the one large batch;
-// against storage/memstore it takes well under a second.
+// The suite stores about 110,000 operations in all, most of them in the one large batch.
+// Against storage/memstore it takes about a second, and several times that under the
+// race detector.
 package storetest

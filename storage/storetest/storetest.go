@@ -18,9 +18,11 @@ import (
 
 // Run checks a store against the storage contract of [operations.Store]. newStore is
 // called once per subtest, must return an empty store, and registers its own cleanup
-// (with t.Cleanup). Run uses only the Store's methods and reports every broken rule as
-// a failure of a named subtest; it never skips a check. Run returns when every subtest
-// has finished, and starts no goroutine that outlives it.
+// (with t.Cleanup); a subtest is one check, two levels below t (Runs/CreateExisting),
+// and the cases of a table inside a check share its store. Run uses only the Store's
+// methods and reports every broken rule as a failure of a named subtest; it never skips
+// a check. Run returns when every subtest has finished, and starts no goroutine that
+// outlives it.
 func Run(t *testing.T, newStore func(t *testing.T) operations.Store) {
 	t.Helper()
 	for _, g := range groups() {
