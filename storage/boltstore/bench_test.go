@@ -1,0 +1,347 @@
+package boltstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// cpuTime returns the user and system CPU time the process has used, all threads (the
+// garbage collector's too) included.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// measureCPU reports the CPU time per operation as "cpu-ns/op" beside the wall time. On a
+// machine shared with other work, wall time swings with the load while CPU time mostly
+// does not, so ratios are also computed from it. Call it after setup; it resets the timer.
+func measureCPU(b *testing.B) {
+	b.Helper()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := cpuTime()
+	b.Cleanup(func() {
+		b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	})
+}
+
+// benchOps returns n operations of o, op-000000 upward, in phase p, with progress done.
+func benchOps(o operations.Owner, from, n int, p operations.OperationPhase, done int64) []operations.Operation {
+	ops := make([]operations.Operation, n)
+	for i := range ops {
+		ops[i] = newOp(o, fmt.Sprintf("op-%06d", from+i), p)
+		ops[i].Status.NCompleted = done
+		ops[i].Status.Updated = t0
+	}
+	return ops
+}
+
+func openBench(b *testing.B, dir string, noSync bool) *Store {
+	b.Helper()
+	s, err := Open(filepath.Join(dir, "store.db"), &Options{NoSync: noSync})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// BenchmarkStatusUpdates writes one status update to each of 10,000 stored operations:
+// in one PutOperations call, in 10,000 single-operation calls, and, as the floor, in one
+// bare bbolt transaction on the same file that puts the same encoded bytes under the
+// same keys (no validation, no ID index, nothing encoded during the transaction). Each is
+// measured with the default fsync of every commit and with NoSync.
+func BenchmarkStatusUpdates(b *testing.B) {
+	const n = 10000
+	ctx := context.Background()
+	o := backup("bench")
+	for _, mode := range []struct {
+		name   string
+		noSync bool
+	}{{"sync", false}, {"nosync", true}} {
+		b.Run(mode.name+"/batch", func(b *testing.B) {
+			s := openBench(b, b.TempDir(), mode.noSync)
+			if err := s.CreateRun(ctx, newRun(o, phase.InProgress)); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.PutOperations(ctx, o, benchOps(o, 0, n, operations.OperationInProgress, 0)); err != nil {
+				b.Fatal(err)
+			}
+			updates := benchOps(o, 0, n, operations.OperationInProgress, 0)
+			measureCPU(b)
+			for i := 0; i < b.N; i++ {
+				for j := range updates {
+					updates[j].Status.NCompleted = int64(i + 1)
+				}
+				if err := s.PutOperations(ctx, o, updates); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(mode.name+"/single", func(b *testing.B) {
+			s := openBench(b, b.TempDir(), mode.noSync)
+			if err := s.CreateRun(ctx, newRun(o, phase.InProgress)); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.PutOperations(ctx, o, benchOps(o, 0, n, operations.OperationInProgress, 0)); err != nil {
+				b.Fatal(err)
+			}
+			updates := benchOps(o, 0, n, operations.OperationInProgress, 0)
+			measureCPU(b)
+			for i := 0; i < b.N; i++ {
+				for j := range updates {
+					updates[j].Status.NCompleted = int64(i + 1)
+					if err := s.PutOperations(ctx, o, updates[j:j+1]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+		b.Run(mode.name+"/bare-bbolt", func(b *testing.B) {
+			// The same file as the batch case: a store holding the run and its 10,000
+			// operations, closed, then opened with bbolt itself.
+			db, keys, vals := bareFile(b, o, n, mode.noSync)
+			rk := runKey(o)
+			measureCPU(b)
+			for i := 0; i < b.N; i++ {
+				if err := db.Update(func(tx *bolt.Tx) error { return putBare(tx, rk, keys, vals) }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		if !mode.noSync {
+			continue // with fsync, single transactions cost what the single calls show
+		}
+		b.Run(mode.name+"/bare-bbolt-single", func(b *testing.B) {
+			// The floor of the single calls: 10,000 bare transactions of one put each.
+			db, keys, vals := bareFile(b, o, n, mode.noSync)
+			rk := runKey(o)
+			measureCPU(b)
+			for i := 0; i < b.N; i++ {
+				for j := range keys {
+					if err := db.Update(func(tx *bolt.Tx) error { return putBare(tx, rk, keys[j:j+1], vals[j:j+1]) }); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// putBare puts vals under keys in the unfinished bucket of run rk.
+func putBare(tx *bolt.Tx, rk []byte, keys, vals [][]byte) error {
+	bk := tx.Bucket(bucketOps).Bucket(rk).Bucket(bucketUnfinished)
+	for i := range keys {
+		if err := bk.Put(keys[i], vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bareFile makes a store holding run o and n unfinished operations, closes it, and opens
+// the file with bbolt itself. It returns the records' keys and the encoded records.
+func bareFile(b *testing.B, o operations.Owner, n int, noSync bool) (*bolt.DB, [][]byte, [][]byte) {
+	b.Helper()
+	ctx := context.Background()
+	dir := b.TempDir()
+	s := openBench(b, dir, noSync)
+	if err := s.CreateRun(ctx, newRun(o, phase.InProgress)); err != nil {
+		b.Fatal(err)
+	}
+	ops := benchOps(o, 0, n, operations.OperationInProgress, 0)
+	if err := s.PutOperations(ctx, o, ops); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, "store.db"), 0o600, &bolt.Options{NoSync: noSync, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	keys := make([][]byte, n)
+	vals := make([][]byte, n)
+	for i := range ops {
+		ops[i].Status.NCompleted = 1
+		k := seqKey(uint64(i + 1))
+		keys[i] = k[:]
+		vals[i] = appendOperation(nil, &ops[i])
+	}
+	return db, keys, vals
+}
+
+// fixtures caches stores that take long to build, one per name, for all benchmarks of
+// the process; TestMain removes fixtureDir.
+var (
+	fixturesMu sync.Mutex
+	fixtures   = map[string]*Store{}
+	fixtureDir string
+)
+
+// fixture returns the store called name, building it with build the first time.
+func fixture(b *testing.B, name string, build func(s *Store) error) *Store {
+	b.Helper()
+	fixturesMu.Lock()
+	defer fixturesMu.Unlock()
+	if s, ok := fixtures[name]; ok {
+		return s
+	}
+	if fixtureDir == "" {
+		dir, err := os.MkdirTemp("", "boltstore-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		fixtureDir = dir
+	}
+	s, err := Open(filepath.Join(fixtureDir, name+".db"), &Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := build(s); err != nil {
+		b.Fatal(err)
+	}
+	fixtures[name] = s
+	return s
+}
+
+func closeFixtures() {
+	fixturesMu.Lock()
+	defer fixturesMu.Unlock()
+	for _, s := range fixtures {
+		s.Close()
+	}
+	if fixtureDir != "" {
+		os.RemoveAll(fixtureDir)
+	}
+}
+
+// BenchmarkListUnfinished lists the 1,000 unfinished operations of a run, as a Monitor
+// pass does: beside 1,000,000 finished operations of the same run (the unfinished ones
+// spread among them), and in a run that holds only the 1,000. The third case asks the
+// crowded run for the same operations with a filter that also names Failed (of which
+// there are none), which the index cannot serve, to show what the index saves.
+func BenchmarkListUnfinished(b *testing.B) {
+	const (
+		unfinished = 1000
+		finished   = 1000000
+	)
+	ctx := context.Background()
+	crowded, alone := backup("crowded"), backup("alone")
+	s := fixture(b, "unfinished", func(s *Store) error {
+		if err := s.CreateRun(ctx, newRun(crowded, phase.WaitingForPluginOperations)); err != nil {
+			return err
+		}
+		if err := s.CreateRun(ctx, newRun(alone, phase.WaitingForPluginOperations)); err != nil {
+			return err
+		}
+		// Chunks of 1,001: one unfinished operation, then 1,000 finished ones.
+		for c := 0; c < unfinished; c++ {
+			chunk := benchOps(crowded, c*1001, 1001, operations.OperationCompleted, 100)
+			chunk[0].Status.Phase = operations.OperationInProgress
+			if err := s.PutOperations(ctx, crowded, chunk); err != nil {
+				return err
+			}
+		}
+		return s.PutOperations(ctx, alone, benchOps(alone, 0, unfinished, operations.OperationInProgress, 50))
+	})
+	unfinishedOnly := operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress}}
+	withFailed := operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress, operations.OperationFailed}}
+	for _, tc := range []struct {
+		name string
+		o    operations.Owner
+		f    operations.OperationFilter
+	}{
+		{"beside-1M-finished", crowded, unfinishedOnly},
+		{"alone", alone, unfinishedOnly},
+		{"beside-1M-finished-no-index", crowded, withFailed},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			measureCPU(b)
+			for i := 0; i < b.N; i++ {
+				ops, err := s.ListOperations(ctx, tc.o, tc.f)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(ops) != unfinished {
+					b.Fatalf("listed %d operations, want %d", len(ops), unfinished)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkListWaitingRuns lists the 100 runs waiting for plugin operations: beside
+// 100,000 completed runs, and in a store that holds only the 100. The third case lists
+// every run of the crowded store and keeps the waiting ones, as a store without the
+// phase index would.
+func BenchmarkListWaitingRuns(b *testing.B) {
+	const (
+		waiting  = 100
+		terminal = 100000
+	)
+	ctx := context.Background()
+	build := func(terminal int) func(s *Store) error {
+		return func(s *Store) error {
+			for i := 0; i < waiting+terminal; i++ {
+				p := phase.Completed
+				if i%(terminal/waiting+1) == 0 {
+					p = phase.WaitingForPluginOperations
+				}
+				if err := s.CreateRun(ctx, newRun(backup(fmt.Sprintf("backup-%06d", i)), p)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	crowded := fixture(b, "runs-crowded", build(terminal))
+	alone := fixture(b, "runs-alone", build(0))
+	waitingOnly := operations.RunFilter{Phases: []phase.Phase{phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed}}
+	for _, tc := range []struct {
+		name string
+		s    *Store
+		list func(s *Store) ([]operations.Run, error)
+	}{
+		{"beside-100k-terminal", crowded, func(s *Store) ([]operations.Run, error) { return s.ListRuns(ctx, waitingOnly) }},
+		{"alone", alone, func(s *Store) ([]operations.Run, error) { return s.ListRuns(ctx, waitingOnly) }},
+		{"beside-100k-terminal-no-index", crowded, func(s *Store) ([]operations.Run, error) {
+			all, err := s.ListRuns(ctx, operations.RunFilter{})
+			var out []operations.Run
+			for _, r := range all {
+				if waitingOnly.Match(r) {
+					out = append(out, r)
+				}
+			}
+			return out, err
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			measureCPU(b)
+			for i := 0; i < b.N; i++ {
+				runs, err := tc.list(tc.s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(runs) != waiting {
+					b.Fatalf("listed %d runs, want %d", len(runs), waiting)
+				}
+			}
+		})
+	}
+}

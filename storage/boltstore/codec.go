@@ -1,0 +1,399 @@
+package boltstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// The record encoding. Every value starts with a format byte, so a later version of the
+// store can read old records beside new ones; decoders refuse any other byte with
+// ErrCorrupt. Integers are varints, strings and lists are length-prefixed, and a slice's
+// count is written plus one so that nil (0) and empty (1) stay apart.
+const (
+	runFormat1 = 1 // runFormat1 is the first byte of a run record
+	opFormat1  = 1 // opFormat1 is the first byte of an operation record
+)
+
+// Operation phase codes, as written in byte 1 of an operation record and in the ID index.
+// Zero is never written.
+const (
+	codeNew        byte = 1
+	codeInProgress byte = 2
+	codeCompleted  byte = 3
+	codeFailed     byte = 4
+)
+
+// phaseCode returns the code of p, or 0 when p is not an operation phase.
+func phaseCode(p operations.OperationPhase) byte {
+	switch p {
+	case operations.OperationNew:
+		return codeNew
+	case operations.OperationInProgress:
+		return codeInProgress
+	case operations.OperationCompleted:
+		return codeCompleted
+	case operations.OperationFailed:
+		return codeFailed
+	}
+	return 0
+}
+
+// codePhases maps a code back to its phase; index 0 is unused.
+var codePhases = [...]operations.OperationPhase{"", operations.OperationNew, operations.OperationInProgress, operations.OperationCompleted, operations.OperationFailed}
+
+// unfinishedCode reports whether c is the code of New or InProgress.
+func unfinishedCode(c byte) bool { return c == codeNew || c == codeInProgress }
+
+// Time forms, the first byte of an encoded time.
+const (
+	timeZero   = 0 // the zero time; nothing follows
+	timeUTC    = 1 // seconds, nanoseconds; decoded in UTC
+	timeLocal  = 2 // seconds, nanoseconds; decoded in time.Local
+	timeOffset = 3 // seconds, nanoseconds, zone name, offset; decoded in a fixed zone
+)
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendInt(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
+
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, timeZero)
+	}
+	form := byte(timeOffset)
+	switch t.Location() {
+	case time.UTC:
+		form = timeUTC
+	case time.Local:
+		form = timeLocal
+	}
+	b = append(b, form)
+	b = binary.AppendVarint(b, t.Unix())
+	b = binary.AppendUvarint(b, uint64(t.Nanosecond()))
+	if form == timeOffset {
+		name, offset := t.Zone()
+		b = appendString(b, name)
+		b = binary.AppendVarint(b, int64(offset))
+	}
+	return b
+}
+
+func appendResource(b []byte, r operations.ResourceIdentifier) []byte {
+	b = appendString(b, r.Group)
+	b = appendString(b, r.Resource)
+	b = appendString(b, r.Namespace)
+	return appendString(b, r.Name)
+}
+
+// appendOperation appends the record of op; the owner's kind and name are not written,
+// as the record's bucket names them. op must have passed [operations.Operation.Validate].
+func appendOperation(b []byte, op *operations.Operation) []byte {
+	b = append(b, opFormat1, phaseCode(op.Status.Phase))
+	b = appendString(b, op.Owner.UID)
+	b = appendString(b, op.Action)
+	b = appendResource(b, op.Resource)
+	b = appendString(b, op.ID)
+	if op.PostOperationItems == nil {
+		b = append(b, 0)
+	} else {
+		b = binary.AppendUvarint(b, uint64(len(op.PostOperationItems))+1)
+		for _, r := range op.PostOperationItems {
+			b = appendResource(b, r)
+		}
+	}
+	st := &op.Status
+	b = appendString(b, st.Error)
+	b = appendInt(b, st.NCompleted)
+	b = appendInt(b, st.NTotal)
+	b = appendString(b, st.OperationUnits)
+	b = appendString(b, st.Description)
+	b = appendTime(b, st.Created)
+	b = appendTime(b, st.Started)
+	return appendTime(b, st.Updated)
+}
+
+// Profile flags of a run record.
+const (
+	profileQueue             = 1 << 0
+	profileRestoreFinalizing = 1 << 1
+)
+
+// appendRun appends the record of r; the owner's kind and name are not written, as the
+// record's key names them.
+func appendRun(b []byte, r *operations.Run) []byte {
+	b = append(b, runFormat1)
+	b = appendString(b, r.Owner.UID)
+	b = appendString(b, string(r.Phase))
+	var flags byte
+	if r.Profile.Queue {
+		flags |= profileQueue
+	}
+	if r.Profile.RestoreFinalizing {
+		flags |= profileRestoreFinalizing
+	}
+	b = append(b, flags)
+	b = appendInt(b, int64(r.OperationTimeout))
+	b = appendInt(b, int64(r.ItemsTotal))
+	b = appendInt(b, int64(r.ItemsDone))
+	b = appendInt(b, int64(r.Errors))
+	b = appendInt(b, int64(r.Warnings))
+	b = appendString(b, r.FailureReason)
+	b = appendTime(b, r.Created)
+	b = appendTime(b, r.Started)
+	b = appendTime(b, r.Completed)
+	b = appendTime(b, r.Updated)
+	if r.History == nil {
+		return append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.History))+1)
+	for i := range r.History {
+		h := &r.History[i]
+		b = appendString(b, string(h.From))
+		b = appendString(b, string(h.To))
+		b = appendString(b, string(h.Event))
+		b = appendTime(b, h.Time)
+		b = appendString(b, h.Reason)
+	}
+	return b
+}
+
+// A decoder reads one record. The first problem it meets is kept in err, after which every
+// read returns a zero value, so callers check err once at the end.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("at byte %d: "+format, append([]any{d.off}, args...)...)
+	}
+}
+
+func (d *decoder) u8() byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.b) {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[d.off]
+	d.off++
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 {
+		d.fail("bad unsigned varint")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.off:])
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// int reads a varint that must fit an int.
+func (d *decoder) intv() int {
+	v := d.varint()
+	if v < math.MinInt || v > math.MaxInt {
+		d.fail("integer %d out of range", v)
+		return 0
+	}
+	return int(v)
+}
+
+// count reads a slice length written plus one; nil reports a nil slice. Each element takes
+// at least size bytes, so a count the rest of the record cannot hold is refused before any
+// allocation.
+func (d *decoder) count(size int) (n int, isNil bool) {
+	v := d.uvarint()
+	if d.err != nil || v == 0 {
+		return 0, true
+	}
+	v--
+	if v > uint64(len(d.b)-d.off)/uint64(size) {
+		d.fail("list of %d elements exceeds the record", v)
+		return 0, true
+	}
+	return int(v), false
+}
+
+// string reads a length-prefixed string, copying it out of the record.
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)-d.off) {
+		d.fail("string of %d bytes exceeds the record", n)
+		return ""
+	}
+	s := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s
+}
+
+func (d *decoder) tm() time.Time {
+	form := d.u8()
+	if d.err != nil || form == timeZero {
+		return time.Time{}
+	}
+	if form > timeOffset {
+		d.fail("unknown time form %d", form)
+		return time.Time{}
+	}
+	sec := d.varint()
+	nsec := d.uvarint()
+	if d.err != nil {
+		return time.Time{}
+	}
+	if nsec >= uint64(time.Second) {
+		d.fail("nanoseconds %d out of range", nsec)
+		return time.Time{}
+	}
+	t := time.Unix(sec, int64(nsec))
+	switch form {
+	case timeUTC:
+		return t.UTC()
+	case timeLocal:
+		return t
+	}
+	name := d.str()
+	offset := d.varint()
+	if d.err != nil {
+		return time.Time{}
+	}
+	if offset < -24*3600 || offset > 24*3600 {
+		d.fail("zone offset %d out of range", offset)
+		return time.Time{}
+	}
+	return t.In(time.FixedZone(name, int(offset)))
+}
+
+func (d *decoder) resource() operations.ResourceIdentifier {
+	return operations.ResourceIdentifier{Group: d.str(), Resource: d.str(), Namespace: d.str(), Name: d.str()}
+}
+
+// end reports the decoder's error, or an error when bytes are left over.
+func (d *decoder) end() error {
+	if d.err == nil && d.off != len(d.b) {
+		d.fail("%d trailing bytes", len(d.b)-d.off)
+	}
+	return d.err
+}
+
+// decodeOperation decodes an operation record of owner o (whose UID is taken from the
+// record). The result shares no memory with b.
+func decodeOperation(o operations.Owner, b []byte) (operations.Operation, error) {
+	d := decoder{b: b}
+	if f := d.u8(); d.err == nil && f != opFormat1 {
+		return operations.Operation{}, fmt.Errorf("unknown operation record format %d: %w", f, ErrCorrupt)
+	}
+	code := d.u8()
+	if d.err == nil && (code == 0 || int(code) >= len(codePhases)) {
+		return operations.Operation{}, fmt.Errorf("unknown operation phase code %d: %w", code, ErrCorrupt)
+	}
+	op := operations.Operation{Owner: operations.Owner{Kind: o.Kind, Name: o.Name}}
+	op.Owner.UID = d.str()
+	op.Action = d.str()
+	op.Resource = d.resource()
+	op.ID = d.str()
+	if n, isNil := d.count(4); !isNil {
+		op.PostOperationItems = make([]operations.ResourceIdentifier, n)
+		for i := range op.PostOperationItems {
+			op.PostOperationItems[i] = d.resource()
+		}
+	}
+	op.Status.Phase = codePhases[code]
+	op.Status.Error = d.str()
+	op.Status.NCompleted = d.varint()
+	op.Status.NTotal = d.varint()
+	op.Status.OperationUnits = d.str()
+	op.Status.Description = d.str()
+	op.Status.Created = d.tm()
+	op.Status.Started = d.tm()
+	op.Status.Updated = d.tm()
+	if err := d.end(); err != nil {
+		return operations.Operation{}, fmt.Errorf("operation record: %w: %w", ErrCorrupt, err)
+	}
+	return op, nil
+}
+
+// recordCode returns the phase code of an operation record without decoding the rest.
+func recordCode(b []byte) (byte, error) {
+	if len(b) < 2 || b[0] != opFormat1 || b[1] == 0 || int(b[1]) >= len(codePhases) {
+		return 0, fmt.Errorf("operation record header %x: %w", b[:min(len(b), 2)], ErrCorrupt)
+	}
+	return b[1], nil
+}
+
+// decodeRun decodes the run record of owner o (whose UID is taken from the record). The
+// result shares no memory with b, and its phase is one of its kind and profile.
+func decodeRun(o operations.Owner, b []byte) (operations.Run, error) {
+	d := decoder{b: b}
+	if f := d.u8(); d.err == nil && f != runFormat1 {
+		return operations.Run{}, fmt.Errorf("unknown run record format %d: %w", f, ErrCorrupt)
+	}
+	r := operations.Run{Owner: operations.Owner{Kind: o.Kind, Name: o.Name}}
+	r.Owner.UID = d.str()
+	r.Phase = phase.Phase(d.str())
+	flags := d.u8()
+	if flags&^(profileQueue|profileRestoreFinalizing) != 0 {
+		d.fail("unknown profile flags %#x", flags)
+	}
+	r.Profile = phase.Profile{Queue: flags&profileQueue != 0, RestoreFinalizing: flags&profileRestoreFinalizing != 0}
+	r.OperationTimeout = time.Duration(d.varint())
+	r.ItemsTotal = d.intv()
+	r.ItemsDone = d.intv()
+	r.Errors = d.intv()
+	r.Warnings = d.intv()
+	r.FailureReason = d.str()
+	r.Created = d.tm()
+	r.Started = d.tm()
+	r.Completed = d.tm()
+	r.Updated = d.tm()
+	if n, isNil := d.count(5); !isNil {
+		r.History = make([]operations.Transition, n)
+		for i := range r.History {
+			h := &r.History[i]
+			h.From = phase.Phase(d.str())
+			h.To = phase.Phase(d.str())
+			h.Event = phase.Event(d.str())
+			h.Time = d.tm()
+			h.Reason = d.str()
+		}
+	}
+	if err := d.end(); err != nil {
+		return operations.Run{}, fmt.Errorf("run record: %w: %w", ErrCorrupt, err)
+	}
+	if err := r.Validate(); err != nil {
+		return operations.Run{}, fmt.Errorf("run record: %w: %w", ErrCorrupt, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,31 @@
+package boltstore_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/boltstore"
+	"github.com/itemops/itemops/storage/storetest"
+)
+
+// TestConformance runs the storage contract's suite against a store with the default
+// options (every commit synced) in a new file per subtest. At each subtest's end the
+// file must also pass bbolt's consistency check and the store's own index invariants.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) operations.Store {
+		s, err := boltstore.Open(filepath.Join(t.TempDir(), "store.db"), nil)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := boltstore.CheckInvariants(s); err != nil {
+				t.Errorf("invariants after the subtest: %v", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	})
+}

@@ -1,0 +1,55 @@
+package boltstore
+
+import (
+	"os"
+	"time"
+)
+
+// DefaultTimeout is how long [Open] waits for the file lock when [Options.Timeout] is zero.
+const DefaultTimeout = time.Second
+
+// DefaultMode is the permission of a file [Open] creates when [Options.Mode] is zero:
+// readable and writable by its owner only.
+const DefaultMode os.FileMode = 0o600
+
+// Options configures [Open]. A nil *Options, or the zero Options, gives the defaults
+// each field documents.
+type Options struct {
+	// Timeout is how long Open waits for the file lock that another Store holds, in this
+	// process or another, before it fails with [ErrLocked]. Zero means [DefaultTimeout];
+	// a negative value means a single attempt. Open never waits forever.
+	Timeout time.Duration
+
+	// Mode is the permission of the file when Open creates it. Zero means [DefaultMode]
+	// (0600). An existing file keeps its permission.
+	Mode os.FileMode
+
+	// NoSync skips the fsync at the end of each write transaction. A killed process still
+	// loses nothing it was told was written, but a crash of the machine or its power may
+	// lose acknowledged writes or corrupt the file. It is meant for tests and benchmarks
+	// only. The default, false, syncs every write.
+	NoSync bool
+
+	// OpenFile opens the file, in place of os.OpenFile, which is the default when it is
+	// nil. It is a hook for hermetic tests: to inject failures or to see the flags and
+	// permission the file is opened with.
+	OpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
+}
+
+// withDefaults returns a copy of o with the zero fields set to their defaults.
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Mode == 0 {
+		c.Mode = DefaultMode
+	}
+	if c.OpenFile == nil {
+		c.OpenFile = os.OpenFile
+	}
+	return c
+}

@@ -1,0 +1,856 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+var t0 = time.Date(2022, 12, 14, 12, 0, 0, 0, time.UTC)
+
+// openTest opens a store in a new file of t's temporary directory. At cleanup it checks the
+// file's invariants, then closes it.
+func openTest(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := Open(path, nil)
+	require.NoError(t, err, "Open")
+	t.Cleanup(func() {
+		if err := checkInvariants(s); err != nil && !errors.Is(err, berrors.ErrDatabaseNotOpen) {
+			t.Errorf("invariants at cleanup: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, path
+}
+
+func backup(name string) operations.Owner {
+	return operations.Owner{Kind: phase.Backup, Name: name, UID: "uid-" + name}
+}
+
+func restore(name string) operations.Owner {
+	return operations.Owner{Kind: phase.Restore, Name: name, UID: "uid-" + name}
+}
+
+func newRun(o operations.Owner, p phase.Phase) operations.Run {
+	return operations.Run{Owner: o, Phase: p, Created: t0, OperationTimeout: 4 * time.Hour}
+}
+
+func newOp(o operations.Owner, id string, p operations.OperationPhase) operations.Operation {
+	return operations.Operation{
+		Owner:    o,
+		Action:   "velero.io/csi-pvc-backupper",
+		Resource: operations.ResourceIdentifier{Resource: "persistentvolumeclaims", Namespace: "app", Name: "data-" + id},
+		ID:       id,
+		Status:   operations.Status{Phase: p, NTotal: 100, OperationUnits: "Bytes", Created: t0},
+	}
+}
+
+func TestOpenCreatesFileWithMode0600(t *testing.T) {
+	_, path := openTest(t)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	if got := info.Mode().Perm(); got != 0o600 {
+		t.Errorf("file mode = %v, want -rw-------", info.Mode())
+	}
+	// The store is built beside path and linked into place; nothing else is left.
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if diff := cmp.Diff([]string{filepath.Base(path)}, names); diff != "" {
+		t.Errorf("directory after Open (-want +got):\n%s", diff)
+	}
+}
+
+func TestOpenFileHook(t *testing.T) {
+	injected := errors.New("injected open failure")
+	tests := []struct {
+		name     string
+		mode     os.FileMode
+		fail     bool
+		wantPerm os.FileMode
+	}{
+		{name: "zero mode defaults to 0600", wantPerm: 0o600},
+		{name: "explicit mode is passed", mode: 0o640, wantPerm: 0o640},
+		{name: "hook failure is returned", fail: true, wantPerm: 0o600},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var gotPerm os.FileMode
+			var gotFlag int
+			opts := &Options{Mode: tc.mode, OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+				gotPerm, gotFlag = perm, flag
+				if tc.fail {
+					return nil, injected
+				}
+				return os.OpenFile(name, flag, perm)
+			}}
+			s, err := Open(filepath.Join(t.TempDir(), "db"), opts)
+			if tc.fail {
+				require.ErrorIs(t, err, injected)
+			} else {
+				require.NoError(t, err)
+				require.NoError(t, s.Close())
+			}
+			if gotPerm != tc.wantPerm {
+				t.Errorf("OpenFile perm = %v, want %v", gotPerm, tc.wantPerm)
+			}
+			if gotFlag&os.O_RDWR == 0 || gotFlag&os.O_CREATE == 0 {
+				t.Errorf("OpenFile flag = %#x, want O_RDWR|O_CREATE", gotFlag)
+			}
+		})
+	}
+}
+
+func TestReopenKeepsEverything(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := Open(path, nil)
+	require.NoError(t, err)
+
+	b1, r1 := backup("b1"), restore("r1")
+	require.NoError(t, s.CreateRun(ctx, newRun(b1, phase.New)))
+	require.NoError(t, s.CreateRun(ctx, newRun(r1, phase.New)))
+	wantRun, err := s.UpdateRun(ctx, b1, func(r *operations.Run) error {
+		r.Errors = 2
+		return r.SetPhase(phase.WaitingForPluginOperations, "started", t0.Add(time.Minute))
+	})
+	require.NoError(t, err)
+	ops := []operations.Operation{newOp(b1, "op-1", operations.OperationInProgress), newOp(b1, "op-2", operations.OperationCompleted)}
+	ops[0].PostOperationItems = []operations.ResourceIdentifier{{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots", Namespace: "app", Name: "snap"}}
+	require.NoError(t, s.PutOperations(ctx, b1, ops))
+	require.NoError(t, s.Close())
+
+	s, err = Open(path, nil)
+	require.NoError(t, err, "reopen")
+	t.Cleanup(func() { s.Close() })
+	require.NoError(t, checkInvariants(s))
+
+	gotRun, err := s.GetRun(ctx, b1)
+	require.NoError(t, err)
+	if diff := cmp.Diff(wantRun, gotRun); diff != "" {
+		t.Errorf("GetRun after reopen (-want +got):\n%s", diff)
+	}
+	gotOps, err := s.ListOperations(ctx, b1, operations.OperationFilter{})
+	require.NoError(t, err)
+	if diff := cmp.Diff(ops, gotOps); diff != "" {
+		t.Errorf("ListOperations after reopen (-want +got):\n%s", diff)
+	}
+	runs, err := s.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.New}})
+	require.NoError(t, err)
+	if diff := cmp.Diff([]operations.Run{newRun(r1, phase.New)}, runs); diff != "" {
+		t.Errorf("ListRuns(New) after reopen (-want +got):\n%s", diff)
+	}
+	// Sequence numbers continue: a new ID put after reopening comes after the old ones.
+	require.NoError(t, s.PutOperations(ctx, b1, []operations.Operation{newOp(b1, "op-0", operations.OperationNew)}))
+	gotOps, err = s.ListOperations(ctx, b1, operations.OperationFilter{})
+	require.NoError(t, err)
+	var ids []string
+	for _, op := range gotOps {
+		ids = append(ids, op.ID)
+	}
+	if diff := cmp.Diff([]string{"op-1", "op-2", "op-0"}, ids); diff != "" {
+		t.Errorf("IDs after reopen and put (-want +got):\n%s", diff)
+	}
+}
+
+func TestSecondOpenFailsWithErrLocked(t *testing.T) {
+	tests := []struct {
+		name    string
+		timeout time.Duration
+	}{
+		{name: "short timeout", timeout: 50 * time.Millisecond},
+		{name: "negative timeout means one attempt", timeout: -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store.db")
+			first, err := Open(path, nil)
+			require.NoError(t, err)
+			second, err := Open(path, &Options{Timeout: tc.timeout})
+			require.ErrorIs(t, err, ErrLocked)
+			require.Nil(t, second)
+			require.NoError(t, first.Close())
+			// Once the first store is closed, the file can be opened again.
+			third, err := Open(path, &Options{Timeout: tc.timeout})
+			require.NoError(t, err, "Open after Close")
+			require.NoError(t, third.Close())
+		})
+	}
+}
+
+func TestCloseIsIdempotentAndLaterCallsFail(t *testing.T) {
+	opened, _ := openTest(t)
+	require.NoError(t, opened.CreateRun(context.Background(), newRun(backup("b"), phase.New)))
+	require.NoError(t, opened.Close())
+	require.NoError(t, opened.Close(), "second Close")
+	t.Run("closed store", func(t *testing.T) { checkAllCallsFail(t, opened) })
+	t.Run("zero store", func(t *testing.T) {
+		var zero Store
+		checkAllCallsFail(t, &zero)
+		require.NoError(t, zero.Close())
+	})
+}
+
+// checkAllCallsFail checks that every method of s fails with ErrClosed.
+func checkAllCallsFail(t *testing.T, s *Store) {
+	ctx := context.Background()
+	o := backup("b")
+
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{name: "CreateRun", call: func() error { return s.CreateRun(ctx, newRun(backup("other"), phase.New)) }},
+		{name: "GetRun", call: func() error { _, err := s.GetRun(ctx, o); return err }},
+		{name: "UpdateRun", call: func() error {
+			_, err := s.UpdateRun(ctx, o, func(*operations.Run) error { return nil })
+			return err
+		}},
+		{name: "ListRuns", call: func() error { _, err := s.ListRuns(ctx, operations.RunFilter{}); return err }},
+		{name: "ListRuns of an unknown kind", call: func() error {
+			_, err := s.ListRuns(ctx, operations.RunFilter{Kind: "Snapshot"})
+			return err
+		}},
+		{name: "DeleteRun", call: func() error { return s.DeleteRun(ctx, o) }},
+		{name: "PutOperations", call: func() error {
+			return s.PutOperations(ctx, o, []operations.Operation{newOp(o, "x", operations.OperationNew)})
+		}},
+		{name: "GetOperation", call: func() error { _, err := s.GetOperation(ctx, o, "x"); return err }},
+		{name: "ListOperations", call: func() error {
+			_, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+			return err
+		}},
+	}
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			require.ErrorIs(t, c.call(), ErrClosed)
+		})
+	}
+}
+
+// fileBytes returns the content of path.
+func fileBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// setMeta opens the bbolt file at path and sets meta/key to value.
+func setMeta(t *testing.T, path string, key, value []byte) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(key, value) }))
+	require.NoError(t, db.Close())
+}
+
+func TestOpenRefusesForeignFilesWithoutChangingThem(t *testing.T) {
+	version := func(v uint64) []byte {
+		b := make([]byte, 8)
+		for i := range b {
+			b[7-i] = byte(v >> (8 * i))
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		make func(t *testing.T, path string)
+		want error
+	}{
+		{
+			name: "text file",
+			make: func(t *testing.T, path string) {
+				require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte("not a database\n"), 1000), 0o600))
+			},
+			want: ErrNotStore,
+		},
+		{
+			name: "bbolt file of another program",
+			make: func(t *testing.T, path string) {
+				db, err := bolt.Open(path, 0o600, nil)
+				require.NoError(t, err)
+				require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+					b, err := tx.CreateBucket([]byte("widgets"))
+					if err != nil {
+						return err
+					}
+					return b.Put([]byte("k"), []byte("v"))
+				}))
+				require.NoError(t, db.Close())
+			},
+			want: ErrNotStore,
+		},
+		{
+			name: "store of another format",
+			make: func(t *testing.T, path string) {
+				s, err := Open(path, nil)
+				require.NoError(t, err)
+				require.NoError(t, s.Close())
+				setMeta(t, path, keyFormat, []byte("something.else"))
+			},
+			want: ErrNotStore,
+		},
+		{
+			name: "newer schema version",
+			make: func(t *testing.T, path string) {
+				s, err := Open(path, nil)
+				require.NoError(t, err)
+				require.NoError(t, s.Close())
+				setMeta(t, path, keyVersion, version(schemaVersion+1))
+			},
+			want: ErrSchemaVersion,
+		},
+		{
+			name: "version zero",
+			make: func(t *testing.T, path string) {
+				s, err := Open(path, nil)
+				require.NoError(t, err)
+				require.NoError(t, s.Close())
+				setMeta(t, path, keyVersion, version(0))
+			},
+			want: ErrSchemaVersion,
+		},
+		{
+			name: "malformed version",
+			make: func(t *testing.T, path string) {
+				s, err := Open(path, nil)
+				require.NoError(t, err)
+				require.NoError(t, s.Close())
+				setMeta(t, path, keyVersion, []byte("1"))
+			},
+			want: ErrCorrupt,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "file")
+			tc.make(t, path)
+			before := fileBytes(t, path)
+			s, err := Open(path, nil)
+			require.ErrorIs(t, err, tc.want)
+			require.Nil(t, s)
+			if !bytes.Equal(before, fileBytes(t, path)) {
+				t.Errorf("Open changed the file it refused")
+			}
+		})
+	}
+}
+
+func TestOpenTurnsEmptyFilesIntoStores(t *testing.T) {
+	tests := []struct {
+		name string
+		make func(t *testing.T, path string)
+	}{
+		{name: "zero-length file", make: func(t *testing.T, path string) {
+			require.NoError(t, os.WriteFile(path, nil, 0o600))
+		}},
+		{name: "bbolt file without buckets", make: func(t *testing.T, path string) {
+			db, err := bolt.Open(path, 0o600, nil)
+			require.NoError(t, err)
+			require.NoError(t, db.Close())
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "file")
+			tc.make(t, path)
+			s, err := Open(path, nil)
+			require.NoError(t, err)
+			defer s.Close()
+			ctx := context.Background()
+			require.NoError(t, s.CreateRun(ctx, newRun(backup("b"), phase.New)))
+			_, err = s.GetRun(ctx, backup("b"))
+			require.NoError(t, err)
+			require.NoError(t, checkInvariants(s))
+		})
+	}
+}
+
+// corrupt opens the bbolt file at path and lets f damage it.
+func corrupt(t *testing.T, path string, f func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(f))
+	require.NoError(t, db.Close())
+}
+
+func TestCorruptRecordsGiveErrCorrupt(t *testing.T) {
+	ctx := context.Background()
+	o := backup("b")
+	seq1 := seqKey(1)
+	opsOf := func(tx *bolt.Tx) runOps {
+		b, _, err := openRunOps(tx, runKey(o))
+		require.NoError(t, err)
+		return b
+	}
+	tests := []struct {
+		name   string
+		damage func(tx *bolt.Tx) error
+		calls  []string // the calls that must fail with ErrCorrupt
+	}{
+		{
+			name:   "truncated run record",
+			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRuns).Put(runKey(o), []byte{runFormat1, 3, 'u'}) },
+			calls:  []string{"GetRun", "UpdateRun", "ListRuns", "ListRunsByPhase", "DeleteRun"},
+		},
+		{
+			name:   "run record of an unknown format",
+			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRuns).Put(runKey(o), []byte{9}) },
+			calls:  []string{"GetRun", "UpdateRun", "ListRuns", "ListRunsByPhase"},
+		},
+		{
+			name: "run record with an unknown phase",
+			damage: func(tx *bolt.Tx) error {
+				r := newRun(o, phase.InProgress)
+				r.Phase = "Sideways"
+				return tx.Bucket(bucketRuns).Put(runKey(o), appendRun(nil, &r))
+			},
+			calls: []string{"GetRun", "UpdateRun", "ListRuns"},
+		},
+		{
+			name: "phase index disagrees with the record",
+			damage: func(tx *bolt.Tx) error {
+				idx := tx.Bucket(bucketRunPhases)
+				if err := idx.Delete(phaseKey(phase.InProgress, runKey(o))); err != nil {
+					return err
+				}
+				return idx.Put(phaseKey(phase.Completed, runKey(o)), nil)
+			},
+			calls: []string{"ListRunsCompleted"},
+		},
+		{
+			name: "operation record with trailing bytes",
+			damage: func(tx *bolt.Tx) error {
+				b := opsOf(tx)
+				v := append(bytes.Clone(b.unfinished.Get(seq1[:])), 0, 0)
+				return b.unfinished.Put(seq1[:], v)
+			},
+			calls: []string{"GetOperation", "ListOperations", "ListUnfinished"},
+		},
+		{
+			name: "operation record with an unknown phase code",
+			damage: func(tx *bolt.Tx) error {
+				b := opsOf(tx)
+				v := bytes.Clone(b.unfinished.Get(seq1[:]))
+				v[1] = 77
+				return b.unfinished.Put(seq1[:], v)
+			},
+			calls: []string{"GetOperation", "ListOperations", "ListUnfinished"},
+		},
+		{
+			name: "operation record with a string longer than the record",
+			damage: func(tx *bolt.Tx) error {
+				return opsOf(tx).unfinished.Put(seq1[:], []byte{opFormat1, codeInProgress, 0xff, 0xff, 0x03, 'x'})
+			},
+			calls: []string{"GetOperation", "ListOperations", "ListUnfinished"},
+		},
+		{
+			name: "finished record in the unfinished bucket",
+			damage: func(tx *bolt.Tx) error {
+				op := newOp(o, "op-1", operations.OperationCompleted)
+				return opsOf(tx).unfinished.Put(seq1[:], appendOperation(nil, &op))
+			},
+			calls: []string{"GetOperation", "ListOperations", "ListUnfinished"},
+		},
+		{
+			name: "unfinished record in the finished bucket",
+			damage: func(tx *bolt.Tx) error {
+				op := newOp(o, "op-2", operations.OperationNew)
+				k := seqKey(2)
+				return opsOf(tx).finished.Put(k[:], appendOperation(nil, &op))
+			},
+			calls: []string{"ListOperations", "ListFinished"},
+		},
+		{
+			name:   "ID index value of the wrong size",
+			damage: func(tx *bolt.Tx) error { return opsOf(tx).ids.Put([]byte("op-1"), []byte{1}) },
+			calls:  []string{"GetOperation", "PutOperations"},
+		},
+		{
+			name:   "ID index value with an unknown phase code",
+			damage: func(tx *bolt.Tx) error { return opsOf(tx).ids.Put([]byte("op-1"), appendIDValue(nil, 1, 9)) },
+			calls:  []string{"GetOperation", "PutOperations"},
+		},
+		{
+			name: "ID index names a missing record",
+			damage: func(tx *bolt.Tx) error {
+				return opsOf(tx).ids.Put([]byte("op-1"), appendIDValue(nil, 99, codeInProgress))
+			},
+			calls: []string{"GetOperation"},
+		},
+		{
+			name:   "ID index disagrees with the record's phase",
+			damage: func(tx *bolt.Tx) error { return opsOf(tx).ids.Put([]byte("op-1"), appendIDValue(nil, 1, codeNew)) },
+			calls:  []string{"GetOperation"},
+		},
+		{
+			name:   "operations bucket without its ID index",
+			damage: func(tx *bolt.Tx) error { return opsOf(tx).bucket.DeleteBucket(bucketIDs) },
+			calls:  []string{"GetOperation", "ListOperations", "PutOperations"},
+		},
+	}
+	calls := map[string]func(s *Store) error{
+		"GetRun": func(s *Store) error { _, err := s.GetRun(ctx, o); return err },
+		"UpdateRun": func(s *Store) error {
+			_, err := s.UpdateRun(ctx, o, func(r *operations.Run) error { r.Warnings++; return nil })
+			return err
+		},
+		"ListRuns": func(s *Store) error { _, err := s.ListRuns(ctx, operations.RunFilter{}); return err },
+		"ListRunsByPhase": func(s *Store) error {
+			_, err := s.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.InProgress}})
+			return err
+		},
+		"ListRunsCompleted": func(s *Store) error {
+			_, err := s.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.Completed}})
+			return err
+		},
+		"DeleteRun":      func(s *Store) error { return s.DeleteRun(ctx, o) },
+		"GetOperation":   func(s *Store) error { _, err := s.GetOperation(ctx, o, "op-1"); return err },
+		"ListOperations": func(s *Store) error { _, err := s.ListOperations(ctx, o, operations.OperationFilter{}); return err },
+		"ListUnfinished": func(s *Store) error {
+			_, err := s.ListOperations(ctx, o, operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress}})
+			return err
+		},
+		"ListFinished": func(s *Store) error {
+			_, err := s.ListOperations(ctx, o, operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationFailed}})
+			return err
+		},
+		"PutOperations": func(s *Store) error {
+			return s.PutOperations(ctx, o, []operations.Operation{newOp(o, "op-1", operations.OperationCompleted)})
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store.db")
+			s, err := Open(path, nil)
+			require.NoError(t, err)
+			require.NoError(t, s.CreateRun(ctx, newRun(o, phase.InProgress)))
+			require.NoError(t, s.PutOperations(ctx, o, []operations.Operation{newOp(o, "op-1", operations.OperationInProgress)}))
+			require.NoError(t, s.Close())
+			corrupt(t, path, tc.damage)
+			before := fileBytes(t, path)
+
+			s, err = Open(path, nil)
+			require.NoError(t, err)
+			for _, name := range tc.calls {
+				require.ErrorIs(t, calls[name](s), ErrCorrupt, name)
+			}
+			require.NoError(t, s.Close())
+			if !bytes.Equal(before, fileBytes(t, path)) {
+				t.Errorf("a call that met a corrupt record changed the file")
+			}
+		})
+	}
+}
+
+func TestMissingBucketIsCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := Open(path, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	corrupt(t, path, func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketRunPhases) })
+	_, err = Open(path, nil)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+func TestFailedBatchWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	o := backup("b")
+	tests := []struct {
+		name  string
+		batch func() []operations.Operation
+		ctx   func() context.Context
+		want  error
+	}{
+		{
+			name: "last item revives a finished operation",
+			batch: func() []operations.Operation {
+				return []operations.Operation{newOp(o, "new-1", operations.OperationNew), newOp(o, "run", operations.OperationCompleted), newOp(o, "done", operations.OperationInProgress)}
+			},
+			want: operations.ErrConflict,
+		},
+		{
+			name: "last item has an ID too long for a key",
+			batch: func() []operations.Operation {
+				return []operations.Operation{newOp(o, "new-1", operations.OperationNew), newOp(o, string(bytes.Repeat([]byte("x"), maxIDLen+1)), operations.OperationNew)}
+			},
+			want: operations.ErrInvalid,
+		},
+		{
+			name: "cancelled context",
+			batch: func() []operations.Operation {
+				return []operations.Operation{newOp(o, "new-1", operations.OperationNew), newOp(o, "run", operations.OperationCompleted)}
+			},
+			ctx: func() context.Context {
+				c, cancel := context.WithCancel(ctx)
+				cancel()
+				return c
+			},
+			want: context.Canceled,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := openTest(t)
+			require.NoError(t, s.CreateRun(ctx, newRun(o, phase.InProgress)))
+			require.NoError(t, s.PutOperations(ctx, o, []operations.Operation{newOp(o, "run", operations.OperationInProgress), newOp(o, "done", operations.OperationCompleted)}))
+			before, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+			require.NoError(t, err)
+			c := ctx
+			if tc.ctx != nil {
+				c = tc.ctx()
+			}
+			require.ErrorIs(t, s.PutOperations(c, o, tc.batch()), tc.want)
+			after, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+			require.NoError(t, err)
+			if diff := cmp.Diff(before, after); diff != "" {
+				t.Errorf("operations after a failed batch (-before +after):\n%s", diff)
+			}
+			_, err = s.GetOperation(ctx, o, "new-1")
+			require.ErrorIs(t, err, operations.ErrNotFound)
+		})
+	}
+}
+
+func TestListOperationsFiltersThroughTheIndex(t *testing.T) {
+	ctx := context.Background()
+	o := restore("r")
+	s, _ := openTest(t)
+	require.NoError(t, s.CreateRun(ctx, newRun(o, phase.InProgress)))
+	// Five operations in first-put order a..e, then phase changes in later batches.
+	var batch []operations.Operation
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		batch = append(batch, newOp(o, id, operations.OperationNew))
+	}
+	require.NoError(t, s.PutOperations(ctx, o, batch))
+	require.NoError(t, s.PutOperations(ctx, o, []operations.Operation{
+		newOp(o, "d", operations.OperationInProgress),
+		newOp(o, "b", operations.OperationCompleted),
+		newOp(o, "a", operations.OperationInProgress),
+	}))
+	require.NoError(t, s.PutOperations(ctx, o, []operations.Operation{
+		newOp(o, "e", operations.OperationFailed),
+		newOp(o, "a", operations.OperationNew), // back to New is allowed while unfinished
+	}))
+
+	P := func(ps ...operations.OperationPhase) []operations.OperationPhase { return ps }
+	tests := []struct {
+		name   string
+		phases []operations.OperationPhase
+		want   []string
+	}{
+		{name: "all", want: []string{"a", "b", "c", "d", "e"}},
+		{name: "unfinished", phases: P(operations.OperationNew, operations.OperationInProgress), want: []string{"a", "c", "d"}},
+		{name: "new", phases: P(operations.OperationNew), want: []string{"a", "c"}},
+		{name: "in progress", phases: P(operations.OperationInProgress), want: []string{"d"}},
+		{name: "finished", phases: P(operations.OperationCompleted, operations.OperationFailed), want: []string{"b", "e"}},
+		{name: "failed or new", phases: P(operations.OperationFailed, operations.OperationNew), want: []string{"a", "c", "e"}},
+		{name: "unknown phase only", phases: P("Paused"), want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := s.ListOperations(ctx, o, operations.OperationFilter{Phases: tc.phases})
+			require.NoError(t, err)
+			var got []string
+			for _, op := range ops {
+				got = append(got, op.ID)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ListOperations(%v) IDs (-want +got):\n%s", tc.phases, diff)
+			}
+		})
+	}
+}
+
+func TestRunPhaseIndexFollowsUpdatesAndDeletes(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	for _, o := range []operations.Owner{restore("r2"), backup("b2"), backup("b1"), restore("r1")} {
+		require.NoError(t, s.CreateRun(ctx, newRun(o, phase.New)))
+	}
+	move := func(o operations.Owner, to phase.Phase) {
+		t.Helper()
+		_, err := s.UpdateRun(ctx, o, func(r *operations.Run) error { return r.SetPhase(to, "test", t0) })
+		require.NoError(t, err)
+	}
+	move(backup("b1"), phase.WaitingForPluginOperations)
+	move(restore("r1"), phase.WaitingForPluginOperationsPartiallyFailed)
+	move(restore("r2"), phase.Completed)
+	require.NoError(t, s.PutOperations(ctx, backup("b2"), []operations.Operation{newOp(backup("b2"), "x", operations.OperationNew)}))
+	require.NoError(t, s.DeleteRun(ctx, backup("b2")))
+
+	waiting := []phase.Phase{phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed, phase.WaitingForPluginOperations}
+	tests := []struct {
+		name string
+		f    operations.RunFilter
+		want []string
+	}{
+		{name: "all", want: []string{"Backup/b1", "Restore/r1", "Restore/r2"}},
+		{name: "restores", f: operations.RunFilter{Kind: phase.Restore}, want: []string{"Restore/r1", "Restore/r2"}},
+		{name: "waiting, repeated phase", f: operations.RunFilter{Phases: waiting}, want: []string{"Backup/b1", "Restore/r1"}},
+		{name: "waiting restores", f: operations.RunFilter{Kind: phase.Restore, Phases: waiting}, want: []string{"Restore/r1"}},
+		{name: "new (the deleted run is gone)", f: operations.RunFilter{Phases: []phase.Phase{phase.New}}, want: nil},
+		{name: "unknown kind", f: operations.RunFilter{Kind: "Snapshot"}, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			runs, err := s.ListRuns(ctx, tc.f)
+			require.NoError(t, err)
+			var got []string
+			for _, r := range runs {
+				got = append(got, r.Owner.String())
+				require.True(t, tc.f.Match(r), "ListRuns returned %s in %s, which the filter refuses", r.Owner, r.Phase)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ListRuns(%+v) (-want +got):\n%s", tc.f, diff)
+			}
+		})
+	}
+	_, err := s.ListOperations(ctx, backup("b2"), operations.OperationFilter{})
+	require.ErrorIs(t, err, operations.ErrNotFound, "operations of a deleted run")
+}
+
+func TestUpdateRunErrors(t *testing.T) {
+	ctx := context.Background()
+	o := backup("b")
+	refused := errors.New("refused by the update function")
+	tests := []struct {
+		name   string
+		start  phase.Phase
+		update func(r *operations.Run) error
+		want   error
+	}{
+		{name: "update's own error is returned", start: phase.InProgress, update: func(r *operations.Run) error {
+			r.Errors = 99
+			return refused
+		}, want: refused},
+		{name: "terminal run cannot move back", start: phase.Completed, update: func(r *operations.Run) error {
+			r.Phase = phase.InProgress
+			r.History = append(r.History, operations.Transition{From: phase.Completed, To: phase.InProgress})
+			return nil
+		}, want: phase.ErrInvalidTransition},
+		{name: "owner cannot change", start: phase.InProgress, update: func(r *operations.Run) error {
+			r.Owner.Name = "other"
+			return nil
+		}, want: operations.ErrConflict},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := openTest(t)
+			require.NoError(t, s.CreateRun(ctx, newRun(o, tc.start)))
+			_, err := s.UpdateRun(ctx, o, tc.update)
+			require.ErrorIs(t, err, tc.want)
+			got, err := s.GetRun(ctx, o)
+			require.NoError(t, err)
+			if diff := cmp.Diff(newRun(o, tc.start), got); diff != "" {
+				t.Errorf("run after a refused update (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestContextDoneFirst(t *testing.T) {
+	s, _ := openTest(t)
+	o := backup("b")
+	require.NoError(t, s.CreateRun(context.Background(), newRun(o, phase.New)))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls := map[string]func() error{
+		"CreateRun": func() error { return s.CreateRun(ctx, newRun(backup("c"), phase.New)) },
+		"GetRun":    func() error { _, err := s.GetRun(ctx, o); return err },
+		"UpdateRun": func() error {
+			_, err := s.UpdateRun(ctx, o, func(r *operations.Run) error { r.Errors++; return nil })
+			return err
+		},
+		"ListRuns":  func() error { _, err := s.ListRuns(ctx, operations.RunFilter{}); return err },
+		"DeleteRun": func() error { return s.DeleteRun(ctx, o) },
+		"PutOperations": func() error {
+			return s.PutOperations(ctx, o, []operations.Operation{newOp(o, "x", operations.OperationNew)})
+		},
+		"GetOperation":   func() error { _, err := s.GetOperation(ctx, o, "x"); return err },
+		"ListOperations": func() error { _, err := s.ListOperations(ctx, o, operations.OperationFilter{}); return err },
+	}
+	for name, call := range calls {
+		require.ErrorIs(t, call(), context.Canceled, name)
+	}
+	got, err := s.GetRun(context.Background(), o)
+	require.NoError(t, err)
+	if diff := cmp.Diff(newRun(o, phase.New), got); diff != "" {
+		t.Errorf("run after cancelled calls (-want +got):\n%s", diff)
+	}
+	_, err = s.GetRun(context.Background(), backup("c"))
+	require.ErrorIs(t, err, operations.ErrNotFound)
+}
+
+func TestLongNamesAreRefused(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	long := backup(string(bytes.Repeat([]byte("n"), maxNameLen+1)))
+	require.ErrorIs(t, s.CreateRun(ctx, newRun(long, phase.New)), operations.ErrInvalid)
+	_, err := s.GetRun(ctx, long)
+	require.ErrorIs(t, err, operations.ErrNotFound)
+	require.ErrorIs(t, s.PutOperations(ctx, long, []operations.Operation{newOp(long, "x", operations.OperationNew)}), operations.ErrInvalid)
+	// The longest allowed name works.
+	longest := backup(string(bytes.Repeat([]byte("n"), maxNameLen)))
+	require.NoError(t, s.CreateRun(ctx, newRun(longest, phase.New)))
+	require.NoError(t, s.PutOperations(ctx, longest, []operations.Operation{newOp(longest, string(bytes.Repeat([]byte("i"), maxIDLen)), operations.OperationNew)}))
+}
+
+func TestConcurrentWritersLoseNothing(t *testing.T) {
+	const workers, each = 8, 25
+	ctx := context.Background()
+	s, _ := openTest(t)
+	o := backup("b")
+	require.NoError(t, s.CreateRun(ctx, newRun(o, phase.InProgress)))
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*workers*each)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				_, err := s.UpdateRun(ctx, o, func(r *operations.Run) error { r.ItemsDone++; return nil })
+				errs <- err
+				errs <- s.PutOperations(ctx, o, []operations.Operation{newOp(o, fmt.Sprintf("w%d-%d", w, i), operations.OperationNew)})
+				ops, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+				if err == nil && len(ops) == 0 {
+					err = fmt.Errorf("worker %d listed no operations after putting one", w)
+				}
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	r, err := s.GetRun(ctx, o)
+	require.NoError(t, err)
+	require.Equal(t, workers*each, r.ItemsDone, "ItemsDone after concurrent increments")
+	ops, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+	require.NoError(t, err)
+	require.Len(t, ops, workers*each)
+}
