@@ -105,9 +105,11 @@ func fullRun(o operations.Owner) operations.Run {
 		ItemsDone:        117,
 		Errors:           2,
 		Warnings:         5,
+		FailedOperations: 1,
 		FailureReason:    "not a failure, just a reason",
 		Created:          base,
 		Started:          at(1),
+		Completed:        at(3), // not yet terminal; a store keeps what it is given
 		Updated:          at(2),
 		History: []operations.Transition{
 			{From: phase.New, To: phase.InProgress, Event: phase.EventStart, Time: at(1).In(time.FixedZone("CEST", 2*60*60)), Reason: "picked up"},
