@@ -109,8 +109,10 @@ func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
 		timeout = m.cfg.operationTimeout
 	}
 
-	// Up to workers goroutines take the run's operations in turn; each call to a plugin
-	// holds one of the Monitor's tokens, which all runs polled at once share.
+	// Up to workers goroutines take the run's operations in turn. Each holds one of the
+	// Monitor's tokens, which all runs polled at once share, for as long as the run has
+	// operations left, so that a worker goes from one plugin call to the next without
+	// waiting for a token again.
 	checked := make([]Operation, len(ops))
 	changed := make([]bool, len(ops))
 	var (
@@ -121,19 +123,18 @@ func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				select {
-				case m.calls <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
+			select {
+			case m.calls <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-m.calls }()
+			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
 				if i >= len(ops) {
-					<-m.calls
 					return
 				}
 				checked[i], changed[i] = m.check(ctx, ops[i], timeout)
-				<-m.calls
 			}
 		}()
 	}
