@@ -7,8 +7,10 @@
 //     PartiallyFailed and Failed branches), the rules that pick the next phase, and
 //     diagrams. It imports nothing of itemops.
 //   - [github.com/itemops/itemops/operations]: the durable records of runs and of the
-//     operations their plugins start, the Store contract every backend implements, and
-//     the codec of Velero's itemoperations.json.gz files. It builds on phase.
+//     operations their plugins start, the Store contract every backend implements, the
+//     codec of Velero's itemoperations.json.gz files, and the Monitor that polls
+//     operations through their plugins' Trackers and moves runs along. It builds on
+//     phase; operations/operationstest holds fakes for tests.
 //   - [github.com/itemops/itemops/progress]: restore and backup item counters with
 //     Velero's arithmetic, and a Reporter that hands their snapshots to a sink without
 //     ever blocking the counting loop. It imports nothing of itemops.
@@ -20,7 +22,6 @@
 //   - cmd/itemops: a command that shows the library at work.
 //
 // Packages import one way only: phase, progress and restoreorder are leaves, operations
-// builds on phase, and the stores build on operations. Later packages (the
-// Monitor that polls operations, plugin adapters) take their place in the same order;
-// the README tracks what exists.
+// builds on phase, and the stores build on operations. Later packages (plugin adapters)
+// take their place in the same order; the README tracks what exists.
 package itemops
