@@ -13,7 +13,8 @@ var ErrUnknownPlugin = errors.New("unknown plugin")
 var ErrDuplicatePlugin = errors.New("plugin already registered")
 
 // ErrInvalidPlugin is returned when a plugin cannot be registered or used: it is nil, or
-// its name is empty.
+// its name is empty. The adapters of a nil v1 plugin return it from every method but
+// Name.
 var ErrInvalidPlugin = errors.New("invalid plugin")
 
 // ErrInvalidSelector is returned when a [ResourceSelector]'s label selector does not parse.

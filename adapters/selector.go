@@ -51,8 +51,9 @@ type ResourceSelector struct {
 	LabelSelector string
 }
 
-// A Matcher is a [ResourceSelector] ready to match items. It is immutable and safe for
-// concurrent use. Its zero value is not usable: call [NewMatcher].
+// A Matcher is a [ResourceSelector] ready to match items, made by [NewMatcher]. It is
+// immutable and safe for concurrent use. The zero Matcher, like the zero selector,
+// selects every item.
 type Matcher struct {
 	resources  resourceSet
 	namespaces nameSet

@@ -161,3 +161,8 @@ func TestNewMatcherCopiesLists(t *testing.T) {
 	require.False(t, m.MatchesItem(configMaps, obj("other", "x", nil)))
 }
 
+func TestZeroMatcherSelectsEverything(t *testing.T) {
+	var m adapters.Matcher
+	require.True(t, m.MatchesItem(pods, obj("app", "p", map[string]string{"a": "b"})))
+	require.True(t, m.MatchesItem(deploys, obj("", "cluster-scoped", nil)))
+}

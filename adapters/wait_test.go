@@ -120,7 +120,9 @@ func TestWaitForAdditionalItems(t *testing.T) {
 			a := &readyAction{fakeRestoreAction: fakeRestoreAction{name: "waiter"}, clock: clock, answer: tc.answer}
 			opts := append([]adapters.WaitOption{adapters.WithClock(clock)}, tc.opts...)
 			done := make(chan error, 1)
-			go func() { done <- adapters.WaitForAdditionalItems(context.Background(), a, items, r, tc.timeout, opts...) }()
+			go func() {
+				done <- adapters.WaitForAdditionalItems(context.Background(), a, items, r, tc.timeout, opts...)
+			}()
 			for _, d := range tc.advances {
 				clock.BlockUntilWaiters(1)
 				clock.Advance(d)
@@ -159,7 +161,9 @@ func TestWaitForAdditionalItemsContext(t *testing.T) {
 		a := &readyAction{clock: clock, answer: func(context.Context, int) (bool, error) { return false, nil }}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- adapters.WaitForAdditionalItems(ctx, a, items, nil, time.Minute, adapters.WithClock(clock)) }()
+		go func() {
+			done <- adapters.WaitForAdditionalItems(ctx, a, items, nil, time.Minute, adapters.WithClock(clock))
+		}()
 		clock.BlockUntilWaiters(1)
 		cancel()
 		require.Equal(t, context.Canceled, <-done, "ctx.Err() itself, unwrapped")
