@@ -67,7 +67,9 @@
 //     Progress or Cancel into the failure of that one operation; a host calling plugins
 //     directly (Execute, AppliesTo, WaitForAdditionalItems) recovers where it chooses.
 //   - A v1 plugin has no context: a call in progress runs to its end even if ctx ends.
-//   - The selector an action's AppliesTo returns is kept while the action is registered;
-//     an action whose selector changes must be registered again under a new name, or
-//     the host must build a new Registry.
+//   - A Registry keeps the selector an action's AppliesTo returned for as long as that
+//     action is the one in use under its name, as Velero resolves selectors once per
+//     backup or restore; an action whose selector changes belongs in a new Registry.
+//   - Resource names in selectors are matched without discovery: see
+//     [ResourceSelector] for bare names, groups, and short names.
 package adapters
