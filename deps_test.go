@@ -111,6 +111,7 @@ func TestImportLayers(t *testing.T) {
 		"operations":                {"phase", "progress"},
 		"operations/operationstest": {"operations", "phase"},
 		"adapters":                  {"operations", "phase"},
+		"adapters/adaptertest":      {"adapters", "operations", "phase"},
 		"storage/":                  {"operations", "phase"},
 	}
 	type pkg struct {

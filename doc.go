@@ -17,11 +17,14 @@
 //   - [github.com/itemops/itemops/restoreorder]: pass one of a two-pass restore: a
 //     backup's contents (extracted or .tar.gz), Velero's priorities and restore filters,
 //     and the ordered collection pass two walks. It imports nothing of itemops.
+//   - [github.com/itemops/itemops/adapters]: the v1 and v2 plugin interfaces (backup and
+//     restore item actions, volume snapshotters), v1→v2 adapters, and a Registry that
+//     resolves plugin names to the Monitor's Trackers; adapters/adaptertest checks a v2
+//     plugin against the contract. It builds on operations.
 //   - storage/memstore and storage/boltstore: Stores in memory and in one bbolt file;
 //     storage/storetest: the conformance suite every Store passes.
 //   - cmd/itemops: a command that shows the library at work.
 //
 // Packages import one way only: phase, progress and restoreorder are leaves, operations
-// builds on phase, and the stores build on operations. Later packages (plugin adapters)
-// take their place in the same order; the README tracks what exists.
+// builds on phase, and the adapters and the stores build on operations.
 package itemops
