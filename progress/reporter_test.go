@@ -10,76 +10,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/progress"
 )
 
-// fakeClock is a progress.Clock that moves only when Advance is called. waitAfters lets
-// a test wait until the Reporter has gone back to sleep, so that "nothing was delivered"
-// can be checked without sleeping.
-type fakeClock struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	now     time.Time
-	afters  int // calls of After so far
-	waiters []fakeWaiter
-}
+var _ progress.Clock = (*operationstest.Clock)(nil)
 
-type fakeWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-var _ progress.Clock = (*fakeClock)(nil)
-
-func newFakeClock() *fakeClock {
-	f := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
-	f.cond = sync.NewCond(&f.mu)
-	return f
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) After(d time.Duration) <-chan time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.afters++
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- f.now
-	} else {
-		f.waiters = append(f.waiters, fakeWaiter{at: f.now.Add(d), ch: ch})
-	}
-	f.cond.Broadcast()
-	return ch
-}
-
-// Advance moves the clock forward and fires every timer that is due.
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-	kept := f.waiters[:0]
-	for _, w := range f.waiters {
-		if w.at.After(f.now) {
-			kept = append(kept, w)
-		} else {
-			w.ch <- f.now
-		}
-	}
-	f.waiters = kept
-}
-
-// waitAfters blocks until After has been called n times in all.
-func (f *fakeClock) waitAfters(n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for f.afters < n {
-		f.cond.Wait()
-	}
+func newFakeClock() *operationstest.Clock {
+	return operationstest.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // delivery is one call of a recordingSink.
@@ -135,7 +73,7 @@ func TestReporterDeliversAtMostOncePerInterval(t *testing.T) {
 	r := progress.NewReporter(&c, rec.sink, progress.WithInterval(time.Second), progress.WithClock(clk))
 	closeReporter(t, r)
 
-	clk.waitAfters(1) // asleep until t0+1s
+	clk.BlockUntilAfterCalls(1) // asleep until t0+1s
 	for range 3 {
 		c.Done()
 	}
@@ -148,9 +86,9 @@ func TestReporterDeliversAtMostOncePerInterval(t *testing.T) {
 	}
 
 	// Nothing changed: the next wake-up delivers nothing.
-	clk.waitAfters(2)
+	clk.BlockUntilAfterCalls(2)
 	clk.Advance(time.Second)
-	clk.waitAfters(3)
+	clk.BlockUntilAfterCalls(3)
 	rec.requireNone(t)
 
 	// A change is delivered at the next wake-up, not before.
@@ -163,7 +101,7 @@ func TestReporterDeliversAtMostOncePerInterval(t *testing.T) {
 	if diff := cmp.Diff(want, rec.next()); diff != "" {
 		t.Fatalf("second delivery (-want +got):\n%s", diff)
 	}
-	clk.waitAfters(4)
+	clk.BlockUntilAfterCalls(4)
 
 	// Close has nothing new to deliver; a second Close changes nothing either.
 	require.NoError(t, r.Close())
@@ -192,7 +130,7 @@ func TestReporterSlowSink(t *testing.T) {
 	r := progress.NewReporter(&c, rec.sink, progress.WithInterval(time.Second), progress.WithClock(clk))
 	closeReporter(t, r)
 
-	clk.waitAfters(1)
+	clk.BlockUntilAfterCalls(1)
 	clk.Advance(time.Second)
 	first := rec.next() // the sink is now blocked
 
@@ -207,7 +145,7 @@ func TestReporterSlowSink(t *testing.T) {
 	close(release)
 
 	second := rec.next()
-	clk.waitAfters(3) // the catch-up wake-up was the second; asleep again
+	clk.BlockUntilAfterCalls(3) // the catch-up wake-up was the second; asleep again
 	want := []delivery{
 		{At: t0.Add(time.Second), Snapshot: progress.Snapshot{Collected: 100_000}},
 		{At: t0.Add(6 * time.Second), Snapshot: progress.Snapshot{Pass: progress.PassDone, Collected: 100_000, Done: 100_000}},
@@ -218,7 +156,7 @@ func TestReporterSlowSink(t *testing.T) {
 	require.GreaterOrEqual(t, second.At.Sub(first.At), time.Second, "deliveries closer than the interval")
 
 	clk.Advance(time.Second)
-	clk.waitAfters(4)
+	clk.BlockUntilAfterCalls(4)
 	rec.requireNone(t)
 	require.NoError(t, r.Close())
 	rec.requireNone(t)
@@ -241,20 +179,20 @@ func TestReporterRetriesFailedDelivery(t *testing.T) {
 		progress.WithErrorHandler(func(err error) { handled = append(handled, err) }))
 	closeReporter(t, r)
 
-	clk.waitAfters(1)
+	clk.BlockUntilAfterCalls(1)
 	clk.Advance(progress.DefaultInterval)
 	require.Equal(t, progress.Snapshot{Collected: 1}, rec.next().Snapshot)
-	clk.waitAfters(2)
+	clk.BlockUntilAfterCalls(2)
 	require.Equal(t, []error{boom}, handled)
 
 	// Unchanged, but the last delivery failed: it is made again.
 	clk.Advance(progress.DefaultInterval)
 	require.Equal(t, progress.Snapshot{Collected: 1}, rec.next().Snapshot)
-	clk.waitAfters(3)
+	clk.BlockUntilAfterCalls(3)
 
 	// Accepted now: nothing more until something changes.
 	clk.Advance(progress.DefaultInterval)
-	clk.waitAfters(4)
+	clk.BlockUntilAfterCalls(4)
 	rec.requireNone(t)
 	require.NoError(t, r.Close())
 	rec.requireNone(t)
@@ -284,7 +222,7 @@ func TestReporterCloseCancelsDeliveryInFlight(t *testing.T) {
 		progress.WithFinalTimeout(time.Hour),
 		progress.WithErrorHandler(func(err error) { handled = append(handled, err) }))
 
-	clk.waitAfters(1)
+	clk.BlockUntilAfterCalls(1)
 	clk.Advance(progress.DefaultInterval)
 	require.Equal(t, progress.Snapshot{Collected: 2}, rec.next().Snapshot)
 	c.Done()

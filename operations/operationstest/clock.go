@@ -9,8 +9,9 @@ import (
 // concurrent use; its zero value is not usable: call [NewClock].
 type Clock struct {
 	mu      sync.Mutex
-	cond    *sync.Cond // signalled when a waiter is added; uses mu
+	cond    *sync.Cond // signalled on every call of After; uses mu
 	now     time.Time
+	afters  int // calls of After so far
 	waiters []waiter
 }
 
@@ -38,13 +39,14 @@ func (c *Clock) Now() time.Time {
 func (c *Clock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.afters++
+	c.cond.Broadcast()
 	ch := make(chan time.Time, 1)
 	if d <= 0 {
 		ch <- c.now
 		return ch
 	}
 	c.waiters = append(c.waiters, waiter{at: c.now.Add(d), ch: ch})
-	c.cond.Broadcast()
 	return ch
 }
 
@@ -77,6 +79,17 @@ func (c *Clock) BlockUntilWaiters(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.waiters) < n {
+		c.cond.Wait()
+	}
+}
+
+// BlockUntilAfterCalls blocks until After has been called at least n times in all, so that
+// a test can tell the code under test has gone back to sleep even when it slept for no
+// time (After(0)) or has already been woken.
+func (c *Clock) BlockUntilAfterCalls(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.afters < n {
 		c.cond.Wait()
 	}
 }

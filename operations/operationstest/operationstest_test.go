@@ -118,3 +118,17 @@ func TestResolver(t *testing.T) {
 	_, err = r.Resolve("velero.io/other")
 	require.ErrorContains(t, err, `no plugin registered as "velero.io/other"`)
 }
+
+func TestClockBlockUntilAfterCalls(t *testing.T) {
+	c := operationstest.NewClock(t0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-c.After(0) // fires at once: never a waiter, still a call
+		<-c.After(time.Second)
+	}()
+	c.BlockUntilAfterCalls(2)
+	require.Equal(t, 1, c.Waiters())
+	c.Advance(time.Second)
+	<-done
+}
