@@ -1,6 +1,7 @@
 package operations
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +169,7 @@ func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
 	if err := m.putBatch(ctx, o, batch); err != nil {
 		return PollResult{}, err
 	}
-	res.NewErrors, res.Phase, err = m.advance(ctx, o, res.Running, first)
+	res.NewErrors, res.Phase, err = m.advance(ctx, run, res.Running, first)
 	return res, err
 }
 
@@ -196,10 +197,12 @@ func (m *Monitor) putBatch(ctx context.Context, o Owner, batch []Operation) erro
 	return nil
 }
 
-// advance counts the run's failed operations into its errors and moves its phase by
-// phase.AfterPoll, given pending operations still running. first, when not nil, is an
-// operation that failed in this poll, named in the reason.
-func (m *Monitor) advance(ctx context.Context, o Owner, pending int, first *Operation) (int, phase.Phase, error) {
+// advance counts the failed operations of run into its errors and moves its phase by
+// phase.AfterPoll, given pending operations still running. run is the record as the poll
+// found it; first, when not nil, is an operation that failed in this poll, named in the
+// reason. The run is written only when something changes.
+func (m *Monitor) advance(ctx context.Context, run Run, pending int, first *Operation) (int, phase.Phase, error) {
+	o := run.Owner
 	// The failures are counted from the store rather than from this poll, so that a
 	// failure written by a Monitor that died before this step is still counted, and one
 	// counted by another Monitor is not counted twice.
@@ -207,23 +210,27 @@ func (m *Monitor) advance(ctx context.Context, o Owner, pending int, first *Oper
 	if err != nil {
 		return 0, "", err
 	}
+	// The record the poll read can only lag behind the stored one (errors and phases
+	// only move forward), so when it needs no change, neither does the stored one.
+	if _, _, change, err := afterPoll(&run, len(failed), pending); err != nil || !change {
+		return 0, run.Phase, err
+	}
 	now := stamp(m.cfg.clock)
 	var (
 		newErrors int
 		current   phase.Phase
 	)
 	r, err := m.store.UpdateRun(ctx, o, func(r *Run) error {
-		current, newErrors = r.Phase, 0
-		if !phase.IsWaiting(r.Phase) {
-			return errNoChange // another Monitor advanced it
-		}
-		newErrors = max(len(failed)-r.FailedOperations, 0)
-		next, err := phase.AfterPoll(r.Owner.Kind, r.Phase, newErrors, pending, r.Profile)
-		if err != nil {
-			return err
-		}
-		if newErrors == 0 && next == r.Phase {
-			return errNoChange
+		current = r.Phase
+		var (
+			next   phase.Phase
+			change bool
+			err    error
+		)
+		newErrors, next, change, err = afterPoll(r, len(failed), pending)
+		if err != nil || !change {
+			newErrors = 0
+			return cmp.Or(err, errNoChange) // nothing to do, or another Monitor advanced it
 		}
 		r.Errors += newErrors
 		r.FailedOperations += newErrors
@@ -239,6 +246,21 @@ func (m *Monitor) advance(ctx context.Context, o Owner, pending int, first *Oper
 		m.cfg.logger.InfoContext(ctx, "run advanced", "run", o.String(), "from", current, "to", r.Phase)
 	}
 	return newErrors, r.Phase, nil
+}
+
+// afterPoll says what a poll does to r when the store holds failed failed operations of
+// it and pending are still running: the errors it adds and the phase it moves to. change
+// is false when r needs no write, as when it is no longer waiting.
+func afterPoll(r *Run, failed, pending int) (newErrors int, next phase.Phase, change bool, err error) {
+	if !phase.IsWaiting(r.Phase) {
+		return 0, r.Phase, false, nil
+	}
+	newErrors = max(failed-r.FailedOperations, 0)
+	next, err = phase.AfterPoll(r.Owner.Kind, r.Phase, newErrors, pending, r.Profile)
+	if err != nil {
+		return 0, "", false, err
+	}
+	return newErrors, next, newErrors > 0 || next != r.Phase, nil
 }
 
 // pollReason says why a poll moved a run.

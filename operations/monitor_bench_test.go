@@ -68,6 +68,7 @@ func benchStore(b *testing.B, runs, perRun int) (*countingStore, []operations.Ow
 		owners[i] = o
 	}
 	s.puts.Store(0)
+	s.updates.Store(0)
 	return s, owners
 }
 
@@ -89,6 +90,7 @@ func BenchmarkMonitorPass(b *testing.B) {
 		b.ReportMetric(perSec, "ops/s")
 		b.ReportMetric(perSec/ideal, "of-ideal")
 		b.ReportMetric(float64(s.puts.Load())/float64(runs*b.N), "batches/run/pass")
+		b.ReportMetric(float64(s.updates.Load())/float64(runs*b.N), "run-updates/run/pass")
 	}
 	b.Run("impl=monitor-64", func(b *testing.B) {
 		s, owners := benchStore(b, runs, perRun)

@@ -655,3 +655,35 @@ func TestRecover(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, snapshot, after)
 }
+
+// TestPollWritesOnlyChanges checks the writes of a poll: one batch when operations
+// changed, a run update only when the run changes, and nothing at all when a poll
+// learns nothing new.
+func TestPollWritesOnlyChanges(t *testing.T) {
+	e := newEnv(t)
+	answers := map[string]operations.Progress{"a": running, "b": running}
+	e.trackers["p"] = scripted(answers, nil)
+	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "b")...)
+	s := &countingStore{Store: e.store}
+	m := operations.NewMonitor(s, operationstest.Resolver(e.trackers), operations.WithClock(e.clock))
+
+	poll := func() (puts, updates int64) {
+		t.Helper()
+		s.puts.Store(0)
+		s.updates.Store(0)
+		_, err := m.Poll(context.Background(), o)
+		require.NoError(t, err)
+		return s.puts.Load(), s.updates.Load()
+	}
+	puts, updates := poll()
+	require.Equal(t, [2]int64{1, 0}, [2]int64{puts, updates}, "first report: one batch, the run unchanged")
+	puts, updates = poll()
+	require.Equal(t, [2]int64{0, 0}, [2]int64{puts, updates}, "nothing new: no write at all")
+	answers["a"] = done
+	puts, updates = poll()
+	require.Equal(t, [2]int64{1, 0}, [2]int64{puts, updates}, "one operation completed, one still running")
+	answers["b"] = broken
+	puts, updates = poll()
+	require.Equal(t, [2]int64{1, 1}, [2]int64{puts, updates}, "the last one failed: one batch, one run update")
+	require.Equal(t, phase.FinalizingPartiallyFailed, e.get(o).Phase)
+}
