@@ -110,25 +110,29 @@ func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
 		timeout = m.cfg.operationTimeout
 	}
 
-	// Up to workers goroutines take the run's operations in turn. Each holds one of the
-	// Monitor's tokens, which all runs polled at once share, for as long as the run has
-	// operations left, so that a worker goes from one plugin call to the next without
-	// waiting for a token again.
+	// Up to workers goroutines take the run's operations in turn. Each starts once it
+	// holds one of the Monitor's tokens, which all runs polled at once share, and keeps
+	// it while the run has operations left, so that it goes from one plugin call to the
+	// next without waiting again; a poll waiting for tokens costs one goroutine.
 	checked := make([]Operation, len(ops))
 	changed := make([]bool, len(ops))
 	var (
 		wg   sync.WaitGroup
 		next atomic.Int64
 	)
+spawn:
 	for range min(len(ops), m.cfg.workers) {
+		if next.Load() >= int64(len(ops)) {
+			break // the workers already started took every operation
+		}
+		select {
+		case m.calls <- struct{}{}:
+		case <-ctx.Done():
+			break spawn
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case m.calls <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
 			defer func() { <-m.calls }()
 			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
