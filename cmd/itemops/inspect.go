@@ -86,7 +86,7 @@ func inspectOperations(r io.Reader, name string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			cell(op.Action), cell(op.Resource.String()), cell(op.ID), cell(string(op.Status.Phase)),
-			progress(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated), cell(op.Status.Error))
+			progressText(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated), cell(op.Status.Error))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -138,9 +138,9 @@ func counts(total int, byPhase map[operations.OperationPhase]int) string {
 	return s + " (" + strings.Join(parts, ", ") + ")"
 }
 
-// progress shows how far an operation got: "12% of 99999 Bytes", or "-" when the
+// progressText shows how far an operation got: "12% of 99999 Bytes", or "-" when the
 // plugin reported no total.
-func progress(s operations.Status) string {
+func progressText(s operations.Status) string {
 	if s.NTotal == 0 {
 		return "-"
 	}

@@ -261,8 +261,8 @@ func TestProgress(t *testing.T) {
 		{"units with a newline", operations.Status{NCompleted: 1, NTotal: 2, OperationUnits: "a\nb"}, "50% of 2 a b"},
 	}
 	for _, tc := range tests {
-		if got := progress(tc.s); got != tc.want {
-			t.Errorf("%s: progress = %q, want %q", tc.name, got, tc.want)
+		if got := progressText(tc.s); got != tc.want {
+			t.Errorf("%s: progressText = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

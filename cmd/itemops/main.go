@@ -33,8 +33,9 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"demo":    {"back up and restore a synthetic application end to end, on a bbolt store", runDemo},
 	"phases":  {"print the phase state machines as Mermaid or Graphviz text", runPhases},
-	"inspect": {"print the operations of an itemoperations.json.gz file", runInspect},
+	"inspect": {"print a boltstore file's runs and operations, or an itemoperations.json.gz file", runInspect},
 }
 
 func main() {
