@@ -89,11 +89,3 @@ func truncate(s string, width int) string {
 	r := []rune(s)
 	return string(r[:width-1]) + "…"
 }
-
-// padRight pads s with spaces to width characters.
-func padRight(s string, width int) string {
-	if n := utf8.RuneCountInString(s); n < width {
-		return s + strings.Repeat(" ", width-n)
-	}
-	return s
-}
