@@ -63,7 +63,7 @@ func TestTruncateAndSeconds(t *testing.T) {
 		t.Errorf("truncate of a string that fits = %q", got)
 	}
 	for d, want := range map[time.Duration]string{
-		1234 * time.Millisecond: "1.23s",
+		1234 * time.Millisecond:  "1.23s",
 		12345 * time.Millisecond: "12.3s",
 		90 * time.Second:         "1m30s",
 	} {

@@ -274,7 +274,9 @@ func TestDisplayTerminal(t *testing.T) {
 
 	op.Status.Phase, op.Status.NCompleted, op.Status.Updated = operations.OperationCompleted, 4<<30, t0.Add(4*time.Second)
 	require.NoError(t, s.PutOperations(ctx, o, []operations.Operation{op}))
-	_, err := s.UpdateRun(ctx, o, func(r *operations.Run) error { return r.SetPhase(phase.Finalizing, "all operations ended", t0.Add(4*time.Second)) })
+	_, err := s.UpdateRun(ctx, o, func(r *operations.Run) error {
+		return r.SetPhase(phase.Finalizing, "all operations ended", t0.Add(4*time.Second))
+	})
 	require.NoError(t, err)
 	out.Reset()
 	d.refresh(ctx)
