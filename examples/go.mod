@@ -3,6 +3,7 @@ module github.com/itemops/itemops/examples
 go 1.23.0
 
 require (
+	github.com/google/go-cmp v0.6.0
 	github.com/itemops/itemops v0.0.0
 	github.com/stretchr/testify v1.10.0
 	k8s.io/apimachinery v0.31.0
@@ -25,7 +26,6 @@ require (
 	github.com/golang/groupcache v0.0.0-20210331224755-41bb18bfe9da // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/gnostic-models v0.6.8 // indirect
-	github.com/google/go-cmp v0.6.0 // indirect
 	github.com/google/gofuzz v1.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/imdario/mergo v0.3.6 // indirect
