@@ -166,7 +166,7 @@ func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
 	ui.stop(context.Background())
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintf(stderr, "itemops demo: interrupted; run it again with -db %s to recover and finish\n", cfg.db)
+			return fmt.Errorf("interrupted (%w); run the demo again with -db %s to recover and finish", ctx.Err(), cfg.db)
 		}
 		return err
 	}
