@@ -128,7 +128,7 @@ func (h *host) backup(ctx context.Context, o operations.Owner) error {
 			if err != nil {
 				return err
 			}
-			var item = it.obj
+			item := it.obj
 			for _, a := range actions {
 				updated, _, id, post, err := a.Execute(ctx, item, obj)
 				if err != nil {
