@@ -25,9 +25,14 @@ var now = time.Now
 func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("inspect", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: itemops inspect FILE")
-		fmt.Fprintln(stderr, "\nprints the operations of an itemoperations.json.gz file (backup or restore), one per row")
+		fmt.Fprintln(stderr, "usage: itemops inspect [-run NAME] FILE|DB")
+		fmt.Fprintln(stderr, "\nprints the operations of an itemoperations.json.gz file (backup or restore), one per row;")
+		fmt.Fprintln(stderr, "or the runs of a boltstore file, each with its phase history and its operations")
+		fmt.Fprintln(stderr, "(the store is opened read-only, and refused while another process has it open)\n\nflags:")
+		fs.PrintDefaults()
 	}
+	var opts inspectOptions
+	fs.StringVar(&opts.run, "run", "", "in a boltstore file, show only the run `NAME` (a backup's or a restore's)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -35,7 +40,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return usageError{err.Error()}
 	}
 	if fs.NArg() != 1 {
-		return usageError{fmt.Sprintf("want one FILE, got %d arguments", fs.NArg())}
+		return usageError{fmt.Sprintf("want one FILE or DB, got %d arguments", fs.NArg())}
 	}
 	name := fs.Arg(0)
 	f, err := os.Open(name)
@@ -44,18 +49,36 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	defer f.Close()
 	r := bufio.NewReader(f)
-	head, _ := r.Peek(16) // a short or unreadable file is left to the inspector to explain
-	return inspectorFor(head)(r, name, stdout)
+	head, _ := r.Peek(headSize) // a short or unreadable file is left to the inspector to explain
+	return inspectorFor(head, opts)(r, name, stdout)
+}
+
+// headSize is how many bytes of a file inspectorFor needs to tell its kind.
+const headSize = 32
+
+// inspectOptions are the flags of inspect.
+type inspectOptions struct {
+	run string // show only the run of this name
 }
 
 // An inspector prints the file name, read from r, to stdout. It writes nothing when it
 // fails.
 type inspector func(r io.Reader, name string, stdout io.Writer) error
 
-// inspectorFor chooses how to read a file from its first bytes. Only itemoperations
-// files are known so far; anything else goes to their decoder, whose error says what
-// is wrong with it.
-func inspectorFor(head []byte) inspector {
+// inspectorFor chooses how to read a file from its first bytes: a bbolt file is read as
+// a boltstore; anything else goes to the itemoperations decoder, whose error says what is
+// wrong with it.
+func inspectorFor(head []byte, opts inspectOptions) inspector {
+	if isBolt(head) {
+		return func(_ io.Reader, name string, stdout io.Writer) error {
+			return inspectStore(name, opts, stdout)
+		}
+	}
+	if opts.run != "" {
+		return func(io.Reader, string, io.Writer) error {
+			return usageError{"-run applies to boltstore files only"}
+		}
+	}
 	return inspectOperations
 }
 
@@ -86,7 +109,7 @@ func inspectOperations(r io.Reader, name string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			cell(op.Action), cell(op.Resource.String()), cell(op.ID), cell(string(op.Status.Phase)),
-			progress(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated), cell(op.Status.Error))
+			progressText(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated), cell(op.Status.Error))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -138,9 +161,9 @@ func counts(total int, byPhase map[operations.OperationPhase]int) string {
 	return s + " (" + strings.Join(parts, ", ") + ")"
 }
 
-// progress shows how far an operation got: "12% of 99999 Bytes", or "-" when the
+// progressText shows how far an operation got: "12% of 99999 Bytes", or "-" when the
 // plugin reported no total.
-func progress(s operations.Status) string {
+func progressText(s operations.Status) string {
 	if s.NTotal == 0 {
 		return "-"
 	}

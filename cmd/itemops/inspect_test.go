@@ -190,13 +190,13 @@ func TestInspectFailures(t *testing.T) {
 			name:     "no file",
 			args:     func(t *testing.T) []string { return []string{"inspect"} },
 			wantCode: 2,
-			wantErr:  []string{"want one FILE, got 0 arguments"},
+			wantErr:  []string{"want one FILE or DB, got 0 arguments"},
 		},
 		{
 			name:     "two files",
 			args:     func(t *testing.T) []string { return []string{"inspect", "a", "b"} },
 			wantCode: 2,
-			wantErr:  []string{"want one FILE, got 2 arguments"},
+			wantErr:  []string{"want one FILE or DB, got 2 arguments"},
 		},
 		{
 			name:     "unknown flag",
@@ -208,7 +208,7 @@ func TestInspectFailures(t *testing.T) {
 			name:     "help",
 			args:     func(t *testing.T) []string { return []string{"inspect", "-h"} },
 			wantCode: 0,
-			wantErr:  []string{"usage: itemops inspect FILE"},
+			wantErr:  []string{"usage: itemops inspect [-run NAME] FILE|DB"},
 		},
 	}
 	for _, tc := range tests {
@@ -261,8 +261,8 @@ func TestProgress(t *testing.T) {
 		{"units with a newline", operations.Status{NCompleted: 1, NTotal: 2, OperationUnits: "a\nb"}, "50% of 2 a b"},
 	}
 	for _, tc := range tests {
-		if got := progress(tc.s); got != tc.want {
-			t.Errorf("%s: progress = %q, want %q", tc.name, got, tc.want)
+		if got := progressText(tc.s); got != tc.want {
+			t.Errorf("%s: progressText = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

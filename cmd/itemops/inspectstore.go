@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/boltstore"
+)
+
+// boltMagic is the number a bbolt file's first page holds after its 16-byte page header.
+const boltMagic = 0xED0CDAED
+
+// isBolt reports whether a file that begins with head is a bbolt file, in either byte
+// order.
+func isBolt(head []byte) bool {
+	if len(head) < 20 {
+		return false
+	}
+	return binary.LittleEndian.Uint32(head[16:20]) == boltMagic || binary.BigEndian.Uint32(head[16:20]) == boltMagic
+}
+
+// readOnly opens a store's file for reading only, whatever boltstore asks for, so that
+// inspecting a store can never change it: a write would fail instead. boltstore still
+// takes the file's lock, so a store another process has open is refused with
+// boltstore.ErrLocked rather than read while it changes.
+func readOnly(name string, _ int, _ os.FileMode) (*os.File, error) {
+	return os.OpenFile(name, os.O_RDONLY, 0)
+}
+
+// inspectStore prints the runs of the boltstore file name: a line of counts, a table of
+// the runs, then each run with its phase history and its operations.
+func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
+	s, err := boltstore.Open(name, &boltstore.Options{OpenFile: readOnly})
+	if errors.Is(err, boltstore.ErrLocked) {
+		return fmt.Errorf("%w; another process has the store open (a demo running on it?): inspect it once that process has stopped", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctx := context.Background()
+	runs, err := s.ListRuns(ctx, operations.RunFilter{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if opts.run != "" {
+		var kept []operations.Run
+		for _, r := range runs {
+			if r.Owner.Name == opts.run {
+				kept = append(kept, r)
+			}
+		}
+		if len(kept) == 0 {
+			return fmt.Errorf("%s: no run named %q", name, opts.run)
+		}
+		runs = kept
+	}
+	opsOf := make([][]operations.Operation, len(runs))
+	var (
+		total   int
+		byPhase = map[operations.OperationPhase]int{}
+		byKind  = map[phase.Kind]int{}
+	)
+	for i, r := range runs {
+		if opsOf[i], err = s.ListOperations(ctx, r.Owner, operations.OperationFilter{}); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for _, op := range opsOf[i] {
+			total++
+			byPhase[op.Status.Phase]++
+		}
+		byKind[r.Owner.Kind]++
+	}
+
+	at := now()
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "boltstore %s: %s (%d Backup, %d Restore), %s\n", name, plural(len(runs), "run"), byKind[phase.Backup], byKind[phase.Restore], counts(total, byPhase))
+	if len(runs) == 0 {
+		_, err := stdout.Write(out.Bytes())
+		return err
+	}
+	out.WriteByte('\n')
+	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tKIND\tPHASE\tITEMS\tERRORS\tWARNINGS\tOPERATIONS\tCREATED\tDURATION")
+	for i, r := range runs {
+		byPhase := map[operations.OperationPhase]int{}
+		for _, op := range opsOf[i] {
+			byPhase[op.Status.Phase]++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\n", cell(r.Owner.Name), r.Owner.Kind, r.Phase, r.ItemsDone, r.ItemsTotal,
+			r.Errors, r.Warnings, counts(len(opsOf[i]), byPhase), age(at, r.Created), runDuration(r, at))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for i, r := range runs {
+		out.WriteByte('\n')
+		writeRun(&out, r, opsOf[i], at)
+	}
+	_, err = stdout.Write(out.Bytes())
+	return err
+}
+
+// runDuration shows how long a run took, or has taken so far ("5.2s so far").
+func runDuration(r operations.Run, at time.Time) string {
+	switch {
+	case r.Created.IsZero():
+		return "-"
+	case r.Completed.IsZero():
+		return seconds(max(at.Sub(r.Created), 0)) + " so far"
+	}
+	return seconds(max(r.Completed.Sub(r.Created), 0))
+}
+
+// writeRun writes one run: its header, its phase history with the time of each change
+// since the run was created, and its operations.
+func writeRun(out *bytes.Buffer, r operations.Run, ops []operations.Operation, at time.Time) {
+	fmt.Fprintf(out, "%s %s: %s", r.Owner.Kind, cell(r.Owner.Name), r.Phase)
+	if r.Owner.UID != "" {
+		fmt.Fprintf(out, " (UID %s)", cell(r.Owner.UID))
+	}
+	out.WriteByte('\n')
+	profile := r.Profile.String()
+	timeout := "the Monitor's default"
+	if r.OperationTimeout > 0 {
+		timeout = seconds(r.OperationTimeout)
+	}
+	fmt.Fprintf(out, "  created %s, profile %s, operation timeout %s\n", age(at, r.Created), profile, timeout)
+	if r.FailureReason != "" {
+		fmt.Fprintf(out, "  failure reason: %s\n", cell(r.FailureReason))
+	}
+	if len(r.History) > 0 {
+		out.WriteByte('\n')
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  AT\tFROM\tTO\tEVENT\tREASON")
+		for _, tr := range r.History {
+			when := "-"
+			if !r.Created.IsZero() && !tr.Time.IsZero() {
+				when = "+" + seconds(max(tr.Time.Sub(r.Created), 0))
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", when, tr.From, tr.To, tr.Event, cell(tr.Reason))
+		}
+		tw.Flush()
+	}
+	if len(ops) > 0 {
+		out.WriteByte('\n')
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  PLUGIN\tRESOURCE\tOPERATION ID\tPHASE\tPROGRESS\tSTARTED\tUPDATED\tERROR")
+		for _, op := range ops {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+				cell(op.Action), cell(op.Resource.String()), cell(op.ID), cell(string(op.Status.Phase)),
+				progressText(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated), cell(op.Status.Error))
+		}
+		tw.Flush()
+	}
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/boltstore"
+)
+
+// storeFile writes a boltstore file with a completed backup and its operations, and a
+// restore that a restart failed, and returns its path.
+func storeFile(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "itemops.db")
+	s, err := boltstore.Open(path, nil)
+	require.NoError(t, err)
+	defer s.Close()
+
+	created := at.Add(-10 * time.Minute)
+	b := operations.Owner{Kind: phase.Backup, Name: "backup-1.1", UID: "uid-b"}
+	run := operations.Run{Owner: b, Phase: phase.New, Created: created, OperationTimeout: 5 * time.Second, ItemsTotal: 40, ItemsDone: 40}
+	require.NoError(t, run.SetPhase(phase.InProgress, "backup started", created))
+	require.NoError(t, s.CreateRun(ctx, run))
+	ops := backupOps()
+	for i := range ops {
+		ops[i].Owner = b
+		ops[i].ID = ops[i].ID + "-b"
+	}
+	ops = ops[:2]
+	require.NoError(t, s.PutOperations(ctx, b, ops))
+	_, err = s.UpdateRun(ctx, b, func(r *operations.Run) error {
+		r.Errors = 1
+		if err := r.SetPhase(phase.WaitingForPluginOperationsPartiallyFailed, "main run ended", created.Add(1200*time.Millisecond)); err != nil {
+			return err
+		}
+		return r.SetPhase(phase.PartiallyFailed, "operation failed", created.Add(5*time.Second))
+	})
+	require.NoError(t, err)
+
+	r := operations.Owner{Kind: phase.Restore, Name: "restore-1.1"}
+	rrun := operations.Run{Owner: r, Phase: phase.New, Created: created.Add(time.Minute)}
+	require.NoError(t, rrun.SetPhase(phase.InProgress, "restore started", created.Add(time.Minute)))
+	require.NoError(t, s.CreateRun(ctx, rrun))
+	_, err = s.UpdateRun(ctx, r, func(r *operations.Run) error {
+		r.FailureReason = "found a restore with status \"InProgress\" during the server starting, mark it as \"Failed\""
+		return r.SetPhase(phase.Failed, r.FailureReason, created.Add(2*time.Minute))
+	})
+	require.NoError(t, err)
+	return path
+}
+
+func TestInspectStore(t *testing.T) {
+	path := storeFile(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{
+			name: "every run",
+			args: []string{"inspect", path},
+			want: `boltstore ` + path + `: 2 runs (1 Backup, 1 Restore), 2 operations (1 InProgress, 1 Failed)
+
+RUN          KIND     PHASE            ITEMS  ERRORS  WARNINGS  OPERATIONS                             CREATED  DURATION
+backup-1.1   Backup   PartiallyFailed  40/40  1       0         2 operations (1 InProgress, 1 Failed)  10m ago  5.00s
+restore-1.1  Restore  Failed           0/0    0       0         0 operations                           9m ago   1m
+
+Backup backup-1.1: PartiallyFailed (UID uid-b)
+  created 10m ago, profile default, operation timeout 5.00s
+
+  AT      FROM                                       TO                                         EVENT                      REASON
+  +0.00s  New                                        InProgress                                 start                      backup started
+  +1.20s  InProgress                                 WaitingForPluginOperationsPartiallyFailed  wait-partially-failed      main run ended
+  +5.00s  WaitingForPluginOperationsPartiallyFailed  FinalizingPartiallyFailed                  finalize-partially-failed  operation failed
+  +5.00s  FinalizingPartiallyFailed                  PartiallyFailed                            complete-partially-failed  operation failed
+
+  PLUGIN                       RESOURCE                                               OPERATION ID  PHASE       PROGRESS            STARTED    UPDATED   ERROR
+  velero.io/csi-pvc-backupper  persistentvolumeclaims my-app/data-0                   op-1-b        InProgress  12% of 99999 Bytes  25m3s ago  10s ago   -
+  example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op-b   Failed      -                   2d1h ago   1d2h ago  timed out waiting for snapshot
+
+Restore restore-1.1: Failed
+  created 9m ago, profile default, operation timeout the Monitor's default
+  failure reason: found a restore with status "InProgress" during the server starting, mark it as "Failed"
+
+  AT      FROM        TO          EVENT  REASON
+  +0.00s  New         InProgress  start  restore started
+  +1m     InProgress  Failed      fail   found a restore with status "InProgress" during the server starting, mark it as "Failed"
+`,
+		},
+		{
+			name: "one run",
+			args: []string{"inspect", "-run", "restore-1.1", path},
+			want: `boltstore ` + path + `: 1 run (0 Backup, 1 Restore), 0 operations
+
+RUN          KIND     PHASE   ITEMS  ERRORS  WARNINGS  OPERATIONS    CREATED  DURATION
+restore-1.1  Restore  Failed  0/0    0       0         0 operations  9m ago   1m
+
+Restore restore-1.1: Failed
+  created 9m ago, profile default, operation timeout the Monitor's default
+  failure reason: found a restore with status "InProgress" during the server starting, mark it as "Failed"
+
+  AT      FROM        TO          EVENT  REASON
+  +0.00s  New         InProgress  start  restore started
+  +1m     InProgress  Failed      fail   found a restore with status "InProgress" during the server starting, mark it as "Failed"
+`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fixNow(t)
+			before := sha256File(t, path)
+			info, err := os.Stat(path)
+			require.NoError(t, err)
+			code, stdout, stderr := runCmd(tc.args...)
+			require.Equal(t, 0, code, "stderr: %s", stderr)
+			if diff := cmp.Diff(tc.want, stdout); diff != "" {
+				t.Errorf("inspect output (-want +got):\n%s", diff)
+			}
+			require.Equal(t, before, sha256File(t, path), "inspect changed the store file")
+			after, err := os.Stat(path)
+			require.NoError(t, err)
+			require.Equal(t, info.ModTime(), after.ModTime())
+		})
+	}
+}
+
+func sha256File(t *testing.T, path string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return sha256.Sum256(b)
+}
+
+func TestInspectStoreFailures(t *testing.T) {
+	path := storeFile(t)
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	s, err := boltstore.Open(empty, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	tests := []struct {
+		name     string
+		args     func(t *testing.T) []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{
+			name: "a store in use",
+			args: func(t *testing.T) []string {
+				s, err := boltstore.Open(path, nil)
+				require.NoError(t, err)
+				t.Cleanup(func() { s.Close() })
+				return []string{"inspect", path}
+			},
+			wantCode: 1,
+			wantErr:  "file is locked by another store (gave up after waiting 1s); another process has the store open",
+		},
+		{
+			name:     "no such run",
+			args:     func(t *testing.T) []string { return []string{"inspect", "-run", "backup-9.9", path} },
+			wantCode: 1,
+			wantErr:  `no run named "backup-9.9"`,
+		},
+		{
+			name:     "-run on an operations file",
+			args:     func(t *testing.T) []string { return []string{"inspect", "-run", "x", writeFile(t, backupOps())} },
+			wantCode: 2,
+			wantErr:  "-run applies to boltstore files only",
+		},
+		{
+			name:     "an empty store",
+			args:     func(t *testing.T) []string { return []string{"inspect", empty} },
+			wantCode: 0,
+			wantOut:  "boltstore " + empty + ": 0 runs (0 Backup, 0 Restore), 0 operations\n",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(tc.args(t)...)
+			require.Equal(t, tc.wantCode, code, "stderr: %s", stderr)
+			require.Equal(t, tc.wantOut, stdout)
+			require.Contains(t, stderr, tc.wantErr)
+		})
+	}
+}
+
+func TestIsBolt(t *testing.T) {
+	path := storeFile(t)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, isBolt(b[:headSize]))
+	var gz []byte
+	gz = append(gz, gzipForTest(t, []byte("[]\n"))...)
+	require.False(t, isBolt(gz))
+	require.False(t, isBolt(b[:19]), "too short to tell")
+}

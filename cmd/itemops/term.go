@@ -1,0 +1,33 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strconv"
+)
+
+// terminal reports whether w is a terminal the demo may draw on, and returns a function
+// that tells its width in columns. A character device counts as a terminal unless TERM
+// says "dumb" or, where the width can be asked, the device does not answer (/dev/null).
+func terminal(w io.Writer) (bool, func() int) {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("TERM") == "dumb" {
+		return false, nil
+	}
+	info, err := f.Stat()
+	if err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		return false, nil
+	}
+	if _, known := windowWidth(f); !known && canAskWidth {
+		return false, nil
+	}
+	return true, func() int {
+		if cols, ok := windowWidth(f); ok && cols > 0 {
+			return cols
+		}
+		if cols, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && cols > 0 {
+			return cols
+		}
+		return 80
+	}
+}
