@@ -17,8 +17,9 @@
 //	m := operations.NewMonitor(s, resolver) // claims each run it polls
 //
 // The package is a Go module of its own, so that programs that do not import it never
-// have etcd in their module graph. It needs etcd v3.5 or later (it is built and tested
-// with the v3.6 client and server).
+// have etcd in their module graph. It requires the etcd v3.6 client (v3.6.4, the newest
+// v3.6 release whose go line is 1.23, like itemops'; a program may use any later one) and
+// is tested against an etcd v3.6 server.
 //
 // # Limits
 //

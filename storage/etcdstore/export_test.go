@@ -1,6 +1,8 @@
 package etcdstore
 
 import (
+	"os"
+	"sync"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,3 +35,28 @@ func OpenStore(t testing.TB, c *clientv3.Client, prefix string, o *Options) *Sto
 
 // NewClient returns a client of srv, closed when t ends.
 func NewClient(t testing.TB, srv *etcdtest.Server) *clientv3.Client { return newClient(t, srv) }
+
+// BenchServer returns an etcd server for benchmarks, with fsync on, started on first use
+// and stopped when the test binary ends.
+func BenchServer(b testing.TB) *etcdtest.Server {
+	benchOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "etcdstore-bench-")
+		if err != nil {
+			benchErr = err
+			return
+		}
+		benchDir = dir
+		benchSrv, benchErr = etcdtest.Start(dir, etcdtest.Options{})
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return benchSrv
+}
+
+var (
+	benchOnce sync.Once
+	benchSrv  *etcdtest.Server
+	benchErr  error
+	benchDir  string
+)

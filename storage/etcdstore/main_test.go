@@ -34,7 +34,12 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer testServer.Stop()
-	return m.Run()
+	code := m.Run()
+	if benchSrv != nil {
+		benchSrv.Stop()
+		os.RemoveAll(benchDir)
+	}
+	return code
 }
 
 var prefixes atomic.Int64
