@@ -133,7 +133,7 @@ func TestCorruptStore(t *testing.T) {
 		require.NoError(t, err)
 	}
 	put("ops/Bb/open/0000000000000002", `{"v":1,"id":"op-0001","phase":"Completed"}`) // under the wrong directory
-	put("ops/Bb/ids/op-0000", `0000000000000009:N`)                                    // names a missing record
+	put("ops/Bb/ids/op-0000", `0000000000000009:N`)                                   // names a missing record
 	_, err := s.ListOperations(bg, o, operations.OperationFilter{})
 	require.ErrorIs(t, err, ErrCorrupt, "ListOperations with a finished record under open/")
 	_, err = s.GetOperation(bg, o, "op-0000")
