@@ -45,7 +45,10 @@
 //     Calls in one process wait for each other rather than conflict. Batches to
 //     different runs, and run updates beside batches, never conflict.
 //   - Lists are read in pages ([Options.PageSize]) at one revision. When etcd compacts
-//     that revision away before the last page is read, the list is read again.
+//     that revision away before the last page is read, the list is read again. etcd
+//     counts the rest of a range with every page it returns; operations are read in
+//     windows of sequence numbers that avoid that cost, but a ListRuns of every run
+//     (not one by phase) of n runs visits about n²/(2·PageSize) keys in etcd.
 //   - Claims hold while their store keeps its lease alive; see Claims.
 //
 // # Layout

@@ -188,6 +188,9 @@ func (s *Store) translate(ctx, rctx context.Context, err error) error {
 		return fmt.Errorf("%w: no answer within %s (Options.RequestTimeout)", ErrUnavailable, s.opts.RequestTimeout)
 	case errors.As(err, &ee) && ee.Code() == codes.Unavailable, status.Code(err) == codes.Unavailable:
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrRequestTooLarge):
+		return fmt.Errorf("%w (Options.MaxTxnOps is %d and Options.MaxRequestBytes %d: set them to the server's --max-txn-ops and --max-request-bytes)",
+			err, s.opts.MaxTxnOps, s.opts.MaxRequestBytes)
 	}
 	return err
 }

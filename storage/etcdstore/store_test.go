@@ -508,3 +508,15 @@ func TestClose(t *testing.T) {
 	require.True(t, ok, "claim after the holder closed")
 	release()
 }
+
+// TestLimitsAboveServer sets MaxTxnOps above the server's --max-txn-ops: a batch that
+// needs more than the server takes fails, writes nothing, and says which options to set.
+func TestLimitsAboveServer(t *testing.T) {
+	s := openStore(t, newClient(t, testServer), newPrefix(), &Options{MaxTxnOps: 4 * DefaultMaxTxnOps})
+	o := backup("b")
+	createWaiting(t, s, o)
+	err := s.PutOperations(bg, o, newOps(o, "x-", 200, operations.OperationNew))
+	require.ErrorContains(t, err, "too many operations in txn request")
+	require.ErrorContains(t, err, "set them to the server's --max-txn-ops and --max-request-bytes")
+	require.Empty(t, listIDs(t, s, o))
+}
