@@ -77,6 +77,11 @@
 // only its own operation. After a restart, [Recover] fails the runs that were InProgress,
 // as Velero does, and the Monitor resumes the rest where they were.
 //
+// Several Monitors, in one process or in several replicas, may share a store. Its atomic
+// updates keep a run from being advanced twice whatever they do; when the store is also a
+// [RunClaimer] (storage/etcdstore is), each run is polled and finalized by one Monitor at
+// a time, and the runs of a replica that died are taken over once its claims expire.
+//
 // Time comes from a [Clock] ([WithClock]), so tests can move it by hand with the fake in
 // package operationstest.
 package operations

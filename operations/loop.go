@@ -61,6 +61,10 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 				errs = append(errs, fmt.Errorf("poll %s: %w", r.Owner, err))
 				return
 			}
+			if res.Skipped {
+				stats.Skipped++
+				return
+			}
 			stats.Runs++
 			stats.Operations += res.Running + res.Completed + res.Failed
 			stats.Completed += res.Completed
@@ -78,9 +82,12 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 		errs = append(errs, fmt.Errorf("list finalizing runs: %w", err))
 	}
 	for _, r := range fin {
-		advanced, err := m.finalize(ctx, r.Owner)
+		advanced, skipped, err := m.finalize(ctx, r.Owner)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("finalize %s: %w", r.Owner, err))
+		}
+		if skipped {
+			stats.Skipped++
 		}
 		if advanced {
 			stats.Finalized++
@@ -92,13 +99,28 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 	return stats
 }
 
-// finalize runs the finalizer for the run of o, if it is still finalizing, and moves it
-// to its terminal phase. It reports whether it moved the run.
-func (m *Monitor) finalize(ctx context.Context, o Owner) (bool, error) {
+// finalize runs the finalizer for the run of o, if it is still finalizing and this
+// Monitor can claim it, and moves it to its terminal phase. It reports whether it moved
+// the run, and whether it skipped it because another Monitor holds its claim.
+func (m *Monitor) finalize(ctx context.Context, o Owner) (advanced, skipped bool, err error) {
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil || !phase.IsFinalizing(run.Phase) {
-		return false, err
+		return false, false, err
 	}
+	release, ok, err := m.claim(ctx, o)
+	if err != nil {
+		return false, false, fmt.Errorf("claim run %s: %w", o, err)
+	}
+	if !ok {
+		return false, true, nil
+	}
+	defer release()
+	advanced, err = m.finalizeClaimed(ctx, o, run)
+	return advanced, false, err
+}
+
+// finalizeClaimed is finalize once the run is claimed.
+func (m *Monitor) finalizeClaimed(ctx context.Context, o Owner, run Run) (bool, error) {
 	var finalizeErr error
 	if m.cfg.finalizer != nil {
 		ops, err := m.store.ListOperations(ctx, o, OperationFilter{})
@@ -112,7 +134,7 @@ func (m *Monitor) finalize(ctx context.Context, o Owner) (bool, error) {
 		}
 	}
 	now := stamp(m.cfg.clock)
-	_, err = m.store.UpdateRun(ctx, o, func(r *Run) error {
+	_, err := m.store.UpdateRun(ctx, o, func(r *Run) error {
 		if !phase.IsFinalizing(r.Phase) {
 			return errNoChange // another Monitor finalized it
 		}

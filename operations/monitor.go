@@ -24,9 +24,14 @@ const TimedOut = "Asynchronous action timed out"
 //
 // A Monitor is safe for concurrent use, and several Monitors may share one [Store]: the
 // store's atomic updates make sure a run is advanced once and that a finished operation
-// is never overwritten by a late report.
+// is never overwritten by a late report. When the store is also a [RunClaimer] (a store
+// that several processes share, such as storage/etcdstore), a Monitor polls or finalizes
+// a run only while it holds the run's claim, and skips the runs another Monitor holds:
+// each run is then worked on by one Monitor at a time, and the runs of a Monitor whose
+// process died are taken over once its claims expire.
 type Monitor struct {
 	store    Store
+	claimer  RunClaimer // the store, when it is one; else nil
 	resolver Resolver
 	cfg      config
 	// calls holds a token for each Progress or Cancel call in flight.
@@ -56,8 +61,10 @@ var errNoChange = errors.New("no change")
 // MonitorOption functions for the defaults.
 func NewMonitor(s Store, r Resolver, opts ...MonitorOption) *Monitor {
 	cfg := newConfig(opts)
+	claimer, _ := s.(RunClaimer)
 	return &Monitor{
 		store:          s,
+		claimer:        claimer,
 		resolver:       r,
 		cfg:            cfg,
 		calls:          make(chan struct{}, cfg.workers),
@@ -68,10 +75,13 @@ func NewMonitor(s Store, r Resolver, opts ...MonitorOption) *Monitor {
 // PollResult is what one [Monitor.Poll] found. Running counts the run's operations still
 // unfinished after the poll; Completed and Failed count those that ended in it; NewErrors
 // is how many errors the poll added to the run (another Monitor may have counted some
-// first); Phase is the run's phase afterwards.
+// first); Phase is the run's phase afterwards. Skipped is true when the poll did nothing
+// because another Monitor holds the run's claim (see [RunClaimer]); the counts are then
+// zero and Phase is the phase the run had.
 type PollResult struct {
 	Running, Completed, Failed, NewErrors int
 	Phase                                 phase.Phase
+	Skipped                               bool
 }
 
 // Poll makes one pass over the unfinished operations (New or InProgress) of the run of o,
@@ -90,9 +100,12 @@ type PollResult struct {
 // are written in one batch; then the run's error count grows by the newly failed
 // operations and its phase moves by [phase.AfterPoll], recorded in its history.
 //
-// A run that is not waiting is left alone: Poll returns its phase and no counts. Poll
-// fails with the store's errors, and with ctx.Err() when ctx ends first; operations
-// checked before that are not written, and the next poll checks them again.
+// A run that is not waiting is left alone: Poll returns its phase and no counts. When the
+// store is a [RunClaimer], Poll holds the run's claim from before it lists the operations
+// until it has written the run, and when another Monitor holds the claim it does nothing
+// and returns Skipped. Poll fails with the store's errors (a failure to claim included),
+// and with ctx.Err() when ctx ends first; operations checked before that are not
+// written, and the next poll checks them again.
 func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil {
@@ -101,6 +114,14 @@ func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
 	if !phase.IsWaiting(run.Phase) {
 		return PollResult{Phase: run.Phase}, nil
 	}
+	release, ok, err := m.claim(ctx, o)
+	if err != nil {
+		return PollResult{}, fmt.Errorf("claim run %s: %w", o, err)
+	}
+	if !ok {
+		return PollResult{Phase: run.Phase, Skipped: true}, nil
+	}
+	defer release()
 	ops, err := m.store.ListOperations(ctx, o, unfinished)
 	if err != nil {
 		return PollResult{}, err

@@ -170,6 +170,9 @@ type PassStats struct {
 	Runs, Operations, Completed, Failed, NewErrors, Advanced int
 	// Finalized is the number of runs the pass moved out of a finalizing phase.
 	Finalized int
+	// Skipped is the number of runs the pass left alone because another Monitor held
+	// their claim (see [RunClaimer]).
+	Skipped int
 	// Err joins what went wrong with the store or a finalizer; the pass went on
 	// regardless.
 	Err error

@@ -3,6 +3,7 @@ package phase
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/looplab/fsm"
 )
@@ -16,6 +17,10 @@ import (
 type Machine struct {
 	def *definition
 	fsm *fsm.FSM
+	// fireMu serializes Fire: looplab/fsm releases its own event lock before it is done
+	// reading the new state (to let callbacks fire events), so two of its Event calls
+	// may race on it.
+	fireMu sync.Mutex
 }
 
 // NewMachine returns a machine of kind in phase start, with the transitions the options
@@ -71,7 +76,9 @@ func (m *Machine) Fire(ctx context.Context, e Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	m.fireMu.Lock()
 	err := m.fsm.Event(context.Background(), string(e))
+	m.fireMu.Unlock()
 	if err == nil {
 		return nil
 	}

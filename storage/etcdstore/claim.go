@@ -1,0 +1,152 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/itemops/itemops/operations"
+)
+
+// A session is the lease that holds a store's claims, kept alive until stop or until
+// etcd lets it expire.
+type session struct {
+	id     clientv3.LeaseID
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the lease is no longer kept alive
+}
+
+func (ss *session) stop() {
+	ss.cancel()
+	<-ss.done
+}
+
+func (ss *session) lost() bool {
+	select {
+	case <-ss.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// session returns the store's live session, granting a lease for a new one when there
+// is none or the last one was lost (with its claims).
+func (s *Store) session(ctx context.Context) (*session, error) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	if s.sess != nil && !s.sess.lost() {
+		return s.sess, nil
+	}
+	s.sess = nil
+	var grant *clientv3.LeaseGrantResponse
+	err := s.rpc(ctx, func(ctx context.Context) (err error) {
+		grant, err = s.client.Grant(ctx, s.opts.leaseTTL())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grant the claims lease: %w", err)
+	}
+	kctx, cancel := context.WithCancel(context.Background())
+	ch, err := s.client.KeepAlive(kctx, grant.ID)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("keep the claims lease alive: %w", s.translate(ctx, kctx, err))
+	}
+	ss := &session{id: grant.ID, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(ss.done)
+		for range ch { // the client closes ch when the lease expires or kctx ends
+		}
+	}()
+	s.sess = ss
+	return ss, nil
+}
+
+// ClaimRun claims the run of o for this store, so that one [operations.Monitor] at a time
+// polls or finalizes it; see [operations.RunClaimer]. The claim is a key under claims/
+// bound to a lease of [Options.ClaimTTL] that the store keeps alive: when the store's
+// process dies, or loses etcd for that long, the lease expires, the claim with it, and
+// another store may take the run. A claim of a run already claimed, by this store (for
+// another Monitor) or another, reports ok false.
+//
+// When ok is true, release gives the claim up: it forgets it at once, then deletes its
+// key (if it is still this claim), waiting at most [Options.RequestTimeout] for etcd;
+// later calls do nothing. When etcd does not answer, the key stays until the lease
+// expires, and until then this store's next claim of the run adopts it. ClaimRun fails
+// with [ErrUnavailable], [ErrClosed] or ctx.Err(), or with [operations.ErrInvalid] for
+// an invalid owner.
+func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(), ok bool, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, false, fmt.Errorf("claim run: %w", err)
+	}
+	key := s.keys.claim(o)
+	s.heldMu.Lock()
+	_, busy := s.held[key]
+	s.heldMu.Unlock()
+	if busy {
+		return nil, false, s.ready(ctx)
+	}
+	for attempt := 0; ; attempt++ {
+		ss, err := s.session(ctx)
+		if err != nil {
+			return nil, false, fmt.Errorf("claim run %s: %w", o, err)
+		}
+		resp, err := s.txn(ctx,
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(key, s.opts.Identity, clientv3.WithLease(ss.id))},
+			[]clientv3.Op{clientv3.OpGet(key)})
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+			// The lease expired before its keep-alive noticed: start a new session.
+			ss.stop()
+			continue
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("claim run %s: %w", o, err)
+		}
+		rev := resp.Header.Revision
+		if !resp.Succeeded {
+			kvs := resp.Responses[0].GetResponseRange().Kvs
+			if len(kvs) == 0 || clientv3.LeaseID(kvs[0].Lease) != ss.id {
+				return nil, false, nil // another store holds it (or held it a moment ago)
+			}
+			// A claim of this store's lease that no Monitor here holds: its release
+			// could not reach etcd. Adopt it.
+			rev = kvs[0].CreateRevision
+		}
+		s.heldMu.Lock()
+		if _, busy := s.held[key]; busy { // another Monitor here adopted it first
+			s.heldMu.Unlock()
+			return nil, false, nil
+		}
+		if s.held == nil {
+			s.held = make(map[string]int64)
+		}
+		s.held[key] = rev
+		s.heldMu.Unlock()
+		var once sync.Once
+		return func() { once.Do(func() { s.release(key, rev) }) }, true, nil
+	}
+}
+
+// release gives up the claim under key created at rev.
+func (s *Store) release(key string, rev int64) {
+	s.heldMu.Lock()
+	if s.held[key] == rev {
+		delete(s.held, key)
+	}
+	s.heldMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+	defer cancel()
+	// Only this claim: after it expired another store may hold a new one.
+	_, _ = s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).Commit()
+}

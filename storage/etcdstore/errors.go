@@ -1,0 +1,25 @@
+package etcdstore
+
+import "errors"
+
+// ErrUnavailable is returned when etcd does not answer a request within
+// [Options.RequestTimeout], has no leader, cannot be reached, or when the caller's
+// client has been closed. The error says which. When it comes from a write, the write
+// may or may not have been made (etcd may have applied it before the answer was lost);
+// either way it was made whole or not at all.
+var ErrUnavailable = errors.New("etcd unavailable")
+
+// ErrNotStore is returned by [Open] when the prefix holds keys but no itemops format
+// marker, or a marker of another format. Open writes nothing then.
+var ErrNotStore = errors.New("prefix holds no itemops etcdstore")
+
+// ErrSchemaVersion is returned by [Open] when the store under the prefix was written with
+// a schema version this package does not read, usually by a newer release of itemops.
+var ErrSchemaVersion = errors.New("unsupported schema version")
+
+// ErrCorrupt is returned when a stored record, index entry or staged batch cannot be
+// decoded or contradicts another. Nothing is written by the call that meets it.
+var ErrCorrupt = errors.New("corrupt store")
+
+// ErrClosed is returned by every method of a [Store] after [Store.Close].
+var ErrClosed = errors.New("store is closed")

@@ -1,0 +1,266 @@
+package etcdstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/etcdstore"
+)
+
+var bg = context.Background()
+
+// recorder is shared by the trackers of several Monitors. An operation completes on its
+// second Progress call, whichever Monitor makes it; the recorder notes which Monitor
+// polled which run, and any moment two Monitors polled one run at once.
+type recorder struct {
+	mu        sync.Mutex                // guards the fields below
+	calls     map[string]int            // Progress calls per operation (run/id)
+	inflight  map[string]map[string]int // run → Monitor → calls in flight
+	polled    map[string]map[string]bool
+	byMonitor map[string]int
+	overlaps  []string
+}
+
+func newRecorder() *recorder {
+	return &recorder{calls: map[string]int{}, inflight: map[string]map[string]int{}, polled: map[string]map[string]bool{}, byMonitor: map[string]int{}}
+}
+
+// tracker is one Monitor's view of the recorder. onCall, when set, runs inside every
+// Progress call with the number of calls this Monitor has made.
+type tracker struct {
+	r      *recorder
+	name   string
+	onCall func(op operations.Operation, n int)
+}
+
+func (tr tracker) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+	r, run := tr.r, op.Owner.String()
+	r.mu.Lock()
+	for other, n := range r.inflight[run] {
+		if other != tr.name && n > 0 {
+			r.overlaps = append(r.overlaps, fmt.Sprintf("%s polled %s while %s was polling it", tr.name, run, other))
+		}
+	}
+	if r.inflight[run] == nil {
+		r.inflight[run], r.polled[run] = map[string]int{}, map[string]bool{}
+	}
+	r.inflight[run][tr.name]++
+	r.polled[run][tr.name] = true
+	r.calls[run+"/"+op.ID]++
+	n := r.calls[run+"/"+op.ID]
+	r.byMonitor[tr.name]++
+	mine := r.byMonitor[tr.name]
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inflight[run][tr.name]--
+		r.mu.Unlock()
+	}()
+	if tr.onCall != nil {
+		tr.onCall(op, mine)
+	}
+	p := operations.Progress{NCompleted: 1, NTotal: 2, OperationUnits: "Bytes", Started: time.Unix(1e9, 0)}
+	if n >= 2 {
+		p.Completed, p.NCompleted = true, 2
+	}
+	return p, nil
+}
+
+func (tracker) Cancel(context.Context, operations.Operation) error { return nil }
+
+func (tr tracker) resolver() operations.Resolver {
+	return operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil })
+}
+
+// seed creates runs waiting for perRun New operations each.
+func seed(t *testing.T, s operations.Store, runs, perRun int) []operations.Owner {
+	t.Helper()
+	owners := make([]operations.Owner, runs)
+	for i := range owners {
+		o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%02d", i), UID: fmt.Sprint("uid-", i)}
+		r := operations.Run{Owner: o, Phase: phase.New}
+		require.NoError(t, r.SetPhase(phase.WaitingForPluginOperations, "seeded", time.Now()))
+		require.NoError(t, s.CreateRun(bg, r))
+		ops := make([]operations.Operation, perRun)
+		for j := range ops {
+			ops[j] = operations.Operation{Owner: o, Action: "mover", ID: fmt.Sprintf("op-%03d", j),
+				Status: operations.Status{Phase: operations.OperationNew, Created: time.Now()}}
+		}
+		require.NoError(t, s.PutOperations(bg, o, ops))
+		owners[i] = o
+	}
+	return owners
+}
+
+// waitCompleted waits until every run of owners is Completed, or fails the test.
+func waitCompleted(t *testing.T, s operations.Store, owners []operations.Owner) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		runs, err := s.ListRuns(bg, operations.RunFilter{Phases: []phase.Phase{phase.Completed}})
+		return err == nil && len(runs) == len(owners)
+	}, 3*time.Minute, 50*time.Millisecond, "every run Completed")
+}
+
+// checkFinished checks that every operation of owners completed and that every run went
+// through each phase once: nothing was lost, nothing advanced twice.
+func checkFinished(t *testing.T, s operations.Store, owners []operations.Owner, perRun int) {
+	t.Helper()
+	want := []phase.Phase{phase.InProgress, phase.WaitingForPluginOperations, phase.Finalizing, phase.Completed}
+	for _, o := range owners {
+		r, err := s.GetRun(bg, o)
+		require.NoError(t, err)
+		var got []phase.Phase
+		for _, h := range r.History {
+			got = append(got, h.To)
+		}
+		require.Equal(t, want, got, "phases %s entered, in order", o)
+		require.Zero(t, r.Errors, "errors of %s", o)
+		done, err := s.ListOperations(bg, o, operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationCompleted}})
+		require.NoError(t, err)
+		require.Len(t, done, perRun, "completed operations of %s", o)
+	}
+}
+
+// TestMonitorsShareRuns runs two Monitors on two stores (two clients, as two replicas
+// would) over 1,000 operations in 20 runs. Each run is polled by one Monitor at a time.
+// Replica a starts first and claims every run in its first pass; b starts while that
+// pass goes on, and finds the runs held. Midway through the pass a dies while it polls:
+// its client is closed, so its claims stay until its lease expires; b then takes its runs
+// over and finishes everything.
+func TestMonitorsShareRuns(t *testing.T) {
+	const (
+		runs, perRun = 20, 50
+		startBAt     = 50  // a's Progress calls before b starts
+		killAt       = 150 // a's Progress calls before it dies
+	)
+	prefix := etcdstore.NewPrefix()
+	ca, cb := etcdstore.NewTestClient(t), etcdstore.NewTestClient(t)
+	opts := func(id string) *etcdstore.Options {
+		return &etcdstore.Options{ClaimTTL: time.Second, Identity: id, RequestTimeout: 2 * time.Second}
+	}
+	a := etcdstore.OpenStore(t, ca, prefix, opts("replica-a"))
+	b := etcdstore.OpenStore(t, cb, prefix, opts("replica-b"))
+	owners := seed(t, b, runs, perRun)
+
+	rec := newRecorder()
+	ctxA, stopA := context.WithCancel(bg)
+	ctxB, stopB := context.WithCancel(bg)
+	defer stopA()
+	defer stopB()
+	var (
+		startB, died = make(chan struct{}), make(chan struct{})
+		deadRun      string
+	)
+	trA := tracker{r: rec, name: "a", onCall: func(op operations.Operation, n int) {
+		switch n {
+		case startBAt:
+			close(startB)
+		case killAt:
+			deadRun = op.Owner.String()
+			// The process dies: its connection to etcd goes, then its goroutines.
+			ca.Close()
+			stopA()
+			close(died)
+		}
+	}}
+	trB := tracker{r: rec, name: "b"}
+	var (
+		skipMu  sync.Mutex
+		skipped int
+	)
+	observe := func(st operations.PassStats) {
+		skipMu.Lock()
+		skipped += st.Skipped
+		skipMu.Unlock()
+	}
+	mopts := []operations.MonitorOption{operations.WithInterval(20 * time.Millisecond), operations.WithWorkers(8), operations.WithObserver(observe)}
+	ma := operations.NewMonitor(a, trA.resolver(), mopts...)
+	mb := operations.NewMonitor(b, trB.resolver(), mopts...)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); errs[0] = ma.Run(ctxA) }()
+	<-startB
+	go func() { defer wg.Done(); errs[1] = mb.Run(ctxB) }()
+
+	<-died
+	waitCompleted(t, b, owners)
+	stopB()
+	wg.Wait()
+	for i, err := range errs {
+		require.ErrorIs(t, err, context.Canceled, "Run of monitor %d", i)
+	}
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Empty(t, rec.overlaps, "moments two Monitors polled one run")
+	// a's other workers go on calling plugins while its client closes.
+	require.GreaterOrEqual(t, rec.byMonitor["a"], killAt, "calls by a")
+	require.Positive(t, rec.byMonitor["b"], "calls by b")
+	require.True(t, rec.polled[deadRun]["b"], "b took over %s, which a was polling when it died", deadRun)
+	for key, n := range rec.calls {
+		require.GreaterOrEqual(t, n, 2, "Progress calls of %s", key)
+	}
+	require.Len(t, rec.calls, runs*perRun, "operations polled")
+	skipMu.Lock()
+	require.Positive(t, skipped, "runs a pass skipped because the other Monitor held them")
+	skipMu.Unlock()
+	checkFinished(t, b, owners, perRun)
+}
+
+// TestMonitorSurvivesRestart stops etcd in the middle of a pass, while the Monitor calls
+// plugins, and starts it again on the same ports with the same data. The pass fails with
+// ErrUnavailable, nothing it had not written is lost, and the Monitor finishes.
+func TestMonitorSurvivesRestart(t *testing.T) {
+	const runs, perRun = 5, 20
+	srv := etcdstore.StartServer(t)
+	s := etcdstore.OpenStore(t, etcdstore.NewClient(t, srv), etcdstore.NewPrefix(), &etcdstore.Options{RequestTimeout: 300 * time.Millisecond})
+	owners := seed(t, s, runs, perRun)
+
+	midPass, resume := make(chan struct{}), make(chan struct{})
+	var gate sync.Once
+	tr := tracker{r: newRecorder(), name: "m", onCall: func(operations.Operation, int) {
+		gate.Do(func() {
+			close(midPass)
+			<-resume
+		})
+	}}
+	failures := make(chan error, 100)
+	m := operations.NewMonitor(s, tr.resolver(), operations.WithInterval(20*time.Millisecond),
+		operations.WithObserver(func(st operations.PassStats) {
+			if st.Err != nil {
+				select {
+				case failures <- st.Err:
+				default:
+				}
+			}
+		}))
+	ctx, cancel := context.WithCancel(bg)
+	stopped := make(chan error)
+	go func() { stopped <- m.Run(ctx) }()
+
+	<-midPass
+	srv.Stop()
+	close(resume)
+	var err error
+	select {
+	case err = <-failures:
+	case <-time.After(time.Minute):
+		t.Fatal("no pass failed while etcd was down")
+	}
+	require.ErrorIs(t, err, etcdstore.ErrUnavailable, "the pass's error while etcd is down")
+	require.ErrorContains(t, err, "etcd unavailable")
+	require.NoError(t, srv.Restart())
+
+	waitCompleted(t, s, owners)
+	cancel()
+	require.ErrorIs(t, <-stopped, context.Canceled)
+	checkFinished(t, s, owners, perRun)
+}
