@@ -10,17 +10,20 @@ import (
 
 // A Machine holds the phase of one backup or restore and moves it only along the
 // transitions of its kind and profile. It is built on github.com/looplab/fsm, whose
-// errors it translates: none of that package's types reach the caller.
+// errors it translates: none of that package's types reach the caller. The fsm is built
+// by the first [Machine.Fire], so a machine that is only inspected costs no more than
+// the check of its start phase.
 //
 // A Machine is safe for concurrent use; concurrent calls to [Machine.Fire] are serialized,
 // so of two events racing from the same phase exactly one can win.
 type Machine struct {
 	def *definition
-	fsm *fsm.FSM
-	// fireMu serializes Fire: looplab/fsm releases its own event lock before it is done
-	// reading the new state (to let callbacks fire events), so two of its Event calls
-	// may race on it.
-	fireMu sync.Mutex
+	// mu guards start and fsm, and serializes Fire: looplab/fsm releases its own event
+	// lock before it is done reading the new state (to let callbacks fire events), so
+	// two of its Event calls may race on it.
+	mu    sync.Mutex
+	start Phase    // the phase until fsm is built
+	fsm   *fsm.FSM // nil until the first Fire
 }
 
 // NewMachine returns a machine of kind in phase start, with the transitions the options
@@ -33,11 +36,10 @@ func NewMachine(kind Kind, start Phase, opts ...Option) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, err := d.check(start)
-	if err != nil {
+	if _, err := d.check(start); err != nil {
 		return nil, err
 	}
-	return &Machine{def: d, fsm: fsm.NewFSM(string(start), d.from[i], nil)}, nil
+	return &Machine{def: d, start: start}, nil
 }
 
 // Kind returns the machine's kind.
@@ -48,10 +50,25 @@ func (m *Machine) Kind() Kind { return m.def.kind }
 func (m *Machine) Profile() Profile { return m.def.profile }
 
 // Phase returns the current phase.
-func (m *Machine) Phase() Phase { return Phase(m.fsm.Current()) }
+func (m *Machine) Phase() Phase {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.phase()
+}
+
+// phase returns the current phase; m.mu is held.
+func (m *Machine) phase() Phase {
+	if m.fsm == nil {
+		return m.start
+	}
+	return Phase(m.fsm.Current())
+}
 
 // Can reports whether e would be accepted in the current phase.
-func (m *Machine) Can(e Event) bool { return m.fsm.Can(string(e)) }
+func (m *Machine) Can(e Event) bool {
+	j := eventIndex(e)
+	return j >= 0 && m.def.next[m.Phase().index()][j] != ""
+}
 
 // Events returns the events the current phase accepts, in the order of [Events].
 func (m *Machine) Events() []Event {
@@ -76,25 +93,25 @@ func (m *Machine) Fire(ctx context.Context, e Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m.fireMu.Lock()
+	m.mu.Lock()
+	if m.fsm == nil {
+		m.fsm = fsm.NewFSM(string(m.start), m.def.from[m.start.index()], nil)
+	}
 	err := m.fsm.Event(context.Background(), string(e))
-	m.fireMu.Unlock()
+	from := m.phase()
+	m.mu.Unlock()
 	if err == nil {
 		return nil
 	}
-	te := &TransitionError{Kind: m.def.kind, Event: e, Err: ErrInvalidTransition}
+	te := &TransitionError{Kind: m.def.kind, From: from, Event: e, Err: ErrInvalidTransition}
 	// looplab/fsm returns its error values unwrapped. An event its table lacks (the
 	// machine holds only the transitions still ahead of it) is as invalid as one the
 	// current phase refuses.
 	switch err := err.(type) {
-	case fsm.InvalidEventError:
-		te.From = Phase(err.State)
-	case fsm.UnknownEventError:
-		te.From = m.Phase()
+	case fsm.InvalidEventError, fsm.UnknownEventError:
 	default:
 		// No callbacks are registered and the context never ends, so the fsm has no
 		// other way to fail; should it find one, report its text without its type.
-		te.From = m.Phase()
 		te.Err = errors.New("state machine: " + err.Error())
 	}
 	return te
