@@ -42,8 +42,11 @@
 //   - Writes to one run's operations go one at a time: two batches to one run from
 //     different processes conflict, and the one that loses validates again and retries,
 //     up to [Options.ConflictRetries] times, then fails with [operations.ErrConflict].
-//     Calls in one process wait for each other rather than conflict. Batches to
-//     different runs, and run updates beside batches, never conflict.
+//     Calls on one Store wait for each other rather than conflict. Batches to
+//     different runs, and run updates beside batches, never conflict. A batch too
+//     large for one transaction takes longer to write, and against a busy writer of
+//     the same run in another process it may lose every time; claims keep the
+//     Monitors of several replicas from writing one run at once.
 //   - Lists are read in pages ([Options.PageSize]) at one revision. When etcd compacts
 //     that revision away before the last page is read, the list is read again. etcd
 //     counts the rest of a range with every page it returns; operations are read in
@@ -85,11 +88,13 @@
 //
 // # Transactions
 //
-// CreateRun, UpdateRun and DeleteRun are one transaction each, guarded by a compare of
-// the run record's revision: UpdateRun reads the run, applies the caller's function and
-// [operations.ValidateRunUpdate], and writes only if the run is unchanged since, else it
-// reads again and retries. DeleteRun removes the run, its index entry and every key
-// under its ops/ directory at once. Every write of a run's operations rewrites its
+// CreateRun, UpdateRun and DeleteRun are one transaction each. CreateRun writes the run,
+// its index entry and its operations metadata only where no run record exists.
+// UpdateRun reads the run, applies the caller's function and
+// [operations.ValidateRunUpdate], and writes the record and its index entry only if the
+// record's revision is unchanged since, else it reads again and retries. DeleteRun
+// removes the run, its index entry and every key under its ops/ directory at once, under
+// the same compare. Every write of a run's operations rewrites its
 // metadata key and happens only if that key is unchanged since the batch was validated
 // (against the ID index, with [operations.ValidateBatch] and
 // [operations.ValidateOperationUpdate]), so two batches never interleave.
@@ -112,7 +117,7 @@
 // writes are the same whoever makes them), so no reader ever sees part of a batch, and
 // a writer that dies after its commit leaves a batch that the next call completes. A
 // writer that dies before its commit leaves chunks that no one reads; the run's next
-// write deletes them, or its deletion does. A committed batch is acknowledged: once the
+// batch deletes them, or its deletion does. A committed batch is acknowledged: once the
 // commit is made, PutOperations returns nil even if it cannot finish applying.
 //
 // # Claims
@@ -120,9 +125,12 @@
 // [Store.ClaimRun] makes a key under claims/ bound to a lease of [Options.ClaimTTL] (30 s
 // by default) that the store keeps alive from the first claim until [Store.Close], which
 // revokes it. A Monitor polls or finalizes a run only while it holds the run's claim and
-// gives it up when it is done, so the replicas' Monitors share the runs pass by pass.
-// When a replica dies, or loses etcd for longer than the TTL, its lease expires and its
-// claims go with it; until then its runs wait. Claims make the work efficient, not
+// gives it up when it is done, so the replicas' Monitors share the runs pass by pass: in
+// each pass a run goes to whichever Monitor claims it first, and with n replicas a run may
+// be polled up to n times per interval. When a replica dies, or loses etcd for longer
+// than the TTL, its lease expires and its claims go with it; until then the runs it was
+// polling wait. A claim whose release could not reach etcd stays until then too, and the
+// store's own next claim of that run adopts it. Claims make the work efficient, not
 // correct: a Monitor that loses its claim mid-poll still writes, and the compares above
 // keep its writes from undoing another's, as they keep a run from being advanced twice.
 package etcdstore

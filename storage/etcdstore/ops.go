@@ -89,20 +89,26 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		return fmt.Errorf("put operations of %s: %w", o, err)
 	}
 	defer unlock()
-	for attempt := 1; ; attempt++ {
-		done, err := s.putOnce(ctx, o, ops, recs)
+	// Applying another writer's committed batch is progress, not a lost race: it is
+	// bounded apart, more loosely.
+	for attempt, helped := 1, 0; ; {
+		done, rolled, err := s.putOnce(ctx, o, ops, recs)
 		if errors.Is(err, rpctypes.ErrCompacted) {
 			err = nil // the revision the batch was validated at is gone: validate again
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			return fmt.Errorf("put operations of %s: %w", o, err)
-		}
-		if done {
+		case done:
 			return nil
+		case rolled && helped < 4*(s.opts.ConflictRetries+1):
+			helped++
+			continue
 		}
 		if err := s.retry(ctx, attempt, "put operations of "+o.String()); err != nil {
 			return err
 		}
+		attempt++
 	}
 }
 
@@ -126,27 +132,29 @@ func (s *Store) encodeBatch(o operations.Owner, ops []operations.Operation) ([][
 }
 
 // putOnce is one attempt of PutOperations; done is false when the run's operations
-// changed since they were read, or a committed batch had to be applied first.
-func (s *Store) putOnce(ctx context.Context, o operations.Owner, ops []operations.Operation, recs [][]byte) (bool, error) {
+// changed since they were read, and rolled is true when instead a committed batch had
+// to be applied first.
+func (s *Store) putOnce(ctx context.Context, o operations.Owner, ops []operations.Operation, recs [][]byte) (done, rolled bool, err error) {
 	st, err := s.readMeta(ctx, o)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if st.m.Batch != "" {
-		return false, s.rollForward(ctx, o, st)
+		return false, true, s.rollForward(ctx, o, st)
 	}
 	if len(ops) == 0 {
-		return true, nil
+		return true, false, nil
 	}
 	known, err := s.lookupIDs(ctx, o, st, ops)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	p, err := plan(o, st.m, known, ops, recs)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return s.commit(ctx, o, p, st)
+	done, err = s.commit(ctx, o, p, st)
+	return done, false, err
 }
 
 // A batchPlan is what a batch writes: its mutations, and the metadata after it.

@@ -23,7 +23,7 @@ import (
 // [operations.RunClaimer] that lets several Monitors, in several processes, share its
 // runs. It is safe for concurrent use; several Stores, in this process or others, may
 // use the same prefix at once. Get one from [Open] and release it with [Store.Close].
-// The zero Store is not usable.
+// The zero Store has no client, and its methods fail with [ErrClosed].
 type Store struct {
 	client *clientv3.Client
 	opts   Options
@@ -152,9 +152,9 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// ready returns ErrClosed after Close, else ctx.Err().
+// ready returns ErrClosed after Close (or for the zero Store), else ctx.Err().
 func (s *Store) ready(ctx context.Context) error {
-	if s.closed.Load() {
+	if s.client == nil || s.closed.Load() {
 		return ErrClosed
 	}
 	return ctx.Err()

@@ -501,6 +501,12 @@ func TestClose(t *testing.T) {
 	for name, call := range calls {
 		require.ErrorIs(t, call(), ErrClosed, "%s after Close", name)
 	}
+	var zero Store
+	_, err = zero.GetRun(bg, o)
+	require.ErrorIs(t, err, ErrClosed, "GetRun of the zero Store")
+	_, _, err = zero.ClaimRun(bg, o)
+	require.ErrorIs(t, err, ErrClosed, "ClaimRun of the zero Store")
+	require.NoError(t, zero.Close(), "Close of the zero Store")
 	// The claim went with the lease, and the client is still the caller's.
 	other := openStore(t, c, prefix, nil)
 	release, ok, err := other.ClaimRun(bg, o)
