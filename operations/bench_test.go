@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/itemops/itemops/internal/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
@@ -42,7 +43,7 @@ func startHeapSampler() *heapSampler {
 		return sample[0].Value.Uint64()
 	}
 	s.base = read()
-	s.cpu = cpuTime()
+	s.cpu = cputime.Used()
 	go func() {
 		defer close(s.done)
 		tick := time.NewTicker(time.Millisecond)
@@ -64,7 +65,7 @@ func startHeapSampler() *heapSampler {
 // report stops the sampler and reports the peak above the base, in MiB, and the CPU
 // time per operation.
 func (s *heapSampler) report(b *testing.B) {
-	if cpu := cpuTime(); cpu >= 0 && s.cpu >= 0 {
+	if cpu := cputime.Used(); cpu >= 0 && s.cpu >= 0 {
 		b.ReportMetric(float64(cpu-s.cpu)/float64(b.N), "cpu-ns/op")
 	}
 	close(s.stop)

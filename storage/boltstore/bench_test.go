@@ -6,38 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/itemops/itemops/internal/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
-
-// cpuTime returns the user and system CPU time the process has used, all threads (the
-// garbage collector's too) included.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// measureCPU reports the CPU time per operation as "cpu-ns/op" beside the wall time. On a
-// machine shared with other work, wall time swings with the load while CPU time mostly
-// does not, so ratios are also computed from it. Call it after setup; it resets the timer.
-func measureCPU(b *testing.B) {
-	b.Helper()
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := cpuTime()
-	b.Cleanup(func() {
-		b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
-	})
-}
 
 // benchOps returns n operations of o, op-000000 upward, in phase p, with progress done.
 func benchOps(o operations.Owner, from, n int, p operations.OperationPhase, done int64) []operations.Operation {
@@ -82,7 +58,7 @@ func BenchmarkStatusUpdates(b *testing.B) {
 				b.Fatal(err)
 			}
 			updates := benchOps(o, 0, n, operations.OperationInProgress, 0)
-			measureCPU(b)
+			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
 				for j := range updates {
 					updates[j].Status.NCompleted = int64(i + 1)
@@ -101,7 +77,7 @@ func BenchmarkStatusUpdates(b *testing.B) {
 				b.Fatal(err)
 			}
 			updates := benchOps(o, 0, n, operations.OperationInProgress, 0)
-			measureCPU(b)
+			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
 				for j := range updates {
 					updates[j].Status.NCompleted = int64(i + 1)
@@ -116,7 +92,7 @@ func BenchmarkStatusUpdates(b *testing.B) {
 			// operations, closed, then opened with bbolt itself.
 			db, keys, vals := bareFile(b, o, n, mode.noSync)
 			rk := runKey(o)
-			measureCPU(b)
+			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
 				if err := db.Update(func(tx *bolt.Tx) error { return putBare(tx, rk, keys, vals) }); err != nil {
 					b.Fatal(err)
@@ -130,7 +106,7 @@ func BenchmarkStatusUpdates(b *testing.B) {
 			// The floor of the single calls: 10,000 bare transactions of one put each.
 			db, keys, vals := bareFile(b, o, n, mode.noSync)
 			rk := runKey(o)
-			measureCPU(b)
+			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
 				for j := range keys {
 					if err := db.Update(func(tx *bolt.Tx) error { return putBare(tx, rk, keys[j:j+1], vals[j:j+1]) }); err != nil {
@@ -272,7 +248,7 @@ func BenchmarkListUnfinished(b *testing.B) {
 		{"beside-1M-finished-no-index", crowded, withFailed},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			measureCPU(b)
+			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
 				ops, err := s.ListOperations(ctx, tc.o, tc.f)
 				if err != nil {
@@ -332,7 +308,7 @@ func BenchmarkListWaitingRuns(b *testing.B) {
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			measureCPU(b)
+			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
 				runs, err := tc.list(tc.s)
 				if err != nil {

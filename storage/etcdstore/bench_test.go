@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/itemops/itemops/internal/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
@@ -48,10 +49,10 @@ func backends() []backend {
 func measure(b *testing.B, perOp int) func() {
 	b.ReportAllocs()
 	b.ResetTimer()
-	start, cpu := time.Now(), cpuTime()
+	start, cpu := time.Now(), cputime.Used()
 	return func() {
 		b.StopTimer()
-		if c := cpuTime(); cpu >= 0 && c >= 0 {
+		if c := cputime.Used(); cpu >= 0 && c >= 0 {
 			b.ReportMetric(float64((c-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}
 		if perOp > 0 {

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package operations_test
-
-import "time"
-
-// cpuTime is not measured here; the benchmarks then leave out cpu-ns/op.
-func cpuTime() time.Duration { return -1 }
