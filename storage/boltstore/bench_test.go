@@ -15,6 +15,21 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
+// seededBench opens a store holding a run of o with n running operations and returns it
+// with a copy of those operations for the benchmark to update.
+func seededBench(b *testing.B, noSync bool, o operations.Owner, n int) (*Store, []operations.Operation) {
+	b.Helper()
+	ctx := context.Background()
+	s := openBench(b, b.TempDir(), noSync)
+	if err := s.CreateRun(ctx, newRun(o, phase.InProgress)); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.PutOperations(ctx, o, benchOps(o, 0, n, operations.OperationInProgress, 0)); err != nil {
+		b.Fatal(err)
+	}
+	return s, benchOps(o, 0, n, operations.OperationInProgress, 0)
+}
+
 // benchOps returns n operations of o, op-000000 upward, in phase p, with progress done.
 func benchOps(o operations.Owner, from, n int, p operations.OperationPhase, done int64) []operations.Operation {
 	ops := make([]operations.Operation, n)
@@ -50,14 +65,7 @@ func BenchmarkStatusUpdates(b *testing.B) {
 		noSync bool
 	}{{"sync", false}, {"nosync", true}} {
 		b.Run(mode.name+"/batch", func(b *testing.B) {
-			s := openBench(b, b.TempDir(), mode.noSync)
-			if err := s.CreateRun(ctx, newRun(o, phase.InProgress)); err != nil {
-				b.Fatal(err)
-			}
-			if err := s.PutOperations(ctx, o, benchOps(o, 0, n, operations.OperationInProgress, 0)); err != nil {
-				b.Fatal(err)
-			}
-			updates := benchOps(o, 0, n, operations.OperationInProgress, 0)
+			s, updates := seededBench(b, mode.noSync, o, n)
 			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
 				for j := range updates {
@@ -69,14 +77,7 @@ func BenchmarkStatusUpdates(b *testing.B) {
 			}
 		})
 		b.Run(mode.name+"/single", func(b *testing.B) {
-			s := openBench(b, b.TempDir(), mode.noSync)
-			if err := s.CreateRun(ctx, newRun(o, phase.InProgress)); err != nil {
-				b.Fatal(err)
-			}
-			if err := s.PutOperations(ctx, o, benchOps(o, 0, n, operations.OperationInProgress, 0)); err != nil {
-				b.Fatal(err)
-			}
-			updates := benchOps(o, 0, n, operations.OperationInProgress, 0)
+			s, updates := seededBench(b, mode.noSync, o, n)
 			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
 				for j := range updates {
