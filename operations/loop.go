@@ -103,10 +103,6 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 // Monitor can claim it, and moves it to its terminal phase. It reports whether it moved
 // the run, and whether it skipped it because another Monitor holds its claim.
 func (m *Monitor) finalize(ctx context.Context, o Owner) (advanced, skipped bool, err error) {
-	run, err := m.store.GetRun(ctx, o)
-	if err != nil || !phase.IsFinalizing(run.Phase) {
-		return false, false, err
-	}
 	release, ok, err := m.claim(ctx, o)
 	if err != nil {
 		return false, false, fmt.Errorf("claim run %s: %w", o, err)
@@ -115,6 +111,12 @@ func (m *Monitor) finalize(ctx context.Context, o Owner) (advanced, skipped bool
 		return false, true, nil
 	}
 	defer release()
+	// Read the run under the claim: a Monitor that held it before may have finalized
+	// it since the pass listed it, and the finalizer should not run again for nothing.
+	run, err := m.store.GetRun(ctx, o)
+	if err != nil || !phase.IsFinalizing(run.Phase) {
+		return false, false, err
+	}
 	advanced, err = m.finalizeClaimed(ctx, o, run)
 	return advanced, false, err
 }

@@ -312,7 +312,7 @@ func pollReason(newErrors, pending int, first *Operation, failed []Operation) st
 // changed. It never fails: every problem becomes the operation's own failure.
 func (m *Monitor) check(ctx context.Context, op Operation, timeout time.Duration) (Operation, bool) {
 	key := opKey{op.Owner.Kind, op.Owner.Name, op.ID}
-	next := op.Clone()
+	next := op // only Status changes; the plugin gets its own copy of op
 	now := stamp(m.cfg.clock)
 	if next.Status.Created.IsZero() {
 		// Without a creation time no timeout can be counted: start counting now.
