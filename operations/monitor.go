@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/itemops/itemops/phase"
 )
@@ -34,7 +32,7 @@ type Monitor struct {
 	claimer  RunClaimer // the store, when it is one; else nil
 	resolver Resolver
 	cfg      config
-	// calls holds a token for each Progress or Cancel call in flight.
+	// calls holds a token for each lane checking operations (see checks).
 	calls chan struct{}
 
 	// errorsMu guards progressErrors, the consecutive Progress errors of each operation.
@@ -131,63 +129,49 @@ func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
 		timeout = m.cfg.operationTimeout
 	}
 
-	// Up to workers goroutines take the run's operations in turn. Each starts once it
+	// Up to workers lanes check the run's operations in turn. A lane starts once it
 	// holds one of the Monitor's tokens, which all runs polled at once share, and keeps
 	// it while the run has operations left, so that it goes from one plugin call to the
 	// next without waiting again; a poll waiting for tokens costs one goroutine.
-	checked := make([]Operation, len(ops))
-	changed := make([]bool, len(ops))
-	var (
-		wg   sync.WaitGroup
-		next atomic.Int64
-	)
+	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout}
 spawn:
 	for range min(len(ops), m.cfg.workers) {
-		if next.Load() >= int64(len(ops)) {
-			break // the workers already started took every operation
+		if c.next.Load() >= int64(len(ops)) {
+			break // the lanes already started took every operation
 		}
 		select {
 		case m.calls <- struct{}{}:
 		case <-ctx.Done():
 			break spawn
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-m.calls }()
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= len(ops) {
-					return
-				}
-				checked[i], changed[i] = m.check(ctx, ops[i], timeout)
-			}
-		}()
+		c.lanes.Add(1)
+		c.startLane()
 	}
-	wg.Wait()
+	c.lanes.Wait()
 	if err := ctx.Err(); err != nil {
 		return PollResult{}, err
 	}
 
 	var (
 		res   PollResult
-		batch []Operation
+		batch = ops[:0]  // the changed operations, moved to the front of ops
 		first *Operation // the first operation that failed in this poll
 	)
-	for i := range checked {
-		op := &checked[i]
+	for i := range ops {
+		op := &ops[i]
 		switch {
 		case !op.Status.Phase.Finished():
 			res.Running++
-		case changed[i] && op.Status.Phase == OperationCompleted:
+		case c.changed[i] && op.Status.Phase == OperationCompleted:
 			res.Completed++
-		case changed[i]:
+		case c.changed[i]:
 			res.Failed++
 			if first == nil {
-				first = op
+				failed := *op // a copy: putBatch may reorder ops
+				first = &failed
 			}
 		}
-		if changed[i] {
+		if c.changed[i] {
 			batch = append(batch, *op)
 		}
 	}
@@ -306,181 +290,6 @@ func pollReason(newErrors, pending int, first *Operation, failed []Operation) st
 		s += "; "
 	}
 	return s + "all operations ended"
-}
-
-// check asks the plugin about op and returns op as it should be stored, and whether it
-// changed. It never fails: every problem becomes the operation's own failure.
-func (m *Monitor) check(ctx context.Context, op Operation, timeout time.Duration) (Operation, bool) {
-	key := opKey{op.Owner.Kind, op.Owner.Name, op.ID}
-	next := op // only Status changes; the plugin gets its own copy of op
-	now := stamp(m.cfg.clock)
-	if next.Status.Created.IsZero() {
-		// Without a creation time no timeout can be counted: start counting now.
-		next.Status.Created = now
-	}
-	tracker, err := m.resolve(op.Action)
-	var p Progress
-	if err == nil {
-		p, err = m.progress(ctx, tracker, op)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return op, false // the Monitor is stopping; the plugin is not at fault
-		}
-		if !m.countError(key, err) {
-			m.cfg.logger.WarnContext(ctx, "progress error tolerated", "run", op.Owner.String(), "operation", op.ID, "error", err)
-			return next, next.Status != op.Status
-		}
-		return failOperation(next, err.Error()), true
-	}
-	m.clearErrors(key)
-	if err := checkProgress(p); err != nil {
-		return failOperation(next, err.Error()), true
-	}
-	next.Status.NCompleted, next.Status.NTotal = p.NCompleted, p.NTotal
-	next.Status.OperationUnits, next.Status.Description = p.OperationUnits, p.Description
-	if known(p.Started) {
-		next.Status.Started = p.Started.Round(0).UTC()
-	}
-	if known(p.Updated) {
-		next.Status.Updated = p.Updated.Round(0).UTC()
-	}
-	switch {
-	case p.Completed && p.Err != "":
-		return failOperation(next, p.Err), true
-	case p.Completed:
-		next.Status.Phase = OperationCompleted
-		return next, true
-	case now.After(next.Status.Created.Add(timeout)):
-		msg := TimedOut
-		if err := m.cancel(ctx, tracker, op); err != nil {
-			m.cfg.logger.WarnContext(ctx, "cancel failed", "run", op.Owner.String(), "operation", op.ID, "error", err)
-			msg += "; " + err.Error()
-		}
-		return failOperation(next, msg), true
-	case next.Status.Phase == OperationNew && known(p.Started):
-		next.Status.Phase = OperationInProgress
-	}
-	return next, next.Status != op.Status
-}
-
-// known reports whether a plugin's time is set: plugins report the zero time or the Unix
-// epoch when they do not know.
-func known(t time.Time) bool { return !t.IsZero() && !t.Equal(time.Unix(0, 0)) }
-
-// failOperation marks op failed with msg.
-func failOperation(op Operation, msg string) Operation {
-	op.Status.Phase = OperationFailed
-	op.Status.Error = msg
-	return op
-}
-
-// checkProgress rejects a report that cannot be true.
-func checkProgress(p Progress) error {
-	switch {
-	case p.NCompleted < 0 || p.NTotal < 0:
-		return fmt.Errorf("progress: plugin reported negative progress (%d of %d)", p.NCompleted, p.NTotal)
-	case p.NTotal > 0 && p.NCompleted > p.NTotal:
-		return fmt.Errorf("progress: plugin reported %d of %d %s completed", p.NCompleted, p.NTotal, p.OperationUnits)
-	}
-	return nil
-}
-
-// resolve finds the tracker of action; a resolver that panics is an error too.
-func (m *Monitor) resolve(action string) (t Tracker, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("resolve plugin %q: panic: %v", action, v)
-		}
-	}()
-	t, err = m.resolver.Resolve(action)
-	if err == nil && t == nil {
-		err = errors.New("no tracker")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("resolve plugin %q: %w", action, err)
-	}
-	return t, nil
-}
-
-// progress calls the tracker's Progress within the call timeout.
-func (m *Monitor) progress(ctx context.Context, t Tracker, op Operation) (Progress, error) {
-	return callPlugin(ctx, m.cfg.callTimeout, "progress", func(ctx context.Context) (Progress, error) {
-		return t.Progress(ctx, op.Clone())
-	})
-}
-
-// cancel calls the tracker's Cancel within the call timeout.
-func (m *Monitor) cancel(ctx context.Context, t Tracker, op Operation) error {
-	_, err := callPlugin(ctx, m.cfg.callTimeout, "cancel", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, t.Cancel(ctx, op.Clone())
-	})
-	return err
-}
-
-// callPlugin runs f in its own goroutine with a context that ends after timeout, and
-// returns f's result, an error if f panicked, or a timeout error if f has not returned by
-// then. A plugin that ignores its context keeps that goroutine until it returns; its late
-// result is dropped. When ctx itself ends first, callPlugin returns ctx.Err().
-func callPlugin[T any](ctx context.Context, timeout time.Duration, what string, f func(context.Context) (T, error)) (T, error) {
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1) // buffered: a late answer never blocks its goroutine
-	go func() {
-		var r result
-		defer func() {
-			if v := recover(); v != nil {
-				r = result{err: fmt.Errorf("plugin panicked: %v", v)}
-			}
-			done <- r
-		}()
-		r.v, r.err = f(cctx)
-	}()
-	var r result
-	select {
-	case r = <-done:
-	case <-cctx.Done():
-		select {
-		case r = <-done: // answered just in time
-		default:
-			r.err = cctx.Err()
-		}
-	}
-	switch {
-	case r.err == nil:
-		return r.v, nil
-	case ctx.Err() != nil:
-		return r.v, ctx.Err()
-	case cctx.Err() != nil:
-		return r.v, fmt.Errorf("%s: no answer within %s", what, timeout)
-	}
-	return r.v, fmt.Errorf("%s: %w", what, r.err)
-}
-
-// countError records a Progress error of key and reports whether it fails the operation.
-func (m *Monitor) countError(key opKey, err error) bool {
-	if errors.Is(err, ErrInvalidOperationID) || errors.Is(err, ErrAsyncOperationsNotSupported) {
-		m.clearErrors(key)
-		return true
-	}
-	m.errorsMu.Lock()
-	defer m.errorsMu.Unlock()
-	m.progressErrors[key]++
-	if m.progressErrors[key] > m.cfg.tolerance {
-		delete(m.progressErrors, key)
-		return true
-	}
-	return false
-}
-
-func (m *Monitor) clearErrors(key opKey) {
-	m.errorsMu.Lock()
-	delete(m.progressErrors, key)
-	m.errorsMu.Unlock()
 }
 
 // postOperationItems returns the PostOperationItems of ops in order, without repeats.

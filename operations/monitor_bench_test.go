@@ -41,7 +41,7 @@ func (t *slowTracker) Progress(ctx context.Context, op operations.Operation) (op
 	time.Sleep(t.latency)
 	t.slept.Add(int64(time.Since(start)))
 	n := t.calls.Add(1)
-	return operations.Progress{NCompleted: n % 1000, NTotal: 1000, OperationUnits: "Bytes", Started: t0}, nil
+	return operations.Progress{NCompleted: n, NTotal: 1 << 62, OperationUnits: "Bytes", Started: t0}, nil
 }
 
 func (t *slowTracker) Cancel(context.Context, operations.Operation) error { return nil }

@@ -384,6 +384,110 @@ func TestPollCancelMisbehaves(t *testing.T) {
 	}
 }
 
+// TestPollHungPluginsHoldNoWorker gives a Monitor a single worker and two plugin calls
+// that ignore their context: each is given up after the call timeout, and the worker goes
+// on with the other operations and then with another run.
+func TestPollHungPluginsHoldNoWorker(t *testing.T) {
+	e := newEnv(t)
+	hangsHard := hang(t, true)
+	var stuck atomic.Int32
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+		if strings.HasPrefix(op.ID, "stuck") {
+			stuck.Add(1)
+			hangsHard(ctx)
+		}
+		return done, nil
+	}}
+	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "stuck-1", "b", "stuck-2", "c")...)
+	other := e.run(phase.Backup, "b2", phase.WaitingForPluginOperations, phase.Profile{}, ops("d")...)
+	m := e.monitor(operations.WithWorkers(1), operations.WithCallTimeout(20*time.Millisecond))
+
+	res, err := m.Poll(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, operations.PollResult{Completed: 3, Failed: 2, NewErrors: 2, Phase: phase.FinalizingPartiallyFailed}, res)
+	require.Equal(t, int32(2), stuck.Load(), "both plugin calls are still hanging")
+	require.Zero(t, m.TokensHeld(), "the hanging calls hold no worker")
+	for _, id := range []string{"stuck-1", "stuck-2"} {
+		require.Equal(t, "progress: no answer within 20ms", e.op(o, id).Status.Error, id)
+	}
+	// The hanging calls hold no worker: the only one polls the next run.
+	res, err = m.Poll(context.Background(), other)
+	require.NoError(t, err)
+	require.Equal(t, operations.PollResult{Completed: 1, Phase: phase.Finalizing}, res)
+}
+
+// TestPollCancelledWhilePluginHangs ends a poll while a plugin that ignores its context is
+// inside Progress, with a call timeout far away: Poll returns at once, writing nothing.
+func TestPollCancelledWhilePluginHangs(t *testing.T) {
+	e := newEnv(t)
+	hangsHard := hang(t, true)
+	entered := make(chan struct{})
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+		if op.ID == "stuck" {
+			close(entered)
+			hangsHard(ctx)
+		}
+		return done, nil
+	}}
+	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "stuck")...)
+	m := e.monitor(operations.WithWorkers(1), operations.WithCallTimeout(time.Hour))
+	ctx, cancel := context.WithCancel(context.Background())
+	polled := make(chan error, 1)
+	go func() {
+		_, err := m.Poll(ctx, o)
+		polled <- err
+	}()
+	<-entered
+	cancel()
+	require.ErrorIs(t, <-polled, context.Canceled)
+	require.Zero(t, m.TokensHeld())
+	require.Equal(t, phase.WaitingForPluginOperations, e.get(o).Phase)
+	for _, id := range []string{"a", "stuck"} {
+		require.Equal(t, operations.OperationNew, e.op(o, id).Status.Phase, id)
+	}
+}
+
+// TestPollAnswersAtTheDeadline has plugins answer around the call timeout, so that many
+// answers race the Monitor giving their calls up: every operation ends exactly one way,
+// and every worker comes back.
+func TestPollAnswersAtTheDeadline(t *testing.T) {
+	const n = 300
+	e := newEnv(t)
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+		var i int
+		_, _ = fmt.Sscanf(op.ID, "op-%d", &i)
+		time.Sleep(time.Duration(i%7) * 300 * time.Microsecond) // 0 to 1.8 ms, the context ignored
+		return done, nil
+	}}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("op-%03d", i)
+	}
+	o := e.run(phase.Restore, "r1", phase.WaitingForPluginOperations, phase.Profile{}, ops(ids...)...)
+	m := e.monitor(operations.WithWorkers(3), operations.WithCallTimeout(time.Millisecond))
+	res, err := m.Poll(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, n, res.Completed+res.Failed)
+	require.Zero(t, res.Running)
+	var completed, failed int
+	for _, id := range ids {
+		op := e.op(o, id)
+		switch op.Status.Phase {
+		case operations.OperationCompleted:
+			completed++
+			require.Empty(t, op.Status.Error, id)
+		case operations.OperationFailed:
+			failed++
+			require.Equal(t, "progress: no answer within 1ms", op.Status.Error, id)
+		default:
+			t.Fatalf("operation %s is %s", id, op.Status.Phase)
+		}
+	}
+	require.Equal(t, [2]int{res.Completed, res.Failed}, [2]int{completed, failed})
+	require.Equal(t, failed, e.get(o).Errors)
+	require.Zero(t, m.TokensHeld(), "every worker came back")
+}
+
 func TestProgressErrorTolerance(t *testing.T) {
 	var calls atomic.Int32
 	e := newEnv(t)

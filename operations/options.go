@@ -62,8 +62,9 @@ func WithInterval(d time.Duration) MonitorOption {
 }
 
 // WithWorkers bounds how many Progress and Cancel calls run at once, across all the
-// operations of all runs a Monitor polls. The default is [DefaultWorkers]; a value ≤ 0
-// keeps it.
+// operations of all runs a Monitor polls; a call given up after the call timeout (see
+// [WithCallTimeout]) no longer counts. The default is [DefaultWorkers]; a value ≤ 0 keeps
+// it.
 func WithWorkers(n int) MonitorOption {
 	return optionFunc(func(c *config) {
 		if n > 0 {
@@ -72,9 +73,11 @@ func WithWorkers(n int) MonitorOption {
 	})
 }
 
-// WithCallTimeout bounds each Progress and Cancel call, measured in real time: a plugin
-// that has not answered by then fails only its own operation. The default is
-// [DefaultCallTimeout]; a value ≤ 0 keeps it.
+// WithCallTimeout bounds each Progress and Cancel call, measured in real time. The call's
+// context carries the deadline; a plugin that has not answered by then fails only its own
+// operation, and its worker goes on with the next one at once. A plugin that ignores its
+// context keeps only the goroutine it was called in, until it returns; its late answer is
+// dropped. The default is [DefaultCallTimeout]; a value ≤ 0 keeps it.
 func WithCallTimeout(d time.Duration) MonitorOption {
 	return optionFunc(func(c *config) {
 		if d > 0 {
