@@ -4,63 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 )
-
-// checks is the work of one [Monitor.Poll]: the run's unfinished operations, checked by
-// lanes (see lane).
-type checks struct {
-	m       *Monitor
-	ctx     context.Context
-	ops     []Operation // each replaced by what its check found
-	changed []bool      // whether the check changed ops[i]
-	timeout time.Duration
-	next    atomic.Int64 // the index of the next operation to check
-	lanes   sync.WaitGroup
-}
-
-// A lane checks operations of a poll one after another, calling the plugin in its own
-// goroutine, until none is left. It holds one of the Monitor's tokens and is counted in
-// the poll's lanes. When a plugin call outlasts the call timeout, or the poll's ctx ends
-// first, a watchdog gives the call up and a new lane, in a new goroutine, takes over the
-// token and the count: the plugin keeps only the goroutine it hangs in.
-type lane struct {
-	c   *checks
-	dog atomic.Pointer[watchdog]
-	// unwatch stops the watch on the poll's ctx, which hurries the watchdog when the
-	// poll ends.
-	unwatch func() bool
-}
-
-// startLane starts a lane in a new goroutine; the caller holds the token and has counted
-// the lane in c.lanes.
-func (c *checks) startLane() {
-	l := &lane{c: c}
-	l.dog.Store(newWatchdog(l))
-	l.unwatch = context.AfterFunc(c.ctx, func() { l.dog.Load().timer.Reset(0) })
-	go l.run()
-}
-
-// run checks operations until none is left or the poll's ctx ends, then gives back the
-// lane's token and leaves the poll's lanes.
-func (l *lane) run() {
-	c := l.c
-	for c.ctx.Err() == nil {
-		i := int(c.next.Add(1) - 1)
-		if i >= len(c.ops) {
-			break
-		}
-		if !l.check(i) {
-			return // given up: another lane took over
-		}
-	}
-	l.unwatch()
-	l.dog.Load().timer.Stop()
-	<-c.m.calls
-	c.lanes.Done()
-}
 
 // check asks the plugin about operation i and stores the operation as it should be
 // written, and whether it changed. Every problem becomes the operation's own failure. It
@@ -74,10 +19,8 @@ func (l *lane) check(i int) bool {
 	var p Progress
 	if err == nil {
 		var ok bool
-		p, err, ok = call(l, "progress", func(ctx context.Context) (Progress, error) {
+		p, err, ok = call(l, pending{i: i, op: op, now: now}, func(ctx context.Context) (Progress, error) {
 			return tracker.Progress(ctx, op.Clone())
-		}, func(err error) {
-			c.ops[i], c.changed[i] = c.progressFailed(op, now, err)
 		})
 		if !ok {
 			return false
@@ -91,10 +34,8 @@ func (l *lane) check(i int) bool {
 	next, expired := applyProgress(op, now, p, c.timeout)
 	if expired {
 		var ok bool
-		_, err, ok = call(l, "cancel", func(ctx context.Context) (struct{}, error) {
+		_, err, ok = call(l, pending{i: i, op: next, now: now, cancel: true}, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, tracker.Cancel(ctx, op.Clone())
-		}, func(err error) {
-			c.ops[i], c.changed[i] = c.timedOut(next, err), true
 		})
 		if !ok {
 			return false
@@ -188,101 +129,6 @@ func checkProgress(p Progress) error {
 		return fmt.Errorf("progress: plugin reported %d of %d %s completed", p.NCompleted, p.NTotal, p.OperationUnits)
 	}
 	return nil
-}
-
-// The states of a watched plugin call.
-const (
-	idle int32 = iota
-	calling
-	givenUp
-)
-
-// A watchdog watches the plugin calls of a lane, one at a time. Its timer, armed for
-// each call, fires after the call timeout, or at once when the poll's ctx ends; if the
-// call is still running then, the watchdog gives it up: it passes the call's giveUp the
-// error, and starts a new lane to go on with the poll. A lane keeps its watchdog while
-// the timer is stopped in time, and takes a new one otherwise, so that a late firing
-// never meets a later call.
-type watchdog struct {
-	l     *lane
-	timer *time.Timer
-	state atomic.Int32
-	// The call watched; set before state becomes calling.
-	what   string
-	giveUp func(error)
-}
-
-func newWatchdog(l *lane) *watchdog {
-	w := &watchdog{l: l}
-	w.timer = time.AfterFunc(time.Hour, w.fire)
-	w.timer.Stop()
-	return w
-}
-
-// fire gives up the call in flight, if there is one.
-func (w *watchdog) fire() {
-	if !w.state.CompareAndSwap(calling, givenUp) {
-		return
-	}
-	c := w.l.c
-	err := c.ctx.Err()
-	if err == nil {
-		err = fmt.Errorf("%s: no answer within %s", w.what, c.m.cfg.callTimeout)
-	}
-	w.l.unwatch()
-	w.giveUp(err)
-	c.startLane()
-}
-
-// call calls f in the lane's goroutine with a context that ends after the Monitor's
-// call timeout, and returns f's result, or an error naming what when f failed or
-// panicked, and true. When the lane's watchdog gives the call up first, call returns
-// false once f has returned, as late as the plugin likes, and its result is dropped:
-// giveUp has recorded the failure and a new lane goes on with the poll.
-func call[T any](l *lane, what string, f func(context.Context) (T, error), giveUp func(error)) (T, error, bool) {
-	c, w := l.c, l.dog.Load()
-	timeout := c.m.cfg.callTimeout
-	ctx, cancel := context.WithTimeout(c.ctx, timeout)
-	defer cancel()
-	w.what, w.giveUp = what, giveUp
-	w.state.Store(calling)
-	w.timer.Reset(timeout)
-	var (
-		v   T
-		err error
-	)
-	// The poll's ctx may have ended before the timer was armed, when its hurrying the
-	// watchdog found it idle: then the plugin is not called at all.
-	if err = c.ctx.Err(); err == nil {
-		v, err = protect(ctx, f)
-	}
-	if !w.state.CompareAndSwap(calling, idle) {
-		var zero T
-		return zero, nil, false
-	}
-	if !w.timer.Stop() {
-		l.dog.Store(newWatchdog(l)) // it fired, or is firing: it must not meet the next call
-	}
-	switch {
-	case err == nil:
-		return v, nil, true
-	case c.ctx.Err() != nil:
-		return v, c.ctx.Err(), true
-	case ctx.Err() != nil:
-		return v, fmt.Errorf("%s: no answer within %s", what, timeout), true
-	}
-	return v, fmt.Errorf("%s: %w", what, err), true
-}
-
-// protect calls f, turning a panic into an error.
-func protect[T any](ctx context.Context, f func(context.Context) (T, error)) (v T, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			var zero T
-			v, err = zero, fmt.Errorf("plugin panicked: %v", r)
-		}
-	}()
-	return f(ctx)
 }
 
 // resolve finds the tracker of action; a resolver that panics is an error too.

@@ -416,6 +416,45 @@ func TestPollHungPluginsHoldNoWorker(t *testing.T) {
 	require.Equal(t, operations.PollResult{Completed: 1, Phase: phase.Finalizing}, res)
 }
 
+// TestPluginCallContext checks the context a plugin gets: it carries the call's deadline,
+// and a context the plugin derives from it (as a gRPC client does) ends with
+// DeadlineExceeded when the call is given up.
+func TestPluginCallContext(t *testing.T) {
+	e := newEnv(t)
+	deadlines := make(chan time.Time, 1)
+	derivedErr := make(chan error, 1)
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			return operations.Progress{}, errors.New("no deadline")
+		}
+		deadlines <- d
+		return done, nil
+	}}
+	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+	const timeout = 5 * time.Minute
+	before := time.Now()
+	_, err := e.monitor(operations.WithCallTimeout(timeout)).Poll(context.Background(), o)
+	after := time.Now()
+	require.NoError(t, err)
+	require.Equal(t, operations.OperationCompleted, e.op(o, "a").Status.Phase)
+	d := <-deadlines
+	require.False(t, d.Before(before.Add(timeout)) || d.After(after.Add(timeout)), "deadline %v not within the call timeout of the call", d)
+
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+		derived, cancel := context.WithCancel(ctx)
+		defer cancel()
+		<-derived.Done()
+		derivedErr <- derived.Err()
+		return operations.Progress{}, derived.Err()
+	}}
+	o = e.run(phase.Backup, "b2", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+	_, err = e.monitor(operations.WithCallTimeout(20*time.Millisecond)).Poll(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, "progress: no answer within 20ms", e.op(o, "a").Status.Error)
+	require.ErrorIs(t, <-derivedErr, context.DeadlineExceeded)
+}
+
 // TestPollCancelledWhilePluginHangs ends a poll while a plugin that ignores its context is
 // inside Progress, with a call timeout far away: Poll returns at once, writing nothing.
 func TestPollCancelledWhilePluginHangs(t *testing.T) {
