@@ -74,8 +74,9 @@ func WithWorkers(n int) MonitorOption {
 }
 
 // WithCallTimeout bounds each Progress and Cancel call, measured in real time. The call's
-// context carries the deadline; a plugin that has not answered by then fails only its own
-// operation, and its worker goes on with the next one at once. A plugin that ignores its
+// context carries the deadline, the values of the context the Monitor was given, and ends
+// when the call returns; a plugin that has not answered by the deadline fails only its
+// own operation, and its worker goes on with the next one at once. A plugin that ignores its
 // context keeps only the goroutine it was called in, until it returns; its late answer is
 // dropped. The default is [DefaultCallTimeout]; a value ≤ 0 keeps it.
 func WithCallTimeout(d time.Duration) MonitorOption {
