@@ -173,7 +173,10 @@ func call[T any](l *lane, p pending, f func(context.Context) (T, error)) (T, err
 // context of context.WithTimeout, but costs no timer of its own (the watchdog keeps the
 // time) and no registration with the poll's context (the watchdog watches that too): a
 // Monitor makes one for every plugin call. It has AfterFunc, so that the context package
-// ends the contexts a plugin derives from it without a goroutine each.
+// ends the contexts a plugin derives from it without a goroutine each. One difference
+// remains: context.Cause finds the poll context's cause (nil while the poll runs) rather
+// than the call context's error; the contexts derived from it get the error as their
+// cause, as they would from context.WithTimeout.
 type callContext struct {
 	parent   context.Context
 	deadline time.Time

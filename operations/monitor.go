@@ -32,7 +32,7 @@ type Monitor struct {
 	claimer  RunClaimer // the store, when it is one; else nil
 	resolver Resolver
 	cfg      config
-	// calls holds a token for each lane checking operations (see checks).
+	// calls holds a token for each lane checking operations (see lane).
 	calls chan struct{}
 
 	// errorsMu guards progressErrors, the consecutive Progress errors of each operation.
