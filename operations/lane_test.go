@@ -75,7 +75,9 @@ func TestCallContextEarlierParentDeadline(t *testing.T) {
 // AfterFunc, and a derived context that ends first leaves nothing registered.
 func TestCallContextDerived(t *testing.T) {
 	deadline := time.Now().Add(time.Hour)
-	c := newCallContext(context.Background(), deadline)
+	poll, cancelPoll := context.WithCancel(context.Background())
+	defer cancelPoll()
+	c := newCallContext(poll, deadline)
 
 	child, cancelChild := context.WithCancel(c)
 	defer cancelChild()
@@ -105,6 +107,9 @@ func TestCallContextDerived(t *testing.T) {
 	<-ran
 	if !errors.Is(child.Err(), context.DeadlineExceeded) || !errors.Is(timed.Err(), context.DeadlineExceeded) {
 		t.Fatalf("derived contexts ended with %v and %v, want the call's DeadlineExceeded", child.Err(), timed.Err())
+	}
+	if !errors.Is(context.Cause(child), context.DeadlineExceeded) {
+		t.Fatalf("a derived context's cause is %v, want DeadlineExceeded", context.Cause(child))
 	}
 	if !errors.Is(early.Err(), context.Canceled) {
 		t.Fatalf("the early context's error changed to %v", early.Err())
