@@ -16,10 +16,11 @@ func (l *lane) check(i int) bool {
 	op := c.ops[i]
 	now := stamp(c.m.cfg.clock)
 	tracker, err := c.m.resolve(op.Action)
+	progress := pending{i: i, op: op, now: now}
 	var p Progress
 	if err == nil {
 		var ok bool
-		p, err, ok = call(l, pending{i: i, op: op, now: now}, func(ctx context.Context) (Progress, error) {
+		p, err, ok = call(l, progress, func(ctx context.Context) (Progress, error) {
 			return tracker.Progress(ctx, op.Clone())
 		})
 		if !ok {
@@ -27,20 +28,20 @@ func (l *lane) check(i int) bool {
 		}
 	}
 	if err != nil {
-		c.ops[i], c.changed[i] = c.progressFailed(op, now, err)
+		c.settle(&progress, err)
 		return true
 	}
 	c.m.clearErrors(keyOf(op))
 	next, expired := applyProgress(op, now, p, c.timeout)
 	if expired {
-		var ok bool
-		_, err, ok = call(l, pending{i: i, op: next, now: now, cancel: true}, func(ctx context.Context) (struct{}, error) {
+		cancel := pending{i: i, op: next, now: now, cancel: true}
+		_, err, ok := call(l, cancel, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, tracker.Cancel(ctx, op.Clone())
 		})
-		if !ok {
-			return false
+		if ok {
+			c.settle(&cancel, err)
 		}
-		next = c.timedOut(next, err)
+		return ok
 	}
 	c.ops[i], c.changed[i] = next, next.Status != op.Status
 	return true

@@ -83,8 +83,10 @@ func (p *pending) what() string {
 	return "progress"
 }
 
-// giveUp records what the failure err of call p makes of its operation.
-func (c *checks) giveUp(p *pending, err error) {
+// settle records what the end of call p makes of its operation: a Progress call that
+// failed with err, or a Cancel call that returned err (nil included), whether it ended or
+// was given up.
+func (c *checks) settle(p *pending, err error) {
 	if p.cancel {
 		c.ops[p.i], c.changed[p.i] = c.timedOut(p.op, err), true
 		return
@@ -128,7 +130,7 @@ func (w *watchdog) fire() {
 		err = fmt.Errorf("%s: no answer within %s", w.call.what(), c.m.cfg.callTimeout)
 	}
 	w.l.unwatch()
-	c.giveUp(&w.call, err)
+	c.settle(&w.call, err)
 	c.startLane()
 }
 
