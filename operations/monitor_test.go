@@ -410,7 +410,7 @@ func TestPollHungPluginsHoldNoWorker(t *testing.T) {
 	for _, id := range []string{"stuck-1", "stuck-2"} {
 		require.Equal(t, "progress: no answer within 20ms", e.op(o, id).Status.Error, id)
 	}
-	// The hanging calls hold no worker: the only one polls the next run.
+	// The only worker goes on to the next run.
 	res, err = m.Poll(context.Background(), other)
 	require.NoError(t, err)
 	require.Equal(t, operations.PollResult{Completed: 1, Phase: phase.Finalizing}, res)
