@@ -17,6 +17,13 @@ var ErrExists = errors.New("already exists")
 // retries.
 var ErrConflict = errors.New("conflicting write")
 
+// ErrUIDMismatch is returned when a call names an owner whose UID is set and differs from
+// the UID of the run stored under that kind and name: the object was deleted and created
+// again, and the stored run belongs to the old one. It wraps [ErrConflict]. A controller
+// that sees it deletes the stale run (or gives the new object another name) and starts
+// again; an owner with an empty UID matches any stored run.
+var ErrUIDMismatch = fmt.Errorf("owner UID differs from the stored run's: %w", ErrConflict)
+
 // ErrInvalid is returned when a record fails validation before anything is written: an
 // owner without a name or with an unknown kind, an operation without an ID, an unknown
 // operation phase, two operations with one ID in a batch, or an operation whose owner is
