@@ -32,6 +32,12 @@ var ErrUIDMismatch = fmt.Errorf("owner UID differs from the stored run's: %w", E
 // file).
 var ErrInvalid = errors.New("invalid record")
 
+// ErrCorrupt is returned by a [Store] when what it holds cannot be read back: a record or
+// index entry that does not decode or contradicts another, or a damaged file. The call
+// that meets it writes nothing. Stores wrap it with what they found and where, and may
+// define sentinels of their own that wrap it.
+var ErrCorrupt = errors.New("corrupt store")
+
 // ErrMalformed is returned, inside a [*DecodeError], when an itemoperations file is not
 // what the codec reads: not gzip data, truncated or corrupt gzip data, invalid JSON, or
 // JSON of the wrong shape.
