@@ -163,7 +163,7 @@ func testUpdateAllowedPhaseChanges(t *testing.T, s operations.Store) {
 			return r
 		}(), phase.InProgress, 3},
 		{"restore with finalizing through Finalizing", runIn(t, restore("e"), phase.InProgress, phase.Profile{RestoreFinalizing: true}), phase.PartiallyFailed, 2},
-		{"restore New to Failed", newRun(restore("f")), phase.Failed, 2},
+		{"restore New to Failed, cancelled before it starts", newRun(restore("f")), phase.Failed, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
