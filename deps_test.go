@@ -20,6 +20,18 @@ func goJSON[T any](t *testing.T, args ...string) []T {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
 	}
 	require.NoError(t, err)
+	return decodeAll[T](t, out)
+}
+
+// goJSONIn is goJSON in the module in dir (see goIn).
+func goJSONIn[T any](t *testing.T, dir string, args ...string) []T {
+	t.Helper()
+	return decodeAll[T](t, goIn(t, dir, args...))
+}
+
+// decodeAll decodes a stream of JSON values into a slice of T.
+func decodeAll[T any](t *testing.T, out []byte) []T {
+	t.Helper()
 	var all []T
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
@@ -66,7 +78,7 @@ func TestDependencyHygiene(t *testing.T) {
 	mods := goJSON[gomod](t, "mod", "edit", "-json")
 	require.Len(t, mods, 1)
 	goLine := semver(t, mods[0].Go)
-	require.True(t, goLine[0] == 1 && goLine[1] <= 23, "go line %s is newer than 1.23", mods[0].Go)
+	require.True(t, goLine[0] == 1 && goLine[1] <= 23, "go line %s breaks the upper bound of 1.23: a Velero 1.16 fork is on go 1.23, and importing itemops must not raise it (DESIGN.md \"Dependency hygiene\")", mods[0].Go)
 
 	allowed := map[string]bool{
 		"github.com/looplab/fsm":      true,
