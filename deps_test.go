@@ -125,7 +125,7 @@ func TestImportLayers(t *testing.T) {
 		"operations/operationstest": {"operations", "phase"},
 		"adapters":                  {"operations", "phase"},
 		"adapters/adaptertest":      {"adapters", "operations", "phase"},
-		"storage/":                  {"operations", "phase"},
+		"storage/":                  {"operations", "phase", "storage/kv"},
 	}
 	type pkg struct {
 		ImportPath string

@@ -22,6 +22,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/kv"
 )
 
 // The crash test runs its writer in a child process: this test binary, started again with
@@ -130,13 +131,13 @@ func (p crashPlan) update(n int) func(*operations.Run) error {
 func digestOps(ops []operations.Operation) string {
 	var b []byte
 	for i := range ops {
-		b = appendOperation(b, &ops[i])
+		b = kv.AppendOperation(b, &ops[i])
 	}
 	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
 
 func digestRun(r operations.Run) string {
-	return fmt.Sprintf("%x", sha256.Sum256(appendRun(nil, &r)))
+	return fmt.Sprintf("%x", sha256.Sum256(kv.AppendRun(nil, &r)))
 }
 
 // crashChild writes the plan's steps from envCrashFrom on, forever, printing
