@@ -42,6 +42,10 @@ var (
 	_ operations.RunStarter = (*Store)(nil)
 )
 
+// damagedFiles maps the absolute path of each file that bbolt panicked on while opening
+// it, in this process, to the error Open returned.
+var damagedFiles sync.Map
+
 // Open opens the store in the file at path, creating the file (with [Options.Mode]) and its
 // buckets when it does not exist or is empty. A nil o means the defaults of [Options].
 //
@@ -58,13 +62,34 @@ func Open(path string, o *Options) (*Store, error) {
 	}
 	s := &Store{path: path}
 	var db *bolt.DB
+	// bbolt opens the file itself; keep it, to close it (and so release its lock) when
+	// bbolt panics on a damaged file before it returns a DB that could be closed.
+	var file *os.File
+	hook := opts
+	hook.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := opts.OpenFile(name, flag, perm)
+		file = f
+		return f, err
+	}
 	err := s.guard("open", func() (err error) {
-		db, err = openDB(path, opts)
+		db, err = openDB(path, hook)
 		return err
 	})
+	abs, _ := filepath.Abs(path)
+	if db == nil && errors.Is(err, ErrCorrupt) {
+		if file != nil {
+			_ = file.Close()
+		}
+		// bbolt's memory map of the file outlives the panic, and keeps the file's
+		// lock with it: later Opens in this process would only see ErrLocked.
+		damagedFiles.Store(abs, err)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, berrors.ErrTimeout):
+		if damage, ok := damagedFiles.Load(abs); ok {
+			return nil, fmt.Errorf("%w (an earlier Open in this process found it damaged and still holds its lock)", damage.(error))
+		}
 		waited := "after one attempt"
 		if opts.Timeout > 0 {
 			waited = "after waiting " + opts.Timeout.String()
