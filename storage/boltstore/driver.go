@@ -133,14 +133,19 @@ func commitTx(tx *bolt.Tx, conds []kv.Condition, writes []kv.Write) error {
 	if err != nil {
 		return err
 	}
-	var val []byte
+	// bbolt keeps each value slice until the transaction ends, so every Put gets its
+	// own, all carved from one allocation.
+	size := 0
+	for _, w := range writes {
+		size += 8 + len(w.Value)
+	}
+	arena := make([]byte, 0, size)
 	for _, w := range writes {
 		switch {
 		case !w.Delete:
-			val = append(binary.BigEndian.AppendUint64(val[:0], seq), w.Value...)
-			// bbolt keeps the value slice until the transaction ends, so each Put gets
-			// its own.
-			if err := b.Put(w.Key, bytes.Clone(val)); err != nil {
+			start := len(arena)
+			arena = append(binary.BigEndian.AppendUint64(arena, seq), w.Value...)
+			if err := b.Put(w.Key, arena[start:len(arena):len(arena)]); err != nil {
 				return err
 			}
 		case len(w.End) == 0:

@@ -19,12 +19,16 @@ func encodeBatch(o operations.Owner, ops []operations.Operation) ([][]byte, erro
 	if err := checkOwner(o); err != nil {
 		return nil, err
 	}
+	// All records are carved from one buffer, each with its own capacity.
 	recs := make([][]byte, len(ops))
+	var buf []byte
 	for i := range ops {
 		if len(ops[i].ID) > maxIDLen {
 			return nil, fmt.Errorf("batch item %d: ID of %d bytes exceeds the store's limit of %d: %w", i, len(ops[i].ID), maxIDLen, operations.ErrInvalid)
 		}
-		recs[i] = appendOperation(nil, &ops[i])
+		start := len(buf)
+		buf = appendOperation(buf, &ops[i])
+		recs[i] = buf[start:len(buf):len(buf)]
 	}
 	return recs, nil
 }
@@ -68,7 +72,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		}
 		var runVer, metaVer Version
 		var meta opsMetaValue
-		found := make([]*idEntry, len(ops))
+		found := make([]idEntry, len(ops)) // seq 0: not stored yet
 		err := s.b.Read(ctx, func(r Reader) (err error) {
 			if _, runVer, err = readRun(ctx, r, o); err != nil {
 				return err
@@ -82,11 +86,9 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 					return err
 				}
 				if v != nil {
-					e, err := parseIDEntry(ops[i].ID, v)
-					if err != nil {
+					if found[i], err = parseIDEntry(ops[i].ID, v); err != nil {
 						return err
 					}
-					found[i] = &e
 				}
 			}
 			return nil
@@ -104,11 +106,11 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		if len(ops) == 0 {
 			return nil
 		}
-		var body []Write
+		body := make([]Write, 0, 3*len(ops)+1)
 		var fresh []int
 		for i := range ops {
 			e := found[i]
-			if e == nil {
+			if e.seq == 0 {
 				fresh = append(fresh, i)
 				continue
 			}

@@ -51,8 +51,10 @@ func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
 func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Condition, head, body []Write, meta opsMetaValue) error {
 	metaKey := with(prefix, opsMeta)
 	meta.batches++
-	all := make([]Write, 0, len(head)+len(body)+1)
-	all = append(append(append(all, head...), body...), Write{Key: metaKey, Value: meta.append(nil)})
+	all := append(body, Write{Key: metaKey, Value: meta.append(nil)}) // body's spare room, if any
+	if len(head) > 0 {
+		all = append(head[:len(head):len(head)], all...)
+	}
 	if s.fits(conds, all) {
 		return s.b.Commit(ctx, conds, all)
 	}
