@@ -18,57 +18,102 @@ func NewBackend(limits kv.Limits) kv.Backend { return &backend{limits: limits} }
 
 // A backend keeps its keys in order in blocks of at most maxBlock entries: a lookup is
 // two binary searches, and an insert moves at most one block's entries, however many
-// keys there are.
+// keys there are. A block keeps its keys and values in one byte slice and its entries as
+// offsets into it, so the garbage collector has two pointers to follow per block, not two
+// per key: a million stored records cost it next to nothing.
 type backend struct {
 	limits kv.Limits
 	// mu guards blocks and version.
 	mu      sync.RWMutex
-	blocks  [][]entry // non-empty, each sorted, every key of one below every key of the next
+	blocks  []*block // non-empty, each sorted, every key of one below every key of the next
 	version kv.Version
 }
 
+type block struct {
+	ents    []entry
+	data    []byte // the bytes of ents' keys and values, and garbage
+	garbage int    // bytes of data no entry refers to
+}
+
+// An entry locates a key and its value in its block's data.
 type entry struct {
-	key   string
-	value []byte // never changed once stored: a write stores a new slice
-	ver   kv.Version
+	koff, klen, voff, vlen uint32
+	ver                    kv.Version
 }
 
 const maxBlock = 128
 
+func (bl *block) key(i int) []byte {
+	e := bl.ents[i]
+	return bl.data[e.koff : e.koff+e.klen : e.koff+e.klen]
+}
+
+func (bl *block) value(i int) []byte {
+	e := bl.ents[i]
+	return bl.data[e.voff : e.voff+e.vlen : e.voff+e.vlen]
+}
+
+// add appends b to the block's data and returns its offset. Bytes already in data never
+// change: a reader may hold them.
+func (bl *block) add(b []byte) uint32 {
+	off := len(bl.data)
+	bl.data = append(bl.data, b...)
+	return uint32(off)
+}
+
+// newBlock copies the entries of es, from block from, into a block of their own.
+func newBlock(from *block, es []entry) *block {
+	bl := &block{ents: make([]entry, len(es))}
+	for i, e := range es {
+		bl.ents[i] = entry{klen: e.klen, vlen: e.vlen, ver: e.ver}
+		bl.ents[i].koff = bl.add(from.data[e.koff : e.koff+e.klen])
+		bl.ents[i].voff = bl.add(from.data[e.voff : e.voff+e.vlen])
+	}
+	return bl
+}
+
 // find returns the block and position of key, or where it would be inserted.
 func (b *backend) find(key []byte) (blk, pos int, found bool) {
-	blk, _ = slices.BinarySearchFunc(b.blocks, key, func(es []entry, k []byte) int {
-		return cmpKey(es[len(es)-1].key, k)
+	blk, _ = slices.BinarySearchFunc(b.blocks, key, func(bl *block, k []byte) int {
+		return bytes.Compare(bl.key(len(bl.ents)-1), k)
 	})
 	if blk == len(b.blocks) {
 		if blk == 0 {
 			return 0, 0, false
 		}
-		return blk - 1, len(b.blocks[blk-1]), false
+		return blk - 1, len(b.blocks[blk-1].ents), false
 	}
-	pos, found = slices.BinarySearchFunc(b.blocks[blk], key, func(e entry, k []byte) int { return cmpKey(e.key, k) })
+	bl := b.blocks[blk]
+	pos, found = slices.BinarySearchFunc(bl.ents, key, func(e entry, k []byte) int {
+		return bytes.Compare(bl.data[e.koff:e.koff+e.klen], k)
+	})
 	return blk, pos, found
 }
 
-func cmpKey(a string, b []byte) int { return bytes.Compare([]byte(a), b) }
-
 func (b *backend) put(key, value []byte, ver kv.Version) {
 	blk, pos, found := b.find(key)
-	if found {
-		b.blocks[blk][pos] = entry{key: string(key), value: bytes.Clone(value), ver: ver}
-		return
-	}
 	if len(b.blocks) == 0 {
-		b.blocks = [][]entry{nil}
+		b.blocks = []*block{{}}
 	}
-	es := slices.Insert(b.blocks[blk], pos, entry{key: string(key), value: bytes.Clone(value), ver: ver})
-	if len(es) <= maxBlock {
-		b.blocks[blk] = es
-		return
+	bl := b.blocks[blk]
+	if found {
+		e := &bl.ents[pos]
+		bl.garbage += int(e.vlen)
+		e.voff, e.vlen, e.ver = bl.add(value), uint32(len(value)), ver
+	} else {
+		e := entry{klen: uint32(len(key)), vlen: uint32(len(value)), ver: ver}
+		e.koff = bl.add(key)
+		e.voff = bl.add(value)
+		bl.ents = slices.Insert(bl.ents, pos, e)
 	}
-	half := len(es) / 2
-	b.blocks[blk] = slices.Clip(es[:half])
-	b.blocks = slices.Insert(b.blocks, blk+1, slices.Clone(es[half:]))
+	switch {
+	case len(bl.ents) > maxBlock:
+		half := len(bl.ents) / 2
+		b.blocks[blk] = newBlock(bl, bl.ents[:half])
+		b.blocks = slices.Insert(b.blocks, blk+1, newBlock(bl, bl.ents[half:]))
+	case bl.garbage > len(bl.data)/2:
+		b.blocks[blk] = newBlock(bl, bl.ents)
+	}
 }
 
 // deleteRange deletes key alone when end is nil, else every key in [key, end).
@@ -81,12 +126,12 @@ func (b *backend) deleteRange(key, end []byte) {
 		return
 	}
 	for blk < len(b.blocks) {
-		es := b.blocks[blk]
+		bl := b.blocks[blk]
 		stop := pos
-		for stop < len(es) && cmpKey(es[stop].key, end) < 0 {
+		for stop < len(bl.ents) && bytes.Compare(bl.key(stop), end) < 0 {
 			stop++
 		}
-		if stop < len(es) {
+		if stop < len(bl.ents) {
 			b.remove(blk, pos, stop)
 			return
 		}
@@ -100,12 +145,18 @@ func (b *backend) deleteRange(key, end []byte) {
 // remove deletes the entries [i, j) of block blk, and the block when that empties it,
 // which it reports.
 func (b *backend) remove(blk, i, j int) (removed bool) {
-	es := slices.Delete(b.blocks[blk], i, j)
-	if len(es) == 0 {
+	bl := b.blocks[blk]
+	for _, e := range bl.ents[i:j] {
+		bl.garbage += int(e.klen + e.vlen)
+	}
+	bl.ents = slices.Delete(bl.ents, i, j)
+	switch {
+	case len(bl.ents) == 0:
 		b.blocks = slices.Delete(b.blocks, blk, blk+1)
 		return true
+	case bl.garbage > len(bl.data)/2:
+		b.blocks[blk] = newBlock(bl, bl.ents)
 	}
-	b.blocks[blk] = es
 	return false
 }
 
@@ -125,15 +176,17 @@ func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error)
 	if !found {
 		return nil, 0, ctx.Err()
 	}
-	e := r.b.blocks[blk][pos]
-	return e.value, e.ver, ctx.Err()
+	bl := r.b.blocks[blk]
+	return bl.value(pos), bl.ents[pos].ver, ctx.Err()
 }
 
 func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte, v kv.Version) error) error {
 	blk, pos, _ := r.b.find(start)
 	for n := 0; blk < len(r.b.blocks); blk, pos = blk+1, 0 {
-		for _, e := range r.b.blocks[blk][pos:] {
-			if len(end) > 0 && cmpKey(e.key, end) >= 0 {
+		bl := r.b.blocks[blk]
+		for i := pos; i < len(bl.ents); i++ {
+			k := bl.key(i)
+			if len(end) > 0 && bytes.Compare(k, end) >= 0 {
 				return nil
 			}
 			if n++; n%1024 == 0 {
@@ -141,7 +194,7 @@ func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value 
 					return err
 				}
 			}
-			if err := fn([]byte(e.key), e.value, e.ver); err != nil {
+			if err := fn(k, bl.value(i), bl.ents[i].ver); err != nil {
 				return err
 			}
 		}
@@ -161,7 +214,7 @@ func (b *backend) Commit(ctx context.Context, conds []kv.Condition, writes []kv.
 	for _, c := range conds {
 		var ver kv.Version
 		if blk, pos, found := b.find(c.Key); found {
-			ver = b.blocks[blk][pos].ver
+			ver = b.blocks[blk].ents[pos].ver
 		}
 		if ver != c.Version {
 			return fmt.Errorf("key %q is at version %d, not %d: %w", c.Key, ver, c.Version, kv.ErrConditionFailed)
