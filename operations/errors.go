@@ -24,6 +24,10 @@ var ErrConflict = errors.New("conflicting write")
 // again; an owner with an empty UID matches any stored run.
 var ErrUIDMismatch = fmt.Errorf("owner UID differs from the stored run's: %w", ErrConflict)
 
+// ErrRunEnded is returned when a cancel is requested for a run that has already reached a
+// terminal phase: there is nothing left to cancel.
+var ErrRunEnded = errors.New("run has ended")
+
 // ErrInvalid is returned when a record fails validation before anything is written: an
 // owner without a name or with an unknown kind, an operation without an ID, an unknown
 // operation phase, two operations with one ID in a batch, or an operation whose owner is

@@ -32,8 +32,51 @@ type Run struct {
 	// when it reached a terminal phase, Updated when its phase last changed. The zero
 	// time means unset.
 	Created, Started, Completed, Updated time.Time
-	// History lists every phase change, oldest first. [Run.SetPhase] appends to it.
+	// History lists every phase change, oldest first. [Run.SetPhase] appends to it, and
+	// [Run.RequestCancel] appends an entry that changes no phase
+	// ([EventCancelRequested]).
 	History []Transition
+	// Cancel is the request to cancel the run, if one was made (see
+	// [Run.RequestCancel]); its zero value means none. It is one-way: once set, no
+	// update may change or clear it.
+	Cancel CancelRequest
+}
+
+// A CancelRequest asks that a run be cancelled: its main run stopped by its controller,
+// its unfinished operations cancelled by the Monitor, and the run moved to Failed.
+type CancelRequest struct {
+	// Reason says who asked and why; it becomes the run's FailureReason.
+	Reason string
+	// At is when the cancel was requested.
+	At time.Time
+}
+
+// EventCancelRequested is the Event of the History entry that [Run.RequestCancel]
+// appends: it records the request and changes no phase (From and To are the run's
+// phase). It is not an event of the phase machines.
+const EventCancelRequested phase.Event = "cancel-requested"
+
+// CancelRequested reports whether a cancel of r was requested.
+func (r Run) CancelRequested() bool { return r.Cancel.Reason != "" || !r.Cancel.At.IsZero() }
+
+// RequestCancel records a request to cancel r, for reason (who asked and why) at time
+// at, and appends it to r's History. A run whose cancel was already requested keeps its
+// first request, and RequestCancel returns nil. A run in a terminal phase cannot be
+// cancelled: RequestCancel returns an error wrapping [ErrRunEnded] and leaves r as it
+// was. Store it with UpdateRun, or call [RequestCancel].
+func (r *Run) RequestCancel(reason string, at time.Time) error {
+	if r.CancelRequested() {
+		return nil
+	}
+	if phase.IsTerminal(r.Phase) || r.Phase == phase.Deleting {
+		return fmt.Errorf("run %s is %s: %w", r.Owner, r.Phase, ErrRunEnded)
+	}
+	if reason == "" {
+		reason = "cancel requested"
+	}
+	r.Cancel = CancelRequest{Reason: reason, At: at}
+	r.History = append(r.History, Transition{From: r.Phase, To: r.Phase, Event: EventCancelRequested, Time: at, Reason: reason})
+	return nil
 }
 
 // A Transition is one phase change of a run.

@@ -274,3 +274,24 @@ func TestRunFilterMatch(t *testing.T) {
 		})
 	}
 }
+
+func TestRunRequestCancel(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := operations.Run{Owner: operations.Owner{Kind: phase.Restore, Name: "r"}, Phase: phase.WaitingForPluginOperations}
+	require.False(t, r.CancelRequested())
+	require.NoError(t, r.RequestCancel("cancelled by jane", t0))
+	require.True(t, r.CancelRequested())
+	want := []operations.Transition{{From: phase.WaitingForPluginOperations, To: phase.WaitingForPluginOperations, Event: operations.EventCancelRequested, Time: t0, Reason: "cancelled by jane"}}
+	if d := cmp.Diff(want, r.History); d != "" {
+		t.Errorf("History after RequestCancel (-want +got):\n%s", d)
+	}
+	// A second request keeps the first.
+	require.NoError(t, r.RequestCancel("again", t0.Add(time.Hour)))
+	require.Equal(t, operations.CancelRequest{Reason: "cancelled by jane", At: t0}, r.Cancel)
+	require.Len(t, r.History, 1)
+
+	done := operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "b"}, Phase: phase.Completed}
+	require.ErrorIs(t, done.RequestCancel("too late", t0), operations.ErrRunEnded)
+	require.False(t, done.CancelRequested())
+	require.Empty(t, done.History)
+}

@@ -87,7 +87,8 @@ type Store interface {
 //     but a backup's deletion;
 //   - History only grows: the old entries are unchanged (times are compared as instants,
 //     with [time.Time.Equal]), and after a phase change the last entry leads to the new
-//     phase (else [ErrInvalid]; [Run.SetPhase] keeps it so).
+//     phase (else [ErrInvalid]; [Run.SetPhase] keeps it so);
+//   - a cancel request, once made, stays as it was (else [ErrConflict]).
 func ValidateRunUpdate(before, after Run) error {
 	if after.Owner.Kind != before.Owner.Kind || after.Owner.Name != before.Owner.Name {
 		return fmt.Errorf("run %s: update changes the owner to %s: %w", before.Owner, after.Owner, ErrConflict)
@@ -102,6 +103,9 @@ func ValidateRunUpdate(before, after Run) error {
 		if _, err := phase.Path(before.Owner.Kind, before.Phase, after.Phase, before.Profile); err != nil {
 			return fmt.Errorf("run %s: %w", before.Owner, err)
 		}
+	}
+	if before.CancelRequested() && (after.Cancel.Reason != before.Cancel.Reason || !after.Cancel.At.Equal(before.Cancel.At)) {
+		return fmt.Errorf("run %s: update withdraws or changes its cancel request: %w", before.Owner, ErrConflict)
 	}
 	if len(after.History) < len(before.History) || !slices.EqualFunc(before.History, after.History[:len(before.History)], Transition.equal) {
 		return fmt.Errorf("run %s: update rewrites the phase history: %w", before.Owner, ErrInvalid)

@@ -138,6 +138,9 @@ func writeRun(out *bytes.Buffer, r operations.Run, ops []operations.Operation, a
 	if r.FailureReason != "" {
 		fmt.Fprintf(out, "  failure reason: %s\n", cell(r.FailureReason))
 	}
+	if r.CancelRequested() {
+		fmt.Fprintf(out, "  cancel requested %s: %s\n", age(at, r.Cancel.At), cell(r.Cancel.Reason))
+	}
 	if len(r.History) > 0 {
 		out.WriteByte('\n')
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)

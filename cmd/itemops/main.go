@@ -6,6 +6,7 @@
 //	itemops inspect [-run NAME] FILE|DB
 //	itemops phases [-kind backup|restore] [-format mermaid|dot] [-queue] [-restore-finalizing]
 //	itemops check DB
+//	itemops cancel [-kind backup|restore] [-reason TEXT] DB RUN
 //	itemops salvage DB NEW
 //
 // demo backs up a synthetic application, then restores it, through the itemops packages,
@@ -30,6 +31,10 @@
 //
 // phases prints the phase machines as Mermaid or Graphviz text: both kinds unless -kind
 // names one.
+//
+// cancel records a request to cancel a run of a boltstore file, with a reason; the
+// Monitor honours it on its next pass. A request cannot be withdrawn, and a run that has
+// ended cannot be cancelled.
 //
 // check reads every page of a boltstore file and every run and operation in it, and
 // prints one line: that the file is sound, or what is damaged (exit status 1). salvage
@@ -60,6 +65,7 @@ var commands = map[string]command{
 	"phases":  {"print the phase state machines as Mermaid or Graphviz text", runPhases},
 	"inspect": {"print a boltstore file's runs and operations, or an itemoperations.json.gz file", runInspect},
 	"check":   {"check a boltstore file for damage: every page, every record", runCheck},
+	"cancel":  {"request the cancel of a run in a boltstore file (one-way)", runCancel},
 	"salvage": {"copy what can still be read from a damaged boltstore file into a new one", runSalvage},
 }
 

@@ -15,7 +15,8 @@ import (
 // operations.ErrCorrupt. Integers are varints, strings and lists are length-prefixed, and a slice's
 // count is written plus one so that nil (0) and empty (1) stay apart.
 const (
-	runFormat1 = 1 // runFormat1 is the first byte of a run record
+	runFormat1 = 1 // runFormat1 is the first byte of a run record without a cancel request
+	runFormat2 = 2 // runFormat2 is the first byte of a run record with one, after its history
 	opFormat1  = 1 // opFormat1 is the first byte of an operation record
 )
 
@@ -129,7 +130,11 @@ const (
 // appendRun appends the record of r; the owner's kind and name are not written, as the
 // record's key names them.
 func appendRun(b []byte, r *operations.Run) []byte {
-	b = append(b, runFormat1)
+	format := byte(runFormat1)
+	if r.CancelRequested() {
+		format = runFormat2
+	}
+	b = append(b, format)
 	b = appendString(b, r.Owner.UID)
 	b = appendString(b, string(r.Phase))
 	var flags byte
@@ -152,16 +157,21 @@ func appendRun(b []byte, r *operations.Run) []byte {
 	b = appendTime(b, r.Completed)
 	b = appendTime(b, r.Updated)
 	if r.History == nil {
-		return append(b, 0)
+		b = append(b, 0)
+	} else {
+		b = binary.AppendUvarint(b, uint64(len(r.History))+1)
+		for i := range r.History {
+			h := &r.History[i]
+			b = appendString(b, string(h.From))
+			b = appendString(b, string(h.To))
+			b = appendString(b, string(h.Event))
+			b = appendTime(b, h.Time)
+			b = appendString(b, h.Reason)
+		}
 	}
-	b = binary.AppendUvarint(b, uint64(len(r.History))+1)
-	for i := range r.History {
-		h := &r.History[i]
-		b = appendString(b, string(h.From))
-		b = appendString(b, string(h.To))
-		b = appendString(b, string(h.Event))
-		b = appendTime(b, h.Time)
-		b = appendString(b, h.Reason)
+	if format == runFormat2 {
+		b = appendString(b, r.Cancel.Reason)
+		b = appendTime(b, r.Cancel.At)
 	}
 	return b
 }
@@ -373,7 +383,8 @@ func recordCode(b []byte) (byte, error) {
 // result shares no memory with b, and its phase is one of its kind and profile.
 func decodeRun(o operations.Owner, b []byte) (operations.Run, error) {
 	d := decoder{b: b}
-	if f := d.u8(); d.err == nil && f != runFormat1 {
+	f := d.u8()
+	if d.err == nil && f != runFormat1 && f != runFormat2 {
 		return operations.Run{}, fmt.Errorf("unknown run record format %d: %w", f, operations.ErrCorrupt)
 	}
 	r := operations.Run{Owner: operations.Owner{Kind: o.Kind, Name: o.Name}}
@@ -405,6 +416,9 @@ func decodeRun(o operations.Owner, b []byte) (operations.Run, error) {
 			h.Time = d.tm()
 			h.Reason = d.str()
 		}
+	}
+	if f == runFormat2 {
+		r.Cancel = operations.CancelRequest{Reason: d.str(), At: d.tm()}
 	}
 	if err := d.end(); err != nil {
 		return operations.Run{}, fmt.Errorf("run record: %w: %w", operations.ErrCorrupt, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
 )
 
 // testUIDMismatch checks that a run answers only to its own object: every call that
@@ -120,3 +121,28 @@ func testCreateRunWithOperations(t *testing.T, s operations.Store) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// testCancelRequest checks that a cancel request is stored with its run, one-way: a
+// second request keeps the first, an update cannot withdraw or change it, and a run that
+// has ended cannot be cancelled.
+func testCancelRequest(t *testing.T, s operations.Store) {
+	o := backup("b")
+	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
+	got, err := operations.RequestCancel(bg, s, o, "cancelled by jane", at(7))
+	require.NoError(t, err)
+	require.True(t, got.CancelRequested())
+	wantRun(t, s, got)
+
+	again, err := operations.RequestCancel(bg, s, o, "cancelled again", at(8))
+	require.NoError(t, err)
+	require.Equal(t, "cancelled by jane", again.Cancel.Reason, "a second request replaced the first")
+
+	_, err = s.UpdateRun(bg, o, func(r *operations.Run) error { r.Cancel = operations.CancelRequest{}; return nil })
+	require.ErrorIs(t, err, operations.ErrConflict, "an update withdrew the cancel request")
+	wantRun(t, s, got)
+
+	done := backup("done")
+	mustCreate(t, s, runIn(t, done, phase.Completed, phase.Profile{}))
+	_, err = operations.RequestCancel(bg, s, done, "too late", at(9))
+	require.ErrorIs(t, err, operations.ErrRunEnded)
+}

@@ -18,6 +18,7 @@ func runChecks() []check {
 		{"NilUpdate", testNilUpdate},
 		{"UpdateMayUseTheStore", testUpdateMayUseTheStore},
 		{"CreateRunWithOperations", testCreateRunWithOperations},
+		{"CancelRequest", testCancelRequest},
 		{"CreateExisting", testCreateExisting},
 		{"SameNameBothKinds", testSameNameBothKinds},
 		{"CreateInvalid", testCreateInvalid},

@@ -114,7 +114,9 @@ func fullRun(o operations.Owner) operations.Run {
 		History: []operations.Transition{
 			{From: phase.New, To: phase.InProgress, Event: phase.EventStart, Time: at(1).In(time.FixedZone("CEST", 2*60*60)), Reason: "picked up"},
 			{From: phase.InProgress, To: phase.WaitingForPluginOperationsPartiallyFailed, Event: phase.EventWaitPartiallyFailed, Time: at(2), Reason: "2 errors, 3 operations pending"},
+			{From: phase.WaitingForPluginOperationsPartiallyFailed, To: phase.WaitingForPluginOperationsPartiallyFailed, Event: operations.EventCancelRequested, Time: at(3), Reason: "cancelled by jane: wrong namespace"},
 		},
+		Cancel: operations.CancelRequest{Reason: "cancelled by jane: wrong namespace", At: at(3).In(time.FixedZone("EST", -5*60*60))},
 	}
 }
 

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/boltstore"
+)
+
+// runCancel records a cancel request for a run of a boltstore file. The Monitor that
+// works on the store honours it on its next pass: it cancels the run's unfinished
+// operations and moves the run to Failed.
+func runCancel(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("cancel", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: itemops cancel [-kind backup|restore] [-reason TEXT] DB RUN")
+		fmt.Fprintln(stderr, "\nrecords a request to cancel the run RUN of the boltstore file DB; the Monitor")
+		fmt.Fprintln(stderr, "cancels its operations and fails it on its next pass. A request cannot be withdrawn.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	kind := fs.String("kind", "", "the run's `kind`, backup or restore; needed only when a backup and a restore share the name")
+	reason := fs.String("reason", "cancelled from the command line", "who asks and why; becomes the run's failure reason")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 2 {
+		return usageError{fmt.Sprintf("want DB and RUN, got %d arguments", fs.NArg())}
+	}
+	db, name := fs.Arg(0), fs.Arg(1)
+	kinds := []phase.Kind{phase.Backup, phase.Restore}
+	switch *kind {
+	case "":
+	case "backup":
+		kinds = kinds[:1]
+	case "restore":
+		kinds = kinds[1:]
+	default:
+		return usageError{fmt.Sprintf("-kind %q: want backup or restore", *kind)}
+	}
+	s, err := boltstore.Open(db, &boltstore.Options{Check: true})
+	if errors.Is(err, boltstore.ErrLocked) {
+		return fmt.Errorf("%w; another process has the store open (a demo running on it?)", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var found []operations.Owner
+	for _, k := range kinds {
+		o := operations.Owner{Kind: k, Name: name}
+		if _, err := s.GetRun(ctx, o); err == nil {
+			found = append(found, o)
+		} else if !errors.Is(err, operations.ErrNotFound) {
+			return err
+		}
+	}
+	switch len(found) {
+	case 0:
+		return fmt.Errorf("%s has no run %q", db, name)
+	case 2:
+		return usageError{fmt.Sprintf("both a backup and a restore are named %q: say which with -kind", name)}
+	}
+	r, err := operations.RequestCancel(ctx, s, found[0], *reason, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s %s: cancel requested (%s); it is %s, and the Monitor fails it on its next pass\n", r.Owner.Kind, r.Owner.Name, r.Cancel.Reason, r.Phase)
+	return nil
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/boltstore"
+)
+
+func TestCancel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := boltstore.Open(path, nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	waiting := operations.Run{Owner: operations.Owner{Kind: phase.Restore, Name: "r1"}, Phase: phase.New, Created: t0}
+	require.NoError(t, waiting.SetPhase(phase.WaitingForPluginOperations, "main run ended", t0))
+	done := operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "b1"}, Phase: phase.New, Created: t0}
+	require.NoError(t, done.SetPhase(phase.Completed, "finished", t0))
+	require.NoError(t, s.CreateRun(ctx, waiting))
+	require.NoError(t, s.CreateRun(ctx, done))
+	require.NoError(t, s.Close())
+
+	status, out, errOut := runCLI("cancel", "-reason", "jane: wrong namespace", path, "r1")
+	require.Equal(t, 0, status, errOut)
+	require.Contains(t, out, "Restore r1: cancel requested (jane: wrong namespace)")
+
+	status, _, errOut = runCLI("cancel", path, "b1")
+	require.Equal(t, 1, status)
+	require.Contains(t, errOut, "run has ended")
+	status, _, errOut = runCLI("cancel", path, "nope")
+	require.Equal(t, 1, status)
+	require.Contains(t, errOut, `no run "nope"`)
+
+	// The request is stored, and inspect shows it with its reason and in the history.
+	status, out, errOut = runCLI("inspect", "-run", "r1", path)
+	require.Equal(t, 0, status, errOut)
+	require.Contains(t, out, "cancel requested")
+	require.Contains(t, out, "jane: wrong namespace")
+	require.Contains(t, out, string(operations.EventCancelRequested))
+}
