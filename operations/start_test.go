@@ -210,4 +210,3 @@ func TestStartRunUIDMismatch(t *testing.T) {
 	_, err = operations.StartRun(ctx, s, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "b", UID: "uid-new"}}, mainStarting("a"))
 	require.ErrorIs(t, err, operations.ErrUIDMismatch)
 }
-
