@@ -17,9 +17,27 @@ type Hooks struct {
 	Finalized func(FinalizeStats)
 }
 
-// WithHooks sets the Monitor's [Hooks]. By default none is set.
+// WithHooks adds h to the Monitor's [Hooks]: each WithHooks adds a set, and a Monitor
+// calls the hooks of every set, in order. By default none is set.
 func WithHooks(h Hooks) MonitorOption {
-	return optionFunc(func(c *config) { c.hooks = h })
+	return optionFunc(func(c *config) {
+		c.hooks = Hooks{
+			PluginCall:        both(c.hooks.PluginCall, h.PluginCall),
+			OperationTimedOut: both(c.hooks.OperationTimedOut, h.OperationTimedOut),
+			Finalized:         both(c.hooks.Finalized, h.Finalized),
+		}
+	})
+}
+
+// both returns a function calling f then g, either of which may be nil.
+func both[T any](f, g func(T)) func(T) {
+	switch {
+	case f == nil:
+		return g
+	case g == nil:
+		return f
+	}
+	return func(v T) { f(v); g(v) }
 }
 
 // A CallOutcome says how a plugin call ended.

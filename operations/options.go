@@ -175,10 +175,14 @@ func WithStoreConcurrency(n int) MonitorOption {
 	})
 }
 
-// WithObserver sets a function called after each pass of [Monitor.Run] with what the pass
-// did, for metrics. It is called from the goroutine of Run and should return quickly.
+// WithObserver adds a function called after each pass of [Monitor.Run] (and each
+// [Monitor.RunOnce]) with what the pass did, for metrics. Each WithObserver adds one; they
+// are called in order, from the goroutine of Run, and should return quickly. A nil f
+// adds nothing.
 func WithObserver(f func(PassStats)) MonitorOption {
-	return optionFunc(func(c *config) { c.observer = f })
+	return optionFunc(func(c *config) {
+		c.observer = both(c.observer, f)
+	})
 }
 
 // A Finalizer does a run's work after its operations ended: for a backup, adding the items
