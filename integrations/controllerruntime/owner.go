@@ -51,4 +51,3 @@ func Lookup[T client.Object](c client.Reader, newObject func() T) func(context.C
 		return obj, nil
 	}
 }
-
