@@ -50,4 +50,3 @@ func FuzzObjectKey(f *testing.F) {
 		_ = ObjectKey(operations.Owner{Kind: phase.Backup, Name: ns + name}) // any stored name
 	})
 }
-
