@@ -110,31 +110,35 @@ func (m *Matcher) Matches(gr schema.GroupResource, namespace string, lbls labels
 
 // MatchesItem reports whether item, an object of resource gr, is selected, reading its
 // namespace and labels from its metadata (metadata.namespace and metadata.labels of
-// [runtime.Unstructured.UnstructuredContent]). It does not copy the item's labels. A nil
-// item is never selected. To match an item under another namespace than its own (a
-// restore's target namespace, for instance), call [Matcher.Matches].
+// [runtime.Unstructured.UnstructuredContent]). Labels are copied into a [labels.Set] only
+// when the Matcher has a label condition. A nil item is never selected. To match an item
+// under another namespace than its own (a restore's target namespace, for instance),
+// call [Matcher.Matches].
 func (m *Matcher) MatchesItem(gr schema.GroupResource, item runtime.Unstructured) bool {
 	if item == nil {
 		return false
 	}
 	meta, _ := item.UnstructuredContent()["metadata"].(map[string]interface{})
 	namespace, _ := meta["namespace"].(string)
-	lbls, _ := meta["labels"].(map[string]interface{})
-	return m.Matches(gr, namespace, contentLabels(lbls))
+	if m.selector == nil {
+		return m.Matches(gr, namespace, nil)
+	}
+	content, _ := meta["labels"].(map[string]interface{})
+	return m.Matches(gr, namespace, labelSet(content))
 }
 
-// contentLabels reads labels from an object's content without copying them. Values that
-// are not strings do not count as labels.
-type contentLabels map[string]interface{}
-
-func (l contentLabels) Has(key string) bool {
-	_, ok := l[key].(string)
-	return ok
-}
-
-func (l contentLabels) Get(key string) string {
-	v, _ := l[key].(string)
-	return v
+// labelSet copies the labels of an object's content into a labels.Set, the type that
+// apimachinery keeps implementing labels.Labels as that interface grows. Values that are
+// not strings do not count as labels. The result is never nil, so an object without
+// labels is still held to the label condition.
+func labelSet(content map[string]interface{}) labels.Set {
+	set := make(labels.Set, len(content))
+	for k, v := range content {
+		if s, ok := v.(string); ok {
+			set[k] = s
+		}
+	}
+	return set
 }
 
 // nameSet applies an include list and an exclude list of namespace names.

@@ -166,3 +166,52 @@ func TestZeroMatcherSelectsEverything(t *testing.T) {
 	require.True(t, m.MatchesItem(pods, obj("app", "p", map[string]string{"a": "b"})))
 	require.True(t, m.MatchesItem(deploys, obj("", "cluster-scoped", nil)))
 }
+
+// BenchmarkMatchesItem measures the cost of reading an item's labels into a labels.Set
+// (impl=item) against matching labels the caller already holds as a labels.Set
+// (impl=set, the baseline), and an item matched without a label condition
+// (impl=no-selector, which copies nothing).
+func BenchmarkMatchesItem(b *testing.B) {
+	item := &unstructured.Unstructured{Object: map[string]interface{}{
+		"metadata": map[string]interface{}{
+			"name": "web-0", "namespace": "shop",
+			"labels": map[string]interface{}{
+				"app": "web", "tier": "front", "release": "stable",
+				"app.kubernetes.io/name": "web", "app.kubernetes.io/part-of": "shop", "pod-template-hash": "5d8f7b9c4",
+			},
+		},
+	}}
+	set := labels.Set{
+		"app": "web", "tier": "front", "release": "stable",
+		"app.kubernetes.io/name": "web", "app.kubernetes.io/part-of": "shop", "pod-template-hash": "5d8f7b9c4",
+	}
+	withLabels, err := adapters.NewMatcher(adapters.ResourceSelector{LabelSelector: "app=web,tier in (front,back)"})
+	require.NoError(b, err)
+	plain, err := adapters.NewMatcher(adapters.ResourceSelector{IncludedNamespaces: []string{"shop"}})
+	require.NoError(b, err)
+
+	b.Run("impl=set", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if !withLabels.Matches(pods, "shop", set) {
+				b.Fatal("not matched")
+			}
+		}
+	})
+	b.Run("impl=item", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if !withLabels.MatchesItem(pods, item) {
+				b.Fatal("not matched")
+			}
+		}
+	})
+	b.Run("impl=no-selector", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if !plain.MatchesItem(pods, item) {
+				b.Fatal("not matched")
+			}
+		}
+	})
+}

@@ -38,7 +38,10 @@
 // times are written in UTC, in RFC 3339 to the second. Strings are escaped as
 // encoding/json escapes them by default: <, > and & as \u003c, \u003e and \u0026,
 // U+2028 and U+2029 as \u2028 and \u2029, and invalid UTF-8 as \ufffd, which
-// therefore does not survive a round trip.
+// therefore does not survive a round trip. That is what encoding/json wrote up to Go
+// 1.26, with which Velero v1.16 to v1.18 are built; from Go 1.27 it writes invalid UTF-8
+// as the character U+FFFD itself, which decodes to the same string. The codec keeps the
+// escape, so its bytes do not depend on the Go it is built with.
 //
 // The decoder reads Velero's files and anything encoding/json would read into Velero's
 // types. Records in the form the encoders write (keys in order, no white space, no

@@ -92,8 +92,7 @@ func TestRunSetPhase(t *testing.T) {
 			want: operations.Run{
 				Owner: restoreOwner("r"), Phase: phase.Failed, Started: t0, Completed: t0, Updated: t1,
 				History: []operations.Transition{
-					{From: phase.New, To: phase.InProgress, Event: phase.EventStart, Time: t1, Reason: "why"},
-					{From: phase.InProgress, To: phase.Failed, Event: phase.EventFail, Time: t1, Reason: "why"},
+					{From: phase.New, To: phase.Failed, Event: phase.EventFail, Time: t1, Reason: "why"},
 				},
 			},
 		},

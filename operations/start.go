@@ -9,15 +9,16 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// A RunStarter is an optional ability of a [Store]: it records a new run together with
-// the first batch of its operations in one atomic write, so that no reader, and no
-// restart, ever sees the run without them. [StartRun] finds it by a type assertion on its
-// store and falls back to [Store.CreateRun], [Store.PutOperations] and [Store.UpdateRun]
-// without it.
+// A RunStarter is an optional ability of a [Store]: it creates a run together with the
+// first batch of its operations in one atomic write, so that a reader, or a process that
+// restarts after a crash, sees the run with all those operations or sees neither.
+// Stores built on storage/kv (memstore, boltstore, etcdstore) have it; [StartRun] finds
+// it by a type assertion, and falls back to [Store.CreateRun], [Store.PutOperations] and
+// [Store.UpdateRun] without it.
 //
-// CreateRunWithOperations validates r as CreateRun does and ops as PutOperations does
-// ([ValidateBatch]), then writes both, or nothing. It fails with [ErrExists] when the
-// owner already has a run (writing nothing), with the validation error, or with ctx.Err().
+// CreateRunWithOperations fails as CreateRun does on r ([ErrExists],
+// [ErrUIDMismatch], the error of [Run.Validate]) and as PutOperations does on ops (the
+// error of [ValidateBatch]), writing nothing.
 type RunStarter interface {
 	CreateRunWithOperations(ctx context.Context, r Run, ops []Operation) error
 }

@@ -9,32 +9,49 @@ import (
 )
 
 // A Store keeps runs and their operations durably. It is the contract every backend
-// implements ([github.com/itemops/itemops/storage/memstore],
-// [github.com/itemops/itemops/storage/boltstore]); storage/storetest checks a backend
-// against it.
+// implements; the storage engine of storage/kv implements it once, for
+// [github.com/itemops/itemops/storage/memstore],
+// [github.com/itemops/itemops/storage/boltstore] and storage/etcdstore, and
+// storage/storetest checks a backend against every rule below.
 //
 // Every method takes a context first and returns ctx.Err() (possibly wrapped) when it is
 // done before the work is, without writing anything. Implementations are safe for
-// concurrent use, copy values on the way in and out so that callers never alias stored
-// data, and keep these rules:
+// concurrent use and keep these rules:
 //
-//   - A run is identified by its owner's Kind and Name. Runs are listed by kind (Backup
-//     first), then name. ListRuns costs in proportion to the runs it returns when the
-//     filter names phases, not to every run stored.
+//   - A run is identified by its owner's Kind and Name, and belongs to the object of its
+//     owner's UID. A call that names an owner whose UID is set and differs from the
+//     stored run's UID (the object was deleted and created again) fails with
+//     [ErrUIDMismatch], which wraps [ErrConflict], and changes nothing; CreateRun then
+//     reports ErrUIDMismatch, not [ErrExists]. An owner with an empty UID, or a run
+//     stored without one, matches any.
+//   - Runs are listed by kind (Backup first), then name. ListRuns costs in proportion to
+//     the runs it returns when the filter names phases, not to every run stored.
 //   - A run changes only through UpdateRun, an atomic read-modify-write: update gets a
-//     copy of the stored run and may be called more than once (a backend may retry after
-//     a conflict), so it must not have effects outside the run it is given. The result is
-//     checked with [ValidateRunUpdate] before it is written, so a terminal run can never
-//     be moved back, and when update returns an error nothing is written and UpdateRun
-//     returns that error. Concurrent updates are serialized or retried: no write is lost.
+//     copy of the stored run and may be called more than once (the store retries after
+//     a concurrent write of the run), so it must not have effects outside the run it is
+//     given that a second call would repeat. It is never called with a lock of the store
+//     held: it may call the Store, to read anything and to write other runs or the
+//     operations of its own run, but a write of its own run (UpdateRun, DeleteRun) from
+//     inside it makes it run again, until UpdateRun fails with [ErrConflict]. A nil
+//     update fails with [ErrInvalid]. The result is checked with [ValidateRunUpdate]
+//     before it is written, so a terminal run can never be moved back; when update
+//     returns an error, nothing is written and UpdateRun returns that error as it is.
+//     No write is lost to a concurrent one.
 //   - Operations belong to a run: PutOperations on an owner without a run fails with
-//     [ErrNotFound], and DeleteRun deletes the run's operations with it.
-//   - PutOperations writes one batch atomically: every operation of it, or none. It
-//     inserts new IDs and replaces existing ones, after [ValidateBatch] and, for each
-//     replaced operation, [ValidateOperationUpdate].
+//     [ErrNotFound], and DeleteRun deletes the run's operations with it, atomically.
+//   - PutOperations writes one batch atomically, whatever its size (there is no maximum:
+//     a store splits what its backend cannot take in one write and still applies it
+//     whole or not at all for every reader). It inserts new IDs and replaces existing
+//     ones, after [ValidateBatch] and, for each replaced operation,
+//     [ValidateOperationUpdate].
 //   - ListOperations returns an owner's operations in the order their IDs were first
 //     put, and costs in proportion to what it returns when the filter names only
 //     unfinished phases (New, InProgress), not to every operation of the run.
+//   - Values are copied on the way in and out: a store keeps no slice a caller passed
+//     (a Run's History, an Operation's PostOperationItems, the ops of a batch), and the
+//     caller may change what a call returned without changing anything stored.
+//   - What a store holds but cannot read back (a damaged file, a record that does not
+//     decode) is reported with [ErrCorrupt], never with a panic.
 type Store interface {
 	// CreateRun stores a new run. It fails with [ErrExists] when the owner has a run,
 	// and with an error wrapping [ErrInvalid] or phase.ErrUnknownPhase when

@@ -113,7 +113,9 @@ Every backup and restore moves through one of these machines. The default profil
 design's; ` + "`phase.WithQueue()`" + ` queues backups as current Velero does, and
 ` + "`phase.WithRestoreFinalizing()`" + ` sends restores through Finalizing as Velero does
 since 1.12. Arrows are labelled with the ` + "`phase.Event`" + ` that takes them; terminal
-phases end at the final state (for backups, after Deleting). The same diagrams print with
+phases end at the final state (for backups, after Deleting). Every phase before the
+terminal ones can move to Failed by the ` + "`fail`" + ` event: that is how a cancelled run
+ends, wherever it was. The same diagrams print with
 ` + "`go run ./cmd/itemops phases`" + ` (add ` + "`-format dot`" + ` for Graphviz).
 `)
 	titles := map[string]string{

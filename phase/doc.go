@@ -21,6 +21,10 @@
 //   - WaitingForPluginOperationsPartiallyFailed → FinalizingPartiallyFailed (backups) or
 //     PartiallyFailed (restores).
 //   - Finalizing → Completed or PartiallyFailed; FinalizingPartiallyFailed → PartiallyFailed.
+//   - Any phase before the terminal ones (New, Queued, ReadyToStart, InProgress, the
+//     waiting and the finalizing phases) → Failed, so that a run can be cancelled, or
+//     failed on a fatal error, wherever it is. The design fails a run only from
+//     InProgress; the other edges are what a cancel request needs.
 //   - Completed, PartiallyFailed, Failed and FailedValidation are terminal. A backup in a
 //     terminal phase can move to Deleting, and nothing follows Deleting. A run never moves
 //     back: the machines have no cycles.

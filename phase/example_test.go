@@ -23,7 +23,7 @@ func ExampleNewMachine() {
 		return
 	}
 	fmt.Println(m.Phase(), m.Events())
-	// Output: WaitingForPluginOperations [wait-partially-failed finalize]
+	// Output: WaitingForPluginOperations [wait-partially-failed finalize fail]
 }
 
 func ExampleMachine_Fire() {

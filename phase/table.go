@@ -66,6 +66,22 @@ var (
 		{ReadyToStart, EventFailValidation},
 		{ReadyToStart, EventStart},
 	}
+	// cancellation lets a run that has not ended fail at once, wherever it is: a cancel
+	// request, a lost main run, or a fatal error while its operations run or while it
+	// finalizes. Each machine takes the part of it whose phases it has.
+	cancellation = []edge{
+		{New, EventFail},
+		{WaitingForPluginOperations, EventFail},
+		{WaitingForPluginOperationsPartiallyFailed, EventFail},
+	}
+	cancelFinalizing = []edge{
+		{Finalizing, EventFail},
+		{FinalizingPartiallyFailed, EventFail},
+	}
+	cancelQueued = []edge{
+		{Queued, EventFail},
+		{ReadyToStart, EventFail},
+	}
 	deletion = []edge{
 		{FailedValidation, EventDelete},
 		{Completed, EventDelete},
@@ -77,10 +93,10 @@ var (
 // definitions holds the four distinct machines: backup, backup with a queue, restore,
 // and restore with finalizing.
 var definitions = [4]*definition{
-	newDefinition(Backup, Profile{}, start, afterStartFinalizing, deletion),
-	newDefinition(Backup, Profile{Queue: true}, queuedStart, afterStartFinalizing, deletion),
-	newDefinition(Restore, Profile{}, start, afterStartDirect),
-	newDefinition(Restore, Profile{RestoreFinalizing: true}, start, afterStartFinalizing),
+	newDefinition(Backup, Profile{}, start, afterStartFinalizing, cancellation, cancelFinalizing, deletion),
+	newDefinition(Backup, Profile{Queue: true}, queuedStart, afterStartFinalizing, cancellation, cancelFinalizing, cancelQueued, deletion),
+	newDefinition(Restore, Profile{}, start, afterStartDirect, cancellation),
+	newDefinition(Restore, Profile{RestoreFinalizing: true}, start, afterStartFinalizing, cancellation, cancelFinalizing),
 }
 
 func newDefinition(kind Kind, p Profile, groups ...[]edge) *definition {

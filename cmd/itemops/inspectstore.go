@@ -39,7 +39,7 @@ func readOnly(name string, _ int, _ os.FileMode) (*os.File, error) {
 // inspectStore prints the runs of the boltstore file name: a line of counts, a table of
 // the runs, then each run with its phase history and its operations.
 func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
-	s, err := boltstore.Open(name, &boltstore.Options{OpenFile: readOnly})
+	s, err := boltstore.Open(name, &boltstore.Options{OpenFile: readOnly, Check: true})
 	if errors.Is(err, boltstore.ErrLocked) {
 		return fmt.Errorf("%w; another process has the store open (a demo running on it?): inspect it once that process has stopped", err)
 	}

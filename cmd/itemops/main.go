@@ -5,6 +5,8 @@
 //	itemops demo [-db FILE] [-items N] [-operations K] [-speed X] [-crash-after D] [-fail-rate P]
 //	itemops inspect [-run NAME] FILE|DB
 //	itemops phases [-kind backup|restore] [-format mermaid|dot] [-queue] [-restore-finalizing]
+//	itemops check DB
+//	itemops salvage DB NEW
 //
 // demo backs up a synthetic application, then restores it, through the itemops packages,
 // on a bbolt store (by default a new file in a temporary directory): the phase rules,
@@ -28,6 +30,13 @@
 //
 // phases prints the phase machines as Mermaid or Graphviz text: both kinds unless -kind
 // names one.
+//
+// check reads every page of a boltstore file and every run and operation in it, and
+// prints one line: that the file is sound, or what is damaged (exit status 1). salvage
+// copies every run and operation that can still be read from a damaged store into a new
+// file, and lists what was lost (exit status 1 when anything was). inspect and demo check
+// a store's pages when they open it, so a damaged file gives one error line, not a crash,
+// and is never written to.
 package main
 
 import (
@@ -50,6 +59,8 @@ var commands = map[string]command{
 	"demo":    {"back up and restore a synthetic application end to end, on a bbolt store", runDemo},
 	"phases":  {"print the phase state machines as Mermaid or Graphviz text", runPhases},
 	"inspect": {"print a boltstore file's runs and operations, or an itemoperations.json.gz file", runInspect},
+	"check":   {"check a boltstore file for damage: every page, every record", runCheck},
+	"salvage": {"copy what can still be read from a damaged boltstore file into a new one", runSalvage},
 }
 
 func main() {

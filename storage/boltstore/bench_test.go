@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/itemops/itemops/internal/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/kv"
 )
 
 // seededBench opens a store holding a run of o with n running operations and returns it
@@ -92,10 +94,9 @@ func BenchmarkStatusUpdates(b *testing.B) {
 			// The same file as the batch case: a store holding the run and its 10,000
 			// operations, closed, then opened with bbolt itself.
 			db, keys, vals := bareFile(b, o, n, mode.noSync)
-			rk := runKey(o)
 			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
-				if err := db.Update(func(tx *bolt.Tx) error { return putBare(tx, rk, keys, vals) }); err != nil {
+				if err := db.Update(func(tx *bolt.Tx) error { return putBare(tx, keys, vals) }); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -106,11 +107,10 @@ func BenchmarkStatusUpdates(b *testing.B) {
 		b.Run(mode.name+"/bare-bbolt-single", func(b *testing.B) {
 			// The floor of the single calls: 10,000 bare transactions of one put each.
 			db, keys, vals := bareFile(b, o, n, mode.noSync)
-			rk := runKey(o)
 			cputime.PerOp(b)
 			for i := 0; i < b.N; i++ {
 				for j := range keys {
-					if err := db.Update(func(tx *bolt.Tx) error { return putBare(tx, rk, keys[j:j+1], vals[j:j+1]) }); err != nil {
+					if err := db.Update(func(tx *bolt.Tx) error { return putBare(tx, keys[j:j+1], vals[j:j+1]) }); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -119,9 +119,9 @@ func BenchmarkStatusUpdates(b *testing.B) {
 	}
 }
 
-// putBare puts vals under keys in the unfinished bucket of run rk.
-func putBare(tx *bolt.Tx, rk []byte, keys, vals [][]byte) error {
-	bk := tx.Bucket(bucketOps).Bucket(rk).Bucket(bucketUnfinished)
+// putBare puts vals under keys in the file's one bucket, as the store keeps its records.
+func putBare(tx *bolt.Tx, keys, vals [][]byte) error {
+	bk := tx.Bucket(bucketKV)
 	for i := range keys {
 		if err := bk.Put(keys[i], vals[i]); err != nil {
 			return err
@@ -131,7 +131,8 @@ func putBare(tx *bolt.Tx, rk []byte, keys, vals [][]byte) error {
 }
 
 // bareFile makes a store holding run o and n unfinished operations, closes it, and opens
-// the file with bbolt itself. It returns the records' keys and the encoded records.
+// the file with bbolt itself. It returns keys beside the store's and the records as the
+// store writes them: a version, then the record.
 func bareFile(b *testing.B, o operations.Owner, n int, noSync bool) (*bolt.DB, [][]byte, [][]byte) {
 	b.Helper()
 	ctx := context.Background()
@@ -156,9 +157,8 @@ func bareFile(b *testing.B, o operations.Owner, n int, noSync bool) (*bolt.DB, [
 	vals := make([][]byte, n)
 	for i := range ops {
 		ops[i].Status.NCompleted = 1
-		k := seqKey(uint64(i + 1))
-		keys[i] = k[:]
-		vals[i] = appendOperation(nil, &ops[i])
+		keys[i] = binary.BigEndian.AppendUint64([]byte("bare/"), uint64(i+1))
+		vals[i] = kv.AppendOperation(binary.BigEndian.AppendUint64(nil, uint64(i+1)), &ops[i])
 	}
 	return db, keys, vals
 }

@@ -1,6 +1,10 @@
 package boltstore
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/itemops/itemops/operations"
+)
 
 // ErrLocked is returned by [Open] when another [Store], in this process or another, holds
 // the file and does not release it within [Options.Timeout].
@@ -15,9 +19,11 @@ var ErrNotStore = errors.New("not an itemops boltstore file")
 // as it found it.
 var ErrSchemaVersion = errors.New("unsupported schema version")
 
-// ErrCorrupt is returned when a stored record or index entry cannot be decoded or
-// contradicts another. Nothing is written by the call that meets it.
-var ErrCorrupt = errors.New("corrupt store")
+// ErrCorrupt is [operations.ErrCorrupt], returned when the file is damaged: a page that
+// fails bbolt's checks, a record or index entry that does not decode or contradicts
+// another. The error that wraps it names the file and what was found. Once a Store has
+// met it, it writes nothing more (see the package documentation, "Damage").
+var ErrCorrupt = operations.ErrCorrupt
 
 // ErrClosed is returned by every method of a [Store] after [Store.Close].
 var ErrClosed = errors.New("store is closed")

@@ -30,6 +30,12 @@ type Options struct {
 	// only. The default, false, syncs every write.
 	NoSync bool
 
+	// Check makes Open read every page of the file and check bbolt's invariants before
+	// it returns (see [Store.Check]); a damaged file then fails Open with [ErrCorrupt],
+	// unchanged. It costs a read of the whole file, about 2 ms per MiB (see
+	// docs/BENCHMARKS.md), so it is off by default; the itemops command turns it on.
+	Check bool
+
 	// OpenFile opens the file, in place of os.OpenFile, which is the default when it is
 	// nil. It is a hook for hermetic tests: to inject failures or to see the flags and
 	// permission the file is opened with.

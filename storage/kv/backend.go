@@ -1,9 +1,6 @@
 package kv
 
-import (
-	"context"
-	"errors"
-)
+import "context"
 
 // A Backend is the small transactional key-value store the engine runs on. A driver
 // (storage/memstore, storage/boltstore, storage/etcdstore, or a user's own) implements
@@ -32,7 +29,8 @@ type Backend interface {
 	// promise (synced to disk for boltstore, quorum-committed for etcd). conds and
 	// writes may hold one key at most once each. Commit never keeps or changes the
 	// slices it is given. A Commit larger than [Limits] fails with an error wrapping
-	// [ErrTooLarge] and writes nothing.
+	// [ErrTooLarge] and writes nothing. Conditions name single keys; a write's key range
+	// may overlap other writes of the same Commit, which apply in order.
 	Commit(ctx context.Context, conds []Condition, writes []Write) error
 
 	// Limits reports the largest Commit the driver takes. The engine never asks for
@@ -60,11 +58,13 @@ type Condition struct {
 }
 
 // A Write sets Key to Value, or deletes Key when Delete is true (deleting an absent key
-// is not an error).
+// is not an error). A delete with a non-empty End deletes every key in [Key, End)
+// instead; it counts as one write against [Limits.MaxOps], whatever it deletes.
 type Write struct {
 	Key    []byte
 	Value  []byte
 	Delete bool
+	End    []byte
 }
 
 // Limits bounds one [Backend.Commit]. A zero field means no limit.
@@ -76,9 +76,3 @@ type Limits struct {
 	// default --max-request-bytes is 1.5 MiB).
 	MaxBytes int
 }
-
-// ErrConditionFailed is returned by [Backend.Commit] when a condition does not hold.
-var ErrConditionFailed = errors.New("kv: condition failed")
-
-// ErrTooLarge is returned by [Backend.Commit] when a commit exceeds the driver's [Limits].
-var ErrTooLarge = errors.New("kv: commit too large")

@@ -1,4 +1,62 @@
-// Package kv is the storage engine of itemops: it implements the operations.Store
-// contract once, over a small transactional key-value [Backend] that each storage driver
-// provides (storage/memstore, storage/boltstore, storage/etcdstore).
+// Package kv is the storage engine of itemops: [Store] implements every rule of the
+// operations.Store contract once, over a small transactional key-value [Backend] that a
+// driver provides. storage/memstore (an ordered map in memory), storage/boltstore (a bbolt
+// file) and storage/etcdstore (etcd) are such drivers; a new backend (an SQL database,
+// the Kubernetes API) needs only a Backend: versioned reads of a consistent snapshot,
+// and a commit of several writes at once, on condition that some keys are still at the
+// versions read.
+//
+//	s, err := kv.Open(ctx, backend) // what boltstore.Open and memstore.New do
+//
+// # What the engine does
+//
+// The engine validates every record before it writes it, runs UpdateRun as a
+// read-then-conditional-commit loop (an update function may therefore be called more
+// than once, and is never called with a lock of the backend held), keeps each run's
+// phase history through [operations.ValidateRunUpdate], encodes records in one compact
+// binary format, and keeps the indexes that let a controller's passes cost in proportion
+// to what is unfinished: runs by phase, and each run's operations split into unfinished
+// and finished ones. Owners are checked by UID: a call that names an owner whose UID
+// differs from its stored run's fails with operations.ErrUIDMismatch.
+//
+// # Layout
+//
+//	format                                      "itemops.kv/1"
+//	r <kind> <name>                             run record
+//	p <kind> <phase> 0x00 <name>                a copy of the run record, by phase
+//	o <kind> <len(name)> <name> m               the run's operations metadata
+//	o <kind> <len(name)> <name> u <seq>         a New or InProgress operation's record
+//	o <kind> <len(name)> <name> f <seq>         a Completed or Failed operation's record
+//	o <kind> <len(name)> <name> i <id>          <seq> and phase code of operation id
+//	o <kind> <len(name)> <name> t <batch> <n>   chunk n of a staged batch
+//
+// <kind> is 'B' or 'R', so runs list by kind, then name. <seq> is the 8-byte big-endian
+// number an operation ID got when it was first put, so records list in first-put order.
+// An operation's record moves from u to f once, when it finishes. Listing the unfinished
+// operations of a run reads only its u keys; listing runs by phase reads only the p keys
+// of those phases.
+//
+// # Batches larger than one commit
+//
+// A batch of operations is one Commit when it fits the backend's [Limits] (bbolt and
+// memory have none; etcd takes 128 operations and 1.5 MiB by default). A larger batch is
+// staged: its writes are stored in chunks under the run's t keys, each chunk a Commit of
+// its own that no reader looks at; then one Commit, on condition that the run's
+// operations metadata is still what the batch was planned against, writes the metadata
+// naming the batch. That Commit is the batch's commit point: before it nothing of the
+// batch counts, after it all of it does. The chunks are then applied, each by a Commit
+// that also deletes it, on condition that the metadata has not changed; a reader, or the
+// next writer, that finds a batch named in the metadata applies what is left of it before
+// it reads, so no reader ever sees part of a batch, and a batch whose writer died after
+// its commit point is completed by whoever comes next. The contract therefore has no
+// maximum batch: the engine splits, and every backend keeps all-or-nothing. Chunks of a
+// batch that never reached its commit point are deleted with the run's next staged batch,
+// or with the run.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use, and several Stores, in several processes, may
+// share one backend (etcd): every write is a conditional Commit, and a write that loses
+// a race reads again and retries, up to 100 times, after which it fails with
+// operations.ErrConflict.
 package kv

@@ -114,7 +114,7 @@ func BenchmarkGetOperation(b *testing.B) {
 // 1,000), which visits every operation: the cost the index saves.
 func BenchmarkListUnfinished(b *testing.B) {
 	ctx := context.Background()
-	const unfinished, finished = 1_000, 100_000
+	const unfinished, finished = 1_000, 1_000_000
 	o := operations.Owner{Kind: phase.Backup, Name: "bench"}
 	pending := benchOps(o, "pending-", unfinished, operations.OperationInProgress)
 	var mixed []operations.Operation
@@ -132,8 +132,8 @@ func BenchmarkListUnfinished(b *testing.B) {
 		filter operations.OperationFilter
 	}{
 		{"1000-alone", pending, indexed},
-		{"1000-beside-100000-finished", mixed, indexed},
-		{"1000-beside-100000-finished-unindexed-filter", mixed, scanned},
+		{"1000-beside-1000000-finished", mixed, indexed},
+		{"1000-beside-1000000-finished-unindexed-filter", mixed, scanned},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

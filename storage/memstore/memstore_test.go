@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/kv"
 	"github.com/itemops/itemops/storage/memstore"
 	"github.com/itemops/itemops/storage/storetest"
 )
@@ -18,9 +20,14 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) operations.Store { return memstore.New() })
 }
 
-// The zero Store is documented as ready to use.
-func TestConformanceZeroValue(t *testing.T) {
-	storetest.Run(t, func(*testing.T) operations.Store { return new(memstore.Store) })
+// With small limits the engine stages every batch of more than a few operations, so
+// the whole contract is checked on the staged path too.
+func TestConformanceStaged(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) operations.Store {
+		s, err := kv.Open(bg, memstore.NewBackend(kv.Limits{MaxOps: 8, MaxBytes: 4096}))
+		require.NoError(t, err)
+		return s
+	})
 }
 
 var (
@@ -61,86 +68,69 @@ func TestUpdateRunMayUseTheStore(t *testing.T) {
 	require.Equal(t, 1, got.ItemsTotal)
 }
 
-// blockUpdate starts an UpdateRun whose update function waits for release, and returns
-// once the function is running, with a channel that delivers UpdateRun's error.
-func blockUpdate(t *testing.T, s *memstore.Store) (release chan<- struct{}, result <-chan error) {
+// blockUpdate starts an UpdateRun whose update function waits for release the first
+// time it is called, and returns once the function is running, with a channel that
+// delivers UpdateRun's result and a counter of the function's calls.
+func blockUpdate(t *testing.T, s *memstore.Store, o operations.Owner) (release chan<- struct{}, result <-chan error, calls *atomic.Int32) {
 	t.Helper()
 	started, rel, res := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	calls = new(atomic.Int32)
 	go func() {
-		_, err := s.UpdateRun(bg, owner, func(r *operations.Run) error {
-			close(started)
-			<-rel
+		_, err := s.UpdateRun(bg, o, func(r *operations.Run) error {
+			if calls.Add(1) == 1 {
+				close(started)
+				<-rel
+			}
 			r.Errors++
 			return nil
 		})
 		res <- err
 	}()
 	<-started
-	return rel, res
+	return rel, res, calls
 }
 
-func TestUpdateRunWaitHonoursContext(t *testing.T) {
+// A write of the run while an update function runs makes the update run again, on what
+// is stored then: no write is lost.
+func TestUpdateRunRetriesAfterAConcurrentWrite(t *testing.T) {
 	s := newStore(t)
-	release, first := blockUpdate(t, s)
-
-	ctx, cancel := context.WithCancel(bg)
-	second := make(chan error, 1)
-	called := false
-	go func() {
-		_, err := s.UpdateRun(ctx, owner, func(r *operations.Run) error { called = true; return nil })
-		second <- err
-	}()
-	cancel()
-	// The second call gives up while the first still holds the run.
-	require.ErrorIs(t, <-second, context.Canceled)
-	require.False(t, called, "the cancelled UpdateRun ran its update function")
-
+	release, result, calls := blockUpdate(t, s, owner)
+	_, err := s.UpdateRun(bg, owner, func(r *operations.Run) error { r.Warnings = 3; return nil })
+	require.NoError(t, err)
 	close(release)
-	require.NoError(t, <-first)
+	require.NoError(t, <-result)
+	require.Equal(t, int32(2), calls.Load())
 	got, err := s.GetRun(bg, owner)
 	require.NoError(t, err)
 	require.Equal(t, 1, got.Errors)
+	require.Equal(t, 3, got.Warnings)
 }
 
+// A run deleted while an update function runs is not written again by the update.
 func TestUpdateRunDeletedDuringUpdate(t *testing.T) {
 	s := newStore(t)
-	release, result := blockUpdate(t, s)
-	// DeleteRun does not wait for the update function.
+	release, result, _ := blockUpdate(t, s, owner)
 	require.NoError(t, s.DeleteRun(bg, owner))
-	// A run created again under the name is not the one being updated.
-	require.NoError(t, s.CreateRun(bg, operations.Run{Owner: owner, Phase: phase.InProgress}))
 	close(release)
 	require.ErrorIs(t, <-result, operations.ErrNotFound)
-
-	got, err := s.GetRun(bg, owner)
-	require.NoError(t, err)
-	require.Equal(t, operations.Run{Owner: owner, Phase: phase.InProgress}, got, "the update reached the new run")
-
-	// Later updates apply to the new run.
-	got, err = s.UpdateRun(bg, owner, func(r *operations.Run) error { r.Warnings = 7; return nil })
-	require.NoError(t, err)
-	require.Equal(t, 7, got.Warnings)
+	_, err := s.GetRun(bg, owner)
+	require.ErrorIs(t, err, operations.ErrNotFound)
 }
 
-// An update waiting for the run while it is deleted and created again applies to the
-// run that is stored when its turn comes.
-func TestUpdateRunWaitingAcrossRecreation(t *testing.T) {
+// A run deleted and created again, by an object of another UID, while an update function
+// of the old one runs, is refused to it.
+func TestUpdateRunRecreatedWithAnotherUID(t *testing.T) {
 	s := newStore(t)
-	release, first := blockUpdate(t, s)
-	second := make(chan error, 1)
-	go func() {
-		_, err := s.UpdateRun(bg, owner, func(r *operations.Run) error { r.Warnings++; return nil })
-		second <- err
-	}()
+	release, result, _ := blockUpdate(t, s, owner)
 	require.NoError(t, s.DeleteRun(bg, owner))
-	require.NoError(t, s.CreateRun(bg, operations.Run{Owner: owner, Phase: phase.InProgress, Warnings: 10}))
+	other := owner
+	other.UID = "u2"
+	require.NoError(t, s.CreateRun(bg, operations.Run{Owner: other, Phase: phase.InProgress}))
 	close(release)
-	require.ErrorIs(t, <-first, operations.ErrNotFound)
-	require.NoError(t, <-second)
-	got, err := s.GetRun(bg, owner)
+	require.ErrorIs(t, <-result, operations.ErrUIDMismatch)
+	got, err := s.GetRun(bg, other)
 	require.NoError(t, err)
-	require.Equal(t, 11, got.Warnings)
-	require.Equal(t, 0, got.Errors)
+	require.Equal(t, operations.Run{Owner: other, Phase: phase.InProgress}, got, "the update reached the new run")
 }
 
 func TestUpdateRunNil(t *testing.T) {

@@ -14,6 +14,10 @@ import (
 func runChecks() []check {
 	return []check{
 		{"CreateAndGet", testCreateAndGet},
+		{"UIDMismatch", testUIDMismatch},
+		{"NilUpdate", testNilUpdate},
+		{"UpdateMayUseTheStore", testUpdateMayUseTheStore},
+		{"CreateRunWithOperations", testCreateRunWithOperations},
 		{"CreateExisting", testCreateExisting},
 		{"SameNameBothKinds", testSameNameBothKinds},
 		{"CreateInvalid", testCreateInvalid},
@@ -39,14 +43,19 @@ func testCreateAndGet(t *testing.T, s operations.Store) {
 		mustCreate(t, s, fullRun(o))
 		wantRun(t, s, want)
 
-		// The UID is carried, not part of the identity.
+		// An owner without a UID finds the run; one with another UID is refused.
+		anyUID := o
+		anyUID.UID = ""
+		got, err := s.GetRun(bg, anyUID)
+		require.NoError(t, err, "GetRun(%s) without a UID", o)
+		if d := diff(want, got); d != "" {
+			t.Errorf("GetRun(%s) without a UID (-want +got):\n%s", o, d)
+		}
 		other := o
 		other.UID = "some-other-uid"
-		got, err := s.GetRun(bg, other)
-		require.NoError(t, err, "GetRun(%s) with another UID", o)
-		if d := diff(want, got); d != "" {
-			t.Errorf("GetRun(%s) with another UID (-want +got):\n%s", o, d)
-		}
+		_, err = s.GetRun(bg, other)
+		require.ErrorIs(t, err, operations.ErrUIDMismatch, "GetRun(%s) with another UID", o)
+		require.ErrorIs(t, err, operations.ErrConflict, "GetRun(%s) with another UID", o)
 	}
 }
 
@@ -55,9 +64,15 @@ func testCreateExisting(t *testing.T, s operations.Store) {
 	mustCreate(t, s, first)
 
 	second := runIn(t, backup("b"), phase.InProgress, phase.Profile{})
-	second.Owner.UID = "another-uid"
 	err := s.CreateRun(bg, second)
 	require.ErrorIs(t, err, operations.ErrExists, "second CreateRun(%s)", second.Owner)
+
+	// A run of another object of the same name (a deleted and re-created one) is refused
+	// with ErrUIDMismatch, not ErrExists: the caller must not take the stale run as its own.
+	second.Owner.UID = "another-uid"
+	err = s.CreateRun(bg, second)
+	require.ErrorIs(t, err, operations.ErrUIDMismatch, "CreateRun(%s) with another UID", second.Owner)
+	require.NotErrorIs(t, err, operations.ErrExists, "CreateRun(%s) with another UID", second.Owner)
 	wantRun(t, s, first)
 }
 
@@ -113,7 +128,7 @@ func testUpdate(t *testing.T, s operations.Store) {
 	require.NoError(t, want.SetPhase(phase.InProgress, "started", at(1)))
 	want.Errors, want.Warnings, want.ItemsTotal, want.ItemsDone = 1, 2, 30, 4
 	want.FailureReason = "reason"
-	want.Owner.UID = "new-uid" // the UID is not part of the identity, so it may change
+	want.Owner.UID = "new-uid" // an update may change the UID; later calls must name it
 
 	got, err := s.UpdateRun(bg, o, func(r *operations.Run) error {
 		if err := r.SetPhase(phase.InProgress, "started", at(1)); err != nil {
@@ -130,7 +145,14 @@ func testUpdate(t *testing.T, s operations.Store) {
 	}
 	wantRun(t, s, want)
 
-	// A second update starts from the first one's result.
+	// The old UID is refused now, without calling the update function.
+	_, err = s.UpdateRun(bg, o, func(r *operations.Run) error {
+		return fmt.Errorf("update called for a run of another UID")
+	})
+	require.ErrorIs(t, err, operations.ErrUIDMismatch, "UpdateRun(%s) with the old UID", o)
+
+	// A second update, under the new UID, starts from the first one's result.
+	o = want.Owner
 	got, err = s.UpdateRun(bg, o, func(r *operations.Run) error {
 		if r.Errors != 1 || r.Phase != phase.InProgress || len(r.History) != 1 {
 			return fmt.Errorf("update got %+v, want the stored run", *r)
@@ -163,7 +185,7 @@ func testUpdateAllowedPhaseChanges(t *testing.T, s operations.Store) {
 			return r
 		}(), phase.InProgress, 3},
 		{"restore with finalizing through Finalizing", runIn(t, restore("e"), phase.InProgress, phase.Profile{RestoreFinalizing: true}), phase.PartiallyFailed, 2},
-		{"restore New to Failed", newRun(restore("f")), phase.Failed, 2},
+		{"restore New to Failed, cancelled before it starts", newRun(restore("f")), phase.Failed, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,6 +43,7 @@ const (
 	ignoreOpFilter  fault = "ignore-op-filter"    // ListOperations returns everything
 	missingRunOK    fault = "put-without-run-ok"  // PutOperations creates a missing run
 	updateMissingOK fault = "update-missing-call" // UpdateRun calls update on a zero run
+	ignoreUID       fault = "ignore-uid"          // a run answers for an owner of another UID
 )
 
 func TestSimpleStore(t *testing.T) {
@@ -72,6 +73,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 		{ignoreOpFilter, "Operations", []string{"Operations/ListFilter", "Operations/ListFilterFollowsUpdates"}},
 		{missingRunOK, "Operations", []string{"Operations/PutWithoutRun", "Operations/EmptyBatch"}},
 		{updateMissingOK, "Runs", []string{"Runs/UpdateMissing"}},
+		{ignoreUID, "Runs", []string{"Runs/CreateAndGet", "Runs/CreateExisting", "Runs/Update", "Runs/UIDMismatch"}},
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.fault), func(t *testing.T) {
@@ -88,7 +90,8 @@ func TestSuiteCatchesFaults(t *testing.T) {
 	}
 }
 
-// simpleStore is a plain Store: one mutex held by every method, maps, and no index.
+// simpleStore is a plain Store: one mutex held by every method but while an update
+// function runs, maps, and no index.
 // Its fault, when set, breaks one rule.
 type simpleStore struct {
 	fault fault
@@ -107,9 +110,10 @@ type key struct {
 func keyOf(o operations.Owner) key { return key{string(o.Kind), o.Name} }
 
 type simpleRun struct {
-	run   operations.Run
-	ops   []operations.Operation
-	index map[string]int
+	run     operations.Run
+	version int // raised by every update of run
+	ops     []operations.Operation
+	index   map[string]int
 }
 
 var _ operations.Store = (*simpleStore)(nil)
@@ -153,6 +157,15 @@ func (s *simpleStore) outOp(op operations.Operation) operations.Operation {
 	return op.Clone()
 }
 
+// uid refuses owner o for sr, a stored run of its kind and name, when both have UIDs and
+// they differ; sr may be nil.
+func (s *simpleStore) uid(sr *simpleRun, o operations.Owner) error {
+	if s.fault == ignoreUID || sr == nil || o.UID == "" || sr.run.Owner.UID == "" || o.UID == sr.run.Owner.UID {
+		return nil
+	}
+	return fmt.Errorf("run %s has UID %q: %w", o, sr.run.Owner.UID, operations.ErrUIDMismatch)
+}
+
 func (s *simpleStore) CreateRun(ctx context.Context, r operations.Run) error {
 	if err := s.ctxErr(ctx); err != nil {
 		return err
@@ -163,7 +176,10 @@ func (s *simpleStore) CreateRun(ctx context.Context, r operations.Run) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := keyOf(r.Owner)
-	if _, ok := s.runs[k]; ok {
+	if old, ok := s.runs[k]; ok {
+		if err := s.uid(old, r.Owner); err != nil {
+			return err
+		}
 		return fmt.Errorf("create run %s: %w", r.Owner, operations.ErrExists)
 	}
 	sr := &simpleRun{run: s.in(r), index: map[string]int{}}
@@ -188,60 +204,61 @@ func (s *simpleStore) GetRun(ctx context.Context, o operations.Owner) (operation
 	if sr == nil {
 		return operations.Run{}, fmt.Errorf("get run %s: %w", o, operations.ErrNotFound)
 	}
+	if err := s.uid(sr, o); err != nil {
+		return operations.Run{}, err
+	}
 	return s.out(sr.run), nil
 }
 
+// UpdateRun reads the run, calls update without the lock held (update functions may use
+// the Store), and writes the result if no other update wrote the run meanwhile, or
+// starts over. With the unlockedUpdate fault it writes without that check.
 func (s *simpleStore) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return operations.Run{}, err
 	}
-	if s.fault == unlockedUpdate {
-		return s.unlockedUpdate(o, update)
+	if update == nil {
+		return operations.Run{}, fmt.Errorf("update run %s: nil update: %w", o, operations.ErrInvalid)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sr := s.runs[keyOf(o)]
-	if sr == nil {
-		if s.fault == updateMissingOK {
-			var r operations.Run
-			_ = update(&r)
+	for {
+		s.mu.Lock()
+		sr := s.runs[keyOf(o)]
+		if sr == nil {
+			s.mu.Unlock()
+			if s.fault == updateMissingOK {
+				var r operations.Run
+				_ = update(&r)
+			}
+			return operations.Run{}, fmt.Errorf("update run %s: %w", o, operations.ErrNotFound)
 		}
-		return operations.Run{}, fmt.Errorf("update run %s: %w", o, operations.ErrNotFound)
-	}
-	after := sr.run.Clone()
-	if err := update(&after); err != nil {
-		return operations.Run{}, err
-	}
-	if s.fault != noRunValidation {
-		if err := operations.ValidateRunUpdate(sr.run, after); err != nil {
+		if err := s.uid(sr, o); err != nil {
+			s.mu.Unlock()
 			return operations.Run{}, err
 		}
-	}
-	sr.run = after.Clone()
-	return s.out(sr.run), nil
-}
-
-func (s *simpleStore) unlockedUpdate(o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
-	s.mu.Lock()
-	sr := s.runs[keyOf(o)]
-	if sr == nil {
+		before, version := sr.run.Clone(), sr.version
 		s.mu.Unlock()
-		return operations.Run{}, fmt.Errorf("update run %s: %w", o, operations.ErrNotFound)
+		if s.fault == unlockedUpdate {
+			runtime.Gosched() // let another writer read the same run
+		}
+		after := before.Clone()
+		if err := update(&after); err != nil {
+			return operations.Run{}, err
+		}
+		if s.fault != noRunValidation {
+			if err := operations.ValidateRunUpdate(before, after); err != nil {
+				return operations.Run{}, err
+			}
+		}
+		s.mu.Lock()
+		if s.runs[keyOf(o)] != sr || (sr.version != version && s.fault != unlockedUpdate) {
+			s.mu.Unlock()
+			continue
+		}
+		sr.run, sr.version = after.Clone(), sr.version+1
+		out := s.out(sr.run)
+		s.mu.Unlock()
+		return out, nil
 	}
-	before := sr.run.Clone()
-	s.mu.Unlock()
-	runtime.Gosched() // let another writer read the same run
-	after := before.Clone()
-	if err := update(&after); err != nil {
-		return operations.Run{}, err
-	}
-	if err := operations.ValidateRunUpdate(before, after); err != nil {
-		return operations.Run{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sr.run = after.Clone()
-	return sr.run.Clone(), nil
 }
 
 func (s *simpleStore) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
@@ -275,6 +292,9 @@ func (s *simpleStore) DeleteRun(ctx context.Context, o operations.Owner) error {
 	if sr == nil {
 		return fmt.Errorf("delete run %s: %w", o, operations.ErrNotFound)
 	}
+	if err := s.uid(sr, o); err != nil {
+		return err
+	}
 	if s.fault == keepOpsOnDelete {
 		s.graveyard[k] = sr.ops
 	}
@@ -303,6 +323,9 @@ func (s *simpleStore) PutOperations(ctx context.Context, o operations.Owner, ops
 		s.runs[keyOf(o)] = sr
 		s.created = append(s.created, keyOf(o))
 	}
+	if err := s.uid(sr, o); err != nil {
+		return err
+	}
 	for i := range ops {
 		if j, ok := sr.index[ops[i].ID]; ok {
 			if err := operations.ValidateOperationUpdate(sr.ops[j], ops[i]); err != nil {
@@ -328,6 +351,9 @@ func (s *simpleStore) putPartially(o operations.Owner, ops []operations.Operatio
 	sr := s.runs[keyOf(o)]
 	if sr == nil {
 		return fmt.Errorf("put operations of %s: %w", o, operations.ErrNotFound)
+	}
+	if err := s.uid(sr, o); err != nil {
+		return err
 	}
 	for i := range ops {
 		if err := operations.ValidateBatch(o, ops[i:i+1]); err != nil {
@@ -369,6 +395,9 @@ func (s *simpleStore) GetOperation(ctx context.Context, o operations.Owner, id s
 	if sr == nil {
 		return operations.Operation{}, fmt.Errorf("get operation %q of %s: %w", id, o, operations.ErrNotFound)
 	}
+	if err := s.uid(sr, o); err != nil {
+		return operations.Operation{}, err
+	}
 	j, ok := sr.index[id]
 	if !ok {
 		return operations.Operation{}, fmt.Errorf("get operation %q of %s: %w", id, o, operations.ErrNotFound)
@@ -385,6 +414,9 @@ func (s *simpleStore) ListOperations(ctx context.Context, o operations.Owner, f 
 	sr := s.runs[keyOf(o)]
 	if sr == nil {
 		return nil, fmt.Errorf("list operations of %s: %w", o, operations.ErrNotFound)
+	}
+	if err := s.uid(sr, o); err != nil {
+		return nil, err
 	}
 	var out []operations.Operation
 	for _, op := range sr.ops {

@@ -1,4 +1,4 @@
-package boltstore
+package kv
 
 import (
 	"encoding/binary"
@@ -12,7 +12,7 @@ import (
 
 // The record encoding. Every value starts with a format byte, so a later version of the
 // store can read old records beside new ones; decoders refuse any other byte with
-// ErrCorrupt. Integers are varints, strings and lists are length-prefixed, and a slice's
+// operations.ErrCorrupt. Integers are varints, strings and lists are length-prefixed, and a slice's
 // count is written plus one so that nil (0) and empty (1) stay apart.
 const (
 	runFormat1 = 1 // runFormat1 is the first byte of a run record
@@ -94,7 +94,7 @@ func appendResource(b []byte, r operations.ResourceIdentifier) []byte {
 }
 
 // appendOperation appends the record of op; the owner's kind and name are not written,
-// as the record's bucket names them. op must have passed [operations.Operation.Validate].
+// as the record's key names them. op must have passed [operations.Operation.Validate].
 func appendOperation(b []byte, op *operations.Operation) []byte {
 	b = append(b, opFormat1, phaseCode(op.Status.Phase))
 	b = appendString(b, op.Owner.UID)
@@ -260,6 +260,21 @@ func (d *decoder) str() string {
 	return s
 }
 
+// bytes reads a length-prefixed byte string, copying it out of the record.
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)-d.off) {
+		d.fail("string of %d bytes exceeds the record", n)
+		return nil
+	}
+	b := append([]byte(nil), d.b[d.off:d.off+int(n)]...)
+	d.off += int(n)
+	return b
+}
+
 func (d *decoder) tm() time.Time {
 	form := d.u8()
 	if d.err != nil || form == timeZero {
@@ -314,11 +329,11 @@ func (d *decoder) end() error {
 func decodeOperation(o operations.Owner, b []byte) (operations.Operation, error) {
 	d := decoder{b: b}
 	if f := d.u8(); d.err == nil && f != opFormat1 {
-		return operations.Operation{}, fmt.Errorf("unknown operation record format %d: %w", f, ErrCorrupt)
+		return operations.Operation{}, fmt.Errorf("unknown operation record format %d: %w", f, operations.ErrCorrupt)
 	}
 	code := d.u8()
 	if d.err == nil && (code == 0 || int(code) >= len(codePhases)) {
-		return operations.Operation{}, fmt.Errorf("unknown operation phase code %d: %w", code, ErrCorrupt)
+		return operations.Operation{}, fmt.Errorf("unknown operation phase code %d: %w", code, operations.ErrCorrupt)
 	}
 	op := operations.Operation{Owner: operations.Owner{Kind: o.Kind, Name: o.Name}}
 	op.Owner.UID = d.str()
@@ -341,7 +356,7 @@ func decodeOperation(o operations.Owner, b []byte) (operations.Operation, error)
 	op.Status.Started = d.tm()
 	op.Status.Updated = d.tm()
 	if err := d.end(); err != nil {
-		return operations.Operation{}, fmt.Errorf("operation record: %w: %w", ErrCorrupt, err)
+		return operations.Operation{}, fmt.Errorf("operation record: %w: %w", operations.ErrCorrupt, err)
 	}
 	return op, nil
 }
@@ -349,7 +364,7 @@ func decodeOperation(o operations.Owner, b []byte) (operations.Operation, error)
 // recordCode returns the phase code of an operation record without decoding the rest.
 func recordCode(b []byte) (byte, error) {
 	if len(b) < 2 || b[0] != opFormat1 || b[1] == 0 || int(b[1]) >= len(codePhases) {
-		return 0, fmt.Errorf("operation record header %x: %w", b[:min(len(b), 2)], ErrCorrupt)
+		return 0, fmt.Errorf("operation record header %x: %w", b[:min(len(b), 2)], operations.ErrCorrupt)
 	}
 	return b[1], nil
 }
@@ -359,7 +374,7 @@ func recordCode(b []byte) (byte, error) {
 func decodeRun(o operations.Owner, b []byte) (operations.Run, error) {
 	d := decoder{b: b}
 	if f := d.u8(); d.err == nil && f != runFormat1 {
-		return operations.Run{}, fmt.Errorf("unknown run record format %d: %w", f, ErrCorrupt)
+		return operations.Run{}, fmt.Errorf("unknown run record format %d: %w", f, operations.ErrCorrupt)
 	}
 	r := operations.Run{Owner: operations.Owner{Kind: o.Kind, Name: o.Name}}
 	r.Owner.UID = d.str()
@@ -392,10 +407,30 @@ func decodeRun(o operations.Owner, b []byte) (operations.Run, error) {
 		}
 	}
 	if err := d.end(); err != nil {
-		return operations.Run{}, fmt.Errorf("run record: %w: %w", ErrCorrupt, err)
+		return operations.Run{}, fmt.Errorf("run record: %w: %w", operations.ErrCorrupt, err)
 	}
 	if err := r.Validate(); err != nil {
-		return operations.Run{}, fmt.Errorf("run record: %w: %w", ErrCorrupt, err)
+		return operations.Run{}, fmt.Errorf("run record: %w: %w", operations.ErrCorrupt, err)
 	}
 	return r, nil
 }
+
+// DecodeRun decodes a run record of the engine's encoding, for owner o (its kind and
+// name; the UID comes from the record). The engine's drivers use it to migrate stores
+// whose records had this encoding under another layout (boltstore's schema 1). It fails
+// with an error wrapping [operations.ErrCorrupt] when b is not such a record.
+func DecodeRun(o operations.Owner, b []byte) (operations.Run, error) { return decodeRun(o, b) }
+
+// DecodeOperation decodes an operation record of the engine's encoding, for owner o, as
+// [DecodeRun] does a run record.
+func DecodeOperation(o operations.Owner, b []byte) (operations.Operation, error) {
+	return decodeOperation(o, b)
+}
+
+// AppendRun appends the record of r in the engine's encoding to b; [DecodeRun] reads it
+// back. The owner's kind and name are not written: a record's key names them.
+func AppendRun(b []byte, r *operations.Run) []byte { return appendRun(b, r) }
+
+// AppendOperation appends the record of op, which must have passed
+// [operations.Operation.Validate], as [AppendRun] does a run's.
+func AppendOperation(b []byte, op *operations.Operation) []byte { return appendOperation(b, op) }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/boltstore"
+)
+
+// runCheck checks a boltstore file: every page (bbolt's own check), then every run and
+// operation read back. It prints one line and fails when anything is damaged.
+func runCheck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("check", stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, "usage: itemops check DB") }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return usageError{fmt.Sprintf("want one DB, got %d arguments", fs.NArg())}
+	}
+	name := fs.Arg(0)
+	s, err := boltstore.Open(name, &boltstore.Options{OpenFile: readOnly, Check: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	got := readAll(context.Background(), s)
+	if len(got.lost) > 0 {
+		return fmt.Errorf("%s is damaged: %d runs and %d operations read, but %s", name, len(got.runs), got.ops, errors.Join(got.lost...))
+	}
+	fmt.Fprintf(stdout, "%s: sound; %d runs, %d operations\n", name, len(got.runs), got.ops)
+	return nil
+}
+
+// runSalvage copies every run and operation that can still be read from a damaged
+// boltstore file into a new one, and lists what could not be read.
+func runSalvage(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("salvage", stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, "usage: itemops salvage DB NEW") }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 2 {
+		return usageError{fmt.Sprintf("want DB and NEW, got %d arguments", fs.NArg())}
+	}
+	from, to := fs.Arg(0), fs.Arg(1)
+	if _, err := os.Lstat(to); err == nil {
+		return fmt.Errorf("%s exists; salvage writes a new file", to)
+	}
+	src, err := boltstore.Open(from, &boltstore.Options{OpenFile: readOnly})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := boltstore.Open(to, nil)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	ctx := context.Background()
+	got := readAll(ctx, src)
+	saved := 0
+	for _, r := range got.runs {
+		if err := dst.CreateRunWithOperations(ctx, r.run, r.ops); err != nil {
+			got.lost = append(got.lost, fmt.Errorf("run %s: %w", r.run.Owner, err))
+			continue
+		}
+		saved += len(r.ops)
+	}
+	fmt.Fprintf(stdout, "%s: saved %d runs and %d operations from %s\n", to, len(got.runs), saved, from)
+	if len(got.lost) > 0 {
+		for _, err := range got.lost {
+			fmt.Fprintf(stdout, "lost: %v\n", err)
+		}
+		return fmt.Errorf("%d records or groups of records could not be read from %s", len(got.lost), from)
+	}
+	return nil
+}
+
+type readRun struct {
+	run operations.Run
+	ops []operations.Operation
+}
+
+type readResult struct {
+	runs []readRun
+	ops  int
+	lost []error
+}
+
+// readAll reads every run of s and its operations, going on past what cannot be read:
+// when the list of all runs fails, the runs are listed by kind and phase, so that one
+// damaged record costs as little as it can.
+func readAll(ctx context.Context, s operations.Store) readResult {
+	var res readResult
+	runs, err := s.ListRuns(ctx, operations.RunFilter{})
+	if err != nil {
+		res.lost = append(res.lost, fmt.Errorf("listing all runs: %w", err))
+		seen := map[operations.Owner]bool{}
+		runs = nil
+		for _, kind := range []phase.Kind{phase.Backup, phase.Restore} {
+			for _, p := range phase.Phases() {
+				some, err := s.ListRuns(ctx, operations.RunFilter{Kind: kind, Phases: []phase.Phase{p}})
+				if err != nil {
+					res.lost = append(res.lost, fmt.Errorf("%s runs in %s: %w", kind, p, err))
+					continue
+				}
+				for _, r := range some {
+					if k := (operations.Owner{Kind: r.Owner.Kind, Name: r.Owner.Name}); !seen[k] {
+						seen[k] = true
+						runs = append(runs, r)
+					}
+				}
+			}
+		}
+	}
+	for _, r := range runs {
+		ops, err := s.ListOperations(ctx, r.Owner, operations.OperationFilter{})
+		if err != nil {
+			res.lost = append(res.lost, fmt.Errorf("operations of %s: %w", r.Owner, err))
+			ops = nil
+		}
+		res.runs = append(res.runs, readRun{r, ops})
+		res.ops += len(ops)
+	}
+	return res
+}

@@ -1,0 +1,161 @@
+package boltstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/boltstore"
+)
+
+// storeFile writes a store of a few hundred records, closes it, and returns its bytes.
+func storeFile(t testing.TB) []byte {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := boltstore.Open(path, &boltstore.Options{NoSync: true})
+	require.NoError(t, err)
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := 0; i < 12; i++ {
+		o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%02d", i), UID: fmt.Sprint("uid-", i)}
+		r := operations.Run{Owner: o, Phase: phase.New, Created: t0}
+		require.NoError(t, r.SetPhase(phase.WaitingForPluginOperations, "main run ended", t0))
+		var ops []operations.Operation
+		for j := 0; j < 40; j++ {
+			ops = append(ops, operations.Operation{Owner: o, Action: "example.io/mover", ID: fmt.Sprintf("op-%03d", j),
+				Resource: operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: fmt.Sprint("pod-", j)},
+				Status:   operations.Status{Phase: operations.OperationInProgress, NTotal: 100, Description: "moving data along", Created: t0}})
+		}
+		require.NoError(t, s.CreateRunWithOperations(ctx, r, ops))
+	}
+	require.NoError(t, s.Close())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// damages are the ways a disk can hurt a store file, each a function of the file's
+// bytes and a random source.
+var damages = []struct {
+	name string
+	do   func(b []byte, rnd *rand.Rand) []byte
+}{
+	{"truncated to half", func(b []byte, _ *rand.Rand) []byte { return b[:len(b)/2] }},
+	{"64 bytes overwritten mid-file", func(b []byte, rnd *rand.Rand) []byte {
+		for i := len(b)/2 - 32; i < len(b)/2+32; i++ {
+			b[i] = byte(rnd.Uint32())
+		}
+		return b
+	}},
+	{"a page zeroed", func(b []byte, rnd *rand.Rand) []byte {
+		p := 2 + rnd.IntN(len(b)/4096-2)
+		clear(b[p*4096 : (p+1)*4096])
+		return b
+	}},
+	{"bytes flipped at random", func(b []byte, rnd *rand.Rand) []byte {
+		for range 16 {
+			b[rnd.IntN(len(b))] ^= byte(1 + rnd.IntN(255))
+		}
+		return b
+	}},
+}
+
+// useDamaged opens a damaged file and uses it as a program would: list, read, write.
+// It must never panic; once a call has reported damage, no call writes to the file.
+func useDamaged(t *testing.T, path string) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := boltstore.Open(path, nil)
+	if err != nil {
+		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore),
+			"Open of a damaged file: %v, want ErrCorrupt or ErrNotStore", err)
+		t.Logf("Open: %v", err)
+		return
+	}
+	defer s.Close()
+	seen := false // damage reported
+	var before []byte
+	note := func(err error) {
+		if err != nil && errors.Is(err, operations.ErrCorrupt) && !seen {
+			seen = true
+			before, err = os.ReadFile(path)
+			require.NoError(t, err)
+		}
+	}
+	runs, err := s.ListRuns(ctx, operations.RunFilter{})
+	note(err)
+	waiting, err := s.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.WaitingForPluginOperations}})
+	note(err)
+	for i := 0; i < 12; i++ {
+		o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%02d", i)}
+		_, err := s.GetRun(ctx, o)
+		note(err)
+		ops, err := s.ListOperations(ctx, o, operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationInProgress}})
+		note(err)
+		if len(ops) > 0 {
+			ops[0].Status.NCompleted++
+			err := s.PutOperations(ctx, o, ops[:1])
+			if seen {
+				require.ErrorIs(t, err, operations.ErrCorrupt, "a write after damage was reported")
+			}
+			note(err)
+		}
+		_, err = s.UpdateRun(ctx, o, func(r *operations.Run) error { r.Warnings++; return nil })
+		if seen {
+			require.ErrorIs(t, err, operations.ErrCorrupt, "a write after damage was reported")
+		}
+		note(err)
+	}
+	t.Logf("opened; %d runs listed, %d waiting; damage reported: %v", len(runs), len(waiting), seen)
+	if seen {
+		after, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(before, after), "the file changed after damage was reported")
+	}
+}
+
+func TestDamagedFilesNeverPanic(t *testing.T) {
+	good := storeFile(t)
+	for _, d := range damages {
+		for seed := uint64(0); seed < 8; seed++ {
+			t.Run(fmt.Sprintf("%s/%d", d.name, seed), func(t *testing.T) {
+				b := d.do(bytes.Clone(good), rand.New(rand.NewPCG(seed, 1)))
+				path := filepath.Join(t.TempDir(), "damaged.db")
+				require.NoError(t, os.WriteFile(path, b, 0o600))
+				useDamaged(t, path)
+			})
+		}
+	}
+}
+
+// FuzzDamagedFile damages a real store file at fuzzed offsets and uses it: never a
+// panic, never a write after damage was seen.
+func FuzzDamagedFile(f *testing.F) {
+	good := storeFile(f)
+	f.Add(uint32(len(good)/2), uint32(0), []byte{}) // truncated to half
+	f.Add(uint32(len(good)), uint32(len(good)/2), bytes.Repeat([]byte{0xa5}, 64))
+	f.Add(uint32(len(good)), uint32(3*4096), make([]byte, 4096)) // a page zeroed
+	f.Add(uint32(len(good)), uint32(4096+16), []byte{0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, size, at uint32, patch []byte) {
+		b := bytes.Clone(good)
+		if int(size) < len(b) {
+			b = b[:size]
+		}
+		if int(at) < len(b) {
+			copy(b[at:], patch)
+		}
+		path := filepath.Join(t.TempDir(), "damaged.db")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		useDamaged(t, path)
+	})
+}

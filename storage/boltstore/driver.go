@@ -1,0 +1,231 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/itemops/itemops/storage/kv"
+)
+
+// The file's buckets and the keys of its meta bucket.
+var (
+	bucketMeta = []byte("meta")
+	bucketKV   = []byte("kv")
+	keyFormat  = []byte("format")
+	keyVersion = []byte("version")
+)
+
+// formatName is the value of meta/format in every itemops boltstore.
+const formatName = "itemops.boltstore"
+
+// schemaVersion is the layout this package writes: 2, the engine's keys in one bucket.
+// Files of schema 1 are migrated by Open.
+const schemaVersion = 2
+
+// checkEvery is how many keys a scan reads between two checks of its context.
+const checkEvery = 1024
+
+// driver is the [kv.Backend] of a Store: one bbolt read transaction per Read, one write
+// transaction per Commit.
+type driver struct{ s *Store }
+
+func (d driver) Read(ctx context.Context, fn func(kv.Reader) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return d.s.guard("read", func() error {
+		return d.s.db.View(func(tx *bolt.Tx) error { return readTx(tx, fn) })
+	})
+}
+
+func (d driver) Commit(ctx context.Context, conds []kv.Condition, writes []kv.Write) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := d.s.damaged(); err != nil {
+		return err
+	}
+	return d.s.guard("write", func() error {
+		return d.s.db.Update(func(tx *bolt.Tx) error {
+			// Waiting for the write lock cannot be cut short; a context that ended
+			// meanwhile still writes nothing.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return commitTx(tx, conds, writes)
+		})
+	})
+}
+
+func (driver) Limits() kv.Limits { return kv.Limits{} }
+
+func readTx(tx *bolt.Tx, fn func(kv.Reader) error) error {
+	b := tx.Bucket(bucketKV)
+	if b == nil {
+		return fmt.Errorf("bucket %q is missing: %w", bucketKV, ErrCorrupt)
+	}
+	return fn(reader{b})
+}
+
+// reader reads the kv bucket, whose values are the version they were written at (8
+// bytes, big-endian) followed by the engine's value.
+type reader struct{ b *bolt.Bucket }
+
+func parseValue(k, v []byte) ([]byte, kv.Version, error) {
+	if len(v) < 8 {
+		return nil, 0, fmt.Errorf("value of key %q is %d bytes, shorter than its version: %w", k, len(v), ErrCorrupt)
+	}
+	return v[8:], kv.Version(binary.BigEndian.Uint64(v)), nil
+}
+
+func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error) {
+	v := r.b.Get(key)
+	if v == nil {
+		return nil, 0, nil
+	}
+	return parseValue(key, v)
+}
+
+func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte, v kv.Version) error) error {
+	c := r.b.Cursor()
+	n := 0
+	for k, v := c.Seek(start); k != nil && (len(end) == 0 || bytes.Compare(k, end) < 0); k, v = c.Next() {
+		if n++; n%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		val, ver, err := parseValue(k, v)
+		if err != nil {
+			return err
+		}
+		if err := fn(k, val, ver); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitTx applies writes in tx if every condition holds, all at one new version.
+func commitTx(tx *bolt.Tx, conds []kv.Condition, writes []kv.Write) error {
+	b := tx.Bucket(bucketKV)
+	if b == nil {
+		return fmt.Errorf("bucket %q is missing: %w", bucketKV, ErrCorrupt)
+	}
+	r := reader{b}
+	for _, c := range conds {
+		_, ver, err := r.Get(context.Background(), c.Key)
+		if err != nil {
+			return err
+		}
+		if ver != c.Version {
+			return fmt.Errorf("key %q is at version %d, not %d: %w", c.Key, ver, c.Version, kv.ErrConditionFailed)
+		}
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	// bbolt keeps each value slice until the transaction ends, so every Put gets its
+	// own, all carved from one allocation.
+	size := 0
+	for _, w := range writes {
+		size += 8 + len(w.Value)
+	}
+	arena := make([]byte, 0, size)
+	for _, w := range writes {
+		switch {
+		case !w.Delete:
+			start := len(arena)
+			arena = append(binary.BigEndian.AppendUint64(arena, seq), w.Value...)
+			if err := b.Put(w.Key, arena[start:len(arena):len(arena)]); err != nil {
+				return err
+			}
+		case len(w.End) == 0:
+			if err := b.Delete(w.Key); err != nil {
+				return err
+			}
+		default:
+			c := b.Cursor()
+			for k, _ := c.Seek(w.Key); k != nil && bytes.Compare(k, w.End) < 0; k, _ = c.Seek(w.Key) {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// guard runs fn, a use of the bbolt file, and turns what bbolt does on a damaged file
+// (it panics when a page fails its checks) into an error wrapping [ErrCorrupt] that names
+// the file. Once the file is known to be damaged, by such a panic or by a record that
+// does not decode, the Store writes nothing more.
+func (s *Store) guard(what string, fn func() error) (err error) {
+	// A page past the end of a truncated file faults when read through bbolt's mmap;
+	// this makes the fault a panic of this goroutine, which is recovered below.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("boltstore: %s %s: the file is damaged (%v): %w", what, s.path, p, ErrCorrupt)
+		}
+		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+			err = ErrClosed
+		}
+		if errors.Is(err, ErrCorrupt) {
+			s.damage.CompareAndSwap(nil, &err)
+		}
+	}()
+	return fn()
+}
+
+// damaged returns the damage met so far, or nil.
+func (s *Store) damaged() error {
+	if p := s.damage.Load(); p != nil {
+		return fmt.Errorf("boltstore: %s was found damaged, so nothing more is written to it: %w", s.path, *p)
+	}
+	return nil
+}
+
+// Check reads every page of the file that holds data, through every key of every
+// bucket, as [Options.Check] does at Open, so that bbolt checks each page as it reads
+// it. It returns nil for a sound file, or an error wrapping [ErrCorrupt] that says what
+// is wrong, after which the Store writes nothing more. (bbolt's own Tx.Check reads in a
+// goroutine of its own, where a damaged page would crash the process; this one reads in
+// the caller's.) It costs a read of the whole file (see docs/BENCHMARKS.md); a done ctx
+// stops it, within 1024 keys, with ctx.Err().
+func (s *Store) Check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.guard("check", func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			n := 0
+			var walk func(b *bolt.Bucket) error
+			walk = func(b *bolt.Bucket) error {
+				c := b.Cursor()
+				for k, v := c.First(); k != nil; k, v = c.Next() {
+					if n++; n%checkEvery == 0 {
+						if err := ctx.Err(); err != nil {
+							return err
+						}
+					}
+					if v == nil {
+						if err := walk(b.Bucket(k)); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			}
+			return tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return walk(b) })
+		})
+	})
+}

@@ -1,0 +1,122 @@
+package boltstore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/kv"
+)
+
+// migrate1 rewrites a file of schema 1 in the engine's layout, inside tx. Schema 1 kept
+// run records under runs/<kind byte><name> and each run's operation records under
+// operations/<run key>/{unfinished,finished}/<8-byte sequence number>, in the record
+// encoding the engine still uses; the engine writes them again, in first-put order,
+// through a kv.Backend over tx, and the old buckets are deleted.
+func migrate1(tx *bolt.Tx) error {
+	if _, err := tx.CreateBucket(bucketKV); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	eng, err := kv.Open(ctx, txBackend{tx})
+	if err != nil {
+		return err
+	}
+	runs, opsBuckets := tx.Bucket([]byte("runs")), tx.Bucket([]byte("operations"))
+	if runs == nil || opsBuckets == nil {
+		return fmt.Errorf("schema 1 buckets are missing: %w", ErrCorrupt)
+	}
+	err = runs.ForEach(func(k, v []byte) error {
+		o, err := schema1Owner(k)
+		if err != nil {
+			return err
+		}
+		run, err := kv.DecodeRun(o, v)
+		if err != nil {
+			return fmt.Errorf("run %s: %w", o, err)
+		}
+		var ops []operations.Operation
+		if rb := opsBuckets.Bucket(k); rb != nil {
+			if ops, err = schema1Operations(o, rb); err != nil {
+				return fmt.Errorf("operations of %s: %w", o, err)
+			}
+		}
+		return eng.CreateRunWithOperations(ctx, run, ops)
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"runs", "run-phases", "operations"} {
+		if err := tx.DeleteBucket([]byte(name)); err != nil {
+			return fmt.Errorf("delete bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func schema1Owner(k []byte) (operations.Owner, error) {
+	if len(k) >= 2 {
+		switch k[0] {
+		case 'B':
+			return operations.Owner{Kind: phase.Backup, Name: string(k[1:])}, nil
+		case 'R':
+			return operations.Owner{Kind: phase.Restore, Name: string(k[1:])}, nil
+		}
+	}
+	return operations.Owner{}, fmt.Errorf("schema 1 run key %q: %w", k, ErrCorrupt)
+}
+
+// schema1Operations reads a run's operations, merging its unfinished and finished
+// buckets, each in sequence order, into first-put order.
+func schema1Operations(o operations.Owner, rb *bolt.Bucket) ([]operations.Operation, error) {
+	type rec struct {
+		seq uint64
+		op  operations.Operation
+	}
+	var lists [2][]rec
+	for i, name := range []string{"unfinished", "finished"} {
+		b := rb.Bucket([]byte(name))
+		if b == nil {
+			return nil, fmt.Errorf("bucket %s is missing: %w", name, ErrCorrupt)
+		}
+		err := b.ForEach(func(k, v []byte) error {
+			if len(k) != 8 {
+				return fmt.Errorf("sequence key %x: %w", k, ErrCorrupt)
+			}
+			op, err := kv.DecodeOperation(o, v)
+			lists[i] = append(lists[i], rec{binary.BigEndian.Uint64(k), op})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	a, b := lists[0], lists[1]
+	out := make([]operations.Operation, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		if len(b) == 0 || (len(a) > 0 && a[0].seq < b[0].seq) {
+			out, a = append(out, a[0].op), a[1:]
+		} else {
+			out, b = append(out, b[0].op), b[1:]
+		}
+	}
+	return out, nil
+}
+
+// txBackend is a kv.Backend over one open write transaction, for migrations: every Read
+// and Commit happens in tx, and nothing is durable before tx commits.
+type txBackend struct{ tx *bolt.Tx }
+
+func (b txBackend) Read(ctx context.Context, fn func(kv.Reader) error) error {
+	return readTx(b.tx, fn)
+}
+
+func (b txBackend) Commit(ctx context.Context, conds []kv.Condition, writes []kv.Write) error {
+	return commitTx(b.tx, conds, writes)
+}
+
+func (txBackend) Limits() kv.Limits { return kv.Limits{} }

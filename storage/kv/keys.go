@@ -1,0 +1,204 @@
+package kv
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// The key layout; see the package documentation.
+var (
+	keyFormat = []byte("format")
+	prefixRun = byte('r')
+	prefixIdx = byte('p')
+	prefixOps = byte('o')
+)
+
+// Suffixes of the keys under a run's operations prefix.
+const (
+	opsMeta       = 'm' // the run's operations metadata: next sequence number, staged batch
+	opsUnfinished = 'u' // + 8-byte sequence number: a New or InProgress operation's record
+	opsFinished   = 'f' // + 8-byte sequence number: a Completed or Failed operation's record
+	opsID         = 'i' // + operation ID: 8-byte sequence number and phase code
+	opsStaged     = 't' // + 8-byte batch number + 4-byte chunk number: a staged chunk
+)
+
+// formatValue is what the format key holds in every store of this layout.
+const formatValue = "itemops.kv/1"
+
+// Limits on names, so that keys stay within what every backend takes.
+const (
+	maxNameLen = 8 << 10
+	maxIDLen   = 8 << 10
+)
+
+// Kind bytes. Backup sorts before Restore.
+const (
+	kindBackup  = 'B'
+	kindRestore = 'R'
+)
+
+func kindByte(k phase.Kind) byte {
+	if k == phase.Backup {
+		return kindBackup
+	}
+	return kindRestore
+}
+
+func kindOf(b byte) (phase.Kind, bool) {
+	switch b {
+	case kindBackup:
+		return phase.Backup, true
+	case kindRestore:
+		return phase.Restore, true
+	}
+	return "", false
+}
+
+// runKey is "r", the kind byte, then the name, so run keys sort by kind, then name.
+func runKey(o operations.Owner) []byte {
+	k := make([]byte, 0, 2+len(o.Name))
+	return append(append(k, prefixRun, kindByte(o.Kind)), o.Name...)
+}
+
+// ownerOfRunKey returns the owner (without UID) a run key names.
+func ownerOfRunKey(k []byte) (operations.Owner, error) {
+	if len(k) < 3 || k[0] != prefixRun {
+		return operations.Owner{}, fmt.Errorf("run key %q: %w", k, operations.ErrCorrupt)
+	}
+	kind, ok := kindOf(k[1])
+	if !ok {
+		return operations.Owner{}, fmt.Errorf("run key %q: unknown kind: %w", k, operations.ErrCorrupt)
+	}
+	return operations.Owner{Kind: kind, Name: string(k[2:])}, nil
+}
+
+// idxPrefix is the prefix of the phase index entries of runs of kind in phase p: "p",
+// the kind byte, the phase, a zero byte. Each entry appends the run's name and holds a
+// copy of its record, so runs are listed by phase with one scan.
+func idxPrefix(kind phase.Kind, p phase.Phase) []byte {
+	k := make([]byte, 0, 3+len(p))
+	k = append(append(k, prefixIdx, kindByte(kind)), p...)
+	return append(k, 0)
+}
+
+func idxKey(o operations.Owner, p phase.Phase) []byte { return append(idxPrefix(o.Kind, p), o.Name...) }
+
+// opsPrefix is the prefix of every key of the operations of o's run: "o", the kind byte,
+// the name's length as a varint, then the name, so that no run's prefix is a prefix of
+// another's.
+func opsPrefix(o operations.Owner) []byte {
+	k := make([]byte, 0, 2+binary.MaxVarintLen64+len(o.Name)+1+8)
+	k = append(k, prefixOps, kindByte(o.Kind))
+	k = binary.AppendUvarint(k, uint64(len(o.Name)))
+	return append(k, o.Name...)
+}
+
+func with(prefix []byte, suffix ...byte) []byte {
+	k := make([]byte, 0, len(prefix)+len(suffix)+8)
+	return append(append(k, prefix...), suffix...)
+}
+
+// recordKey is the key of the record with sequence number seq and phase code code.
+func recordKey(prefix []byte, seq uint64, code byte) []byte {
+	s := byte(opsFinished)
+	if unfinishedCode(code) {
+		s = opsUnfinished
+	}
+	return binary.BigEndian.AppendUint64(with(prefix, s), seq)
+}
+
+func idKey(prefix []byte, id string) []byte { return append(with(prefix, opsID), id...) }
+
+// end returns the smallest key after every key that starts with prefix, or nil when
+// there is none (prefix is all 0xff).
+func end(prefix []byte) []byte {
+	e := append([]byte(nil), prefix...)
+	for i := len(e) - 1; i >= 0; i-- {
+		if e[i] < 0xff {
+			e[i]++
+			return e[:i+1]
+		}
+	}
+	return nil
+}
+
+// lookup checks an owner that a call reads or changes the run of: an owner that no
+// run can have (invalid, or with a name too long for a key) has none, so the call fails
+// with operations.ErrNotFound.
+func lookup(o operations.Owner) error {
+	if err := checkOwner(o); err != nil {
+		return fmt.Errorf("%w: %w", operations.ErrNotFound, err)
+	}
+	return nil
+}
+
+// checkOwner refuses an owner that a run cannot be created for.
+func checkOwner(o operations.Owner) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if len(o.Name) > maxNameLen {
+		return fmt.Errorf("owner %s: name of %d bytes exceeds the store's limit of %d: %w", o.Kind, len(o.Name), maxNameLen, operations.ErrInvalid)
+	}
+	return nil
+}
+
+// An idEntry is the ID index value of one operation.
+type idEntry struct {
+	seq  uint64
+	code byte
+}
+
+func appendIDEntry(b []byte, e idEntry) []byte {
+	return append(binary.BigEndian.AppendUint64(b, e.seq), e.code)
+}
+
+func parseIDEntry(id string, v []byte) (idEntry, error) {
+	if len(v) != 9 || v[8] == 0 || int(v[8]) >= len(codePhases) {
+		return idEntry{}, fmt.Errorf("operation %q: ID index value %x: %w", id, v, operations.ErrCorrupt)
+	}
+	return idEntry{binary.BigEndian.Uint64(v), v[8]}, nil
+}
+
+// opsMetaValue is the operations metadata of one run: the sequence number the next new
+// operation gets, a counter that every batch raises (so that two batches of one run
+// never commit on the same reading), and the staged batch that is committed but not yet
+// applied, if any.
+type opsMetaValue struct {
+	next    uint64
+	batches uint64
+	staged  uint64 // batch number; 0: none
+	chunks  uint32 // number of staged chunks of that batch
+}
+
+func (m opsMetaValue) append(b []byte) []byte {
+	b = append(b, 1) // format
+	b = binary.AppendUvarint(b, m.next)
+	b = binary.AppendUvarint(b, m.batches)
+	b = binary.AppendUvarint(b, m.staged)
+	return binary.AppendUvarint(b, uint64(m.chunks))
+}
+
+func parseOpsMeta(v []byte) (opsMetaValue, error) {
+	if v == nil {
+		return opsMetaValue{next: 1}, nil
+	}
+	d := decoder{b: v}
+	var m opsMetaValue
+	if f := d.u8(); d.err == nil && f != 1 {
+		return m, fmt.Errorf("operations metadata format %d: %w", f, operations.ErrCorrupt)
+	}
+	m.next, m.batches, m.staged = d.uvarint(), d.uvarint(), d.uvarint()
+	c := d.uvarint()
+	if c > 1<<31 {
+		d.fail("chunk count %d", c)
+	}
+	m.chunks = uint32(c)
+	if err := d.end(); err != nil {
+		return m, fmt.Errorf("operations metadata: %w: %w", operations.ErrCorrupt, err)
+	}
+	return m, nil
+}

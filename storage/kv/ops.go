@@ -1,0 +1,280 @@
+package kv
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/itemops/itemops/operations"
+)
+
+// encodeBatch validates ops as a batch of o and encodes their records. The records are
+// the engine's own copies: nothing of ops is kept.
+func encodeBatch(o operations.Owner, ops []operations.Operation) ([][]byte, error) {
+	if err := operations.ValidateBatch(o, ops); err != nil {
+		return nil, err
+	}
+	if err := checkOwner(o); err != nil {
+		return nil, err
+	}
+	// All records are carved from one buffer, each with its own capacity.
+	recs := make([][]byte, len(ops))
+	var buf []byte
+	for i := range ops {
+		if len(ops[i].ID) > maxIDLen {
+			return nil, fmt.Errorf("batch item %d: ID of %d bytes exceeds the store's limit of %d: %w", i, len(ops[i].ID), maxIDLen, operations.ErrInvalid)
+		}
+		start := len(buf)
+		buf = appendOperation(buf, &ops[i])
+		recs[i] = buf[start:len(buf):len(buf)]
+	}
+	return recs, nil
+}
+
+// planNew returns the writes that insert ops, none of them stored yet, numbering them
+// from meta.next, which it advances.
+func planNew(prefix []byte, meta *opsMetaValue, ops []operations.Operation, recs [][]byte) []Write {
+	writes := make([]Write, 0, 2*len(ops))
+	for i := range ops {
+		e := idEntry{seq: meta.next, code: recs[i][1]}
+		meta.next++
+		writes = append(writes,
+			Write{Key: recordKey(prefix, e.seq, e.code), Value: recs[i]},
+			Write{Key: idKey(prefix, ops[i].ID), Value: appendIDEntry(nil, e)})
+	}
+	return writes
+}
+
+// PutOperations writes ops, all of o, as one atomic batch: new IDs are added after the
+// run's other operations, in the order of ops, and known IDs are replaced where they
+// stand. A batch larger than one write of the backend is staged and committed whole
+// (see the package documentation). It fails, writing nothing, with the error of
+// [operations.ValidateBatch] (an ID longer than 8 KiB is refused the same way), with
+// [operations.ErrNotFound] or [operations.ErrUIDMismatch] as [Store.GetRun] does, with
+// the error of [operations.ValidateOperationUpdate] when the batch would revive a
+// finished operation, with [operations.ErrConflict] after 100 lost races, and with
+// ctx.Err() or the backend's error. An empty batch writes nothing and succeeds when the
+// run exists.
+func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
+	recs, err := encodeBatch(o, ops)
+	if err != nil {
+		return fmt.Errorf("put operations of %s: %w", o, err)
+	}
+	rk, prefix := runKey(o), opsPrefix(o)
+	metaKey := with(prefix, opsMeta)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := retry(ctx, attempt); err != nil {
+				return fmt.Errorf("put operations of %s: %w", o, err)
+			}
+		}
+		var runVer, metaVer Version
+		var meta opsMetaValue
+		found := make([]idEntry, len(ops)) // seq 0: not stored yet
+		err := s.b.Read(ctx, func(r Reader) (err error) {
+			if _, runVer, err = readRun(ctx, r, o); err != nil {
+				return err
+			}
+			if meta, metaVer, err = readMeta(ctx, r, metaKey); err != nil || meta.staged != 0 || len(ops) == 0 {
+				return err
+			}
+			for i := range ops {
+				v, _, err := r.Get(ctx, idKey(prefix, ops[i].ID))
+				if err != nil {
+					return err
+				}
+				if v != nil {
+					if found[i], err = parseIDEntry(ops[i].ID, v); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("put operations of %s: %w", o, err)
+		}
+		if meta.staged != 0 {
+			if err := s.rollForward(ctx, prefix); err != nil {
+				return fmt.Errorf("put operations of %s: %w", o, err)
+			}
+			attempt = 0
+			continue
+		}
+		if len(ops) == 0 {
+			return nil
+		}
+		body := make([]Write, 0, 3*len(ops)+1)
+		var fresh []int
+		for i := range ops {
+			e := found[i]
+			if e.seq == 0 {
+				fresh = append(fresh, i)
+				continue
+			}
+			before := operations.Operation{Owner: o, ID: ops[i].ID, Status: operations.Status{Phase: codePhases[e.code]}}
+			if err := operations.ValidateOperationUpdate(before, ops[i]); err != nil {
+				return fmt.Errorf("put operations of %s: batch item %d: %w", o, i, err)
+			}
+			code := recs[i][1]
+			key := recordKey(prefix, e.seq, code)
+			if old := recordKey(prefix, e.seq, e.code); string(old) != string(key) {
+				body = append(body, Write{Key: old, Delete: true})
+			}
+			body = append(body, Write{Key: key, Value: recs[i]})
+			if code != e.code {
+				body = append(body, Write{Key: idKey(prefix, ops[i].ID), Value: appendIDEntry(nil, idEntry{e.seq, code})})
+			}
+		}
+		if len(fresh) > 0 {
+			newOps, newRecs := make([]operations.Operation, len(fresh)), make([][]byte, len(fresh))
+			for j, i := range fresh {
+				newOps[j], newRecs[j] = ops[i], recs[i]
+			}
+			body = append(body, planNew(prefix, &meta, newOps, newRecs)...)
+		}
+		conds := []Condition{{Key: rk, Version: runVer}, {Key: metaKey, Version: metaVer}}
+		err = s.commitBatch(ctx, prefix, conds, nil, body, meta)
+		if errors.Is(err, ErrConditionFailed) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("put operations of %s: %w", o, err)
+		}
+		return nil
+	}
+}
+
+// readMeta reads the operations metadata of a run.
+func readMeta(ctx context.Context, r Reader, key []byte) (opsMetaValue, Version, error) {
+	v, ver, err := r.Get(ctx, key)
+	if err != nil {
+		return opsMetaValue{}, 0, err
+	}
+	m, err := parseOpsMeta(v)
+	return m, ver, err
+}
+
+// readOps runs fn in a snapshot in which o's run exists, has o's UID, and has no staged
+// batch left to apply; it applies one first when it finds one.
+func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reader, prefix []byte) error) error {
+	if err := lookup(o); err != nil {
+		return err
+	}
+	prefix := opsPrefix(o)
+	metaKey := with(prefix, opsMeta)
+	for {
+		staged := false
+		err := s.b.Read(ctx, func(r Reader) error {
+			if _, _, err := readRun(ctx, r, o); err != nil {
+				return err
+			}
+			meta, _, err := readMeta(ctx, r, metaKey)
+			if err != nil {
+				return err
+			}
+			if staged = meta.staged != 0; staged {
+				return nil
+			}
+			return fn(r, prefix)
+		})
+		if err != nil || !staged {
+			return err
+		}
+		if err := s.rollForward(ctx, prefix); err != nil {
+			return err
+		}
+	}
+}
+
+// GetOperation returns the operation id of o. It fails with [operations.ErrNotFound]
+// when o has no run or the run no such operation, with [operations.ErrUIDMismatch] as
+// [Store.GetRun] does, with an error wrapping [operations.ErrCorrupt] when a record does
+// not decode, and with ctx.Err() or the backend's error.
+func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string) (operations.Operation, error) {
+	var op operations.Operation
+	err := s.readOps(ctx, o, func(r Reader, prefix []byte) error {
+		v, _, err := r.Get(ctx, idKey(prefix, id))
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			return operations.ErrNotFound
+		}
+		e, err := parseIDEntry(id, v)
+		if err != nil {
+			return err
+		}
+		rec, _, err := r.Get(ctx, recordKey(prefix, e.seq, e.code))
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return fmt.Errorf("indexed but not stored: %w", operations.ErrCorrupt)
+		}
+		op, err = decodeOperation(o, rec)
+		return err
+	})
+	if err != nil {
+		return operations.Operation{}, fmt.Errorf("get operation %q of %s: %w", id, o, err)
+	}
+	return op, nil
+}
+
+// ListOperations returns the operations of o that f selects, in the order their IDs were
+// first put. When f names only unfinished phases (New, InProgress) it reads only the
+// run's unfinished operations, however many finished ones it holds. It fails as
+// [Store.GetOperation] does, but for a missing operation.
+func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operations.OperationFilter) ([]operations.Operation, error) {
+	onlyUnfinished := len(f.Phases) > 0 && !slices.ContainsFunc(f.Phases, func(p operations.OperationPhase) bool {
+		return p != operations.OperationNew && p != operations.OperationInProgress
+	})
+	type seqOp struct {
+		seq uint64
+		op  operations.Operation
+	}
+	var lists [2][]seqOp
+	err := s.readOps(ctx, o, func(r Reader, prefix []byte) error {
+		for i, suffix := range []byte{opsUnfinished, opsFinished} {
+			if i == 1 && onlyUnfinished {
+				break
+			}
+			lists[i] = lists[i][:0]
+			start := with(prefix, suffix)
+			err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
+				if len(k) != len(start)+8 {
+					return fmt.Errorf("operation record key %q: %w", k, operations.ErrCorrupt)
+				}
+				if c, err := recordCode(v); err == nil && !f.Match(operations.Operation{Status: operations.Status{Phase: codePhases[c]}}) {
+					return nil // not selected: skip it without decoding
+				}
+				op, err := decodeOperation(o, v)
+				if err != nil {
+					return fmt.Errorf("operation record %x: %w", k[len(start):], err)
+				}
+				lists[i] = append(lists[i], seqOp{binary.BigEndian.Uint64(k[len(start):]), op})
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list operations of %s: %w", o, err)
+	}
+	// Merge the two lists, each in sequence order, into first-put order.
+	out := make([]operations.Operation, 0, len(lists[0])+len(lists[1]))
+	a, b := lists[0], lists[1]
+	for len(a) > 0 || len(b) > 0 {
+		if len(b) == 0 || (len(a) > 0 && a[0].seq < b[0].seq) {
+			out, a = append(out, a[0].op), a[1:]
+		} else {
+			out, b = append(out, b[0].op), b[1:]
+		}
+	}
+	return out, nil
+}

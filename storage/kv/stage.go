@@ -1,0 +1,210 @@
+package kv
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/itemops/itemops/operations"
+)
+
+// fits reports whether one Commit of conds and writes is within the backend's limits.
+func (s *Store) fits(conds []Condition, writes []Write) bool {
+	if s.limits.MaxOps > 0 && len(conds)+len(writes) > s.limits.MaxOps {
+		return false
+	}
+	if s.limits.MaxBytes <= 0 {
+		return true
+	}
+	n := 0
+	for _, c := range conds {
+		n += len(c.Key)
+	}
+	for _, w := range writes {
+		n += len(w.Key) + len(w.Value) + len(w.End)
+	}
+	return n <= s.limits.MaxBytes
+}
+
+// stagedPrefix is the prefix of the staged chunks of one batch of a run.
+func stagedPrefix(prefix []byte, batch uint64) []byte {
+	return binary.BigEndian.AppendUint64(with(prefix, opsStaged), batch)
+}
+
+func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
+	return binary.BigEndian.AppendUint32(stagedPrefix(prefix, batch), uint32(chunk))
+}
+
+// commitBatch writes a batch of a run's operations: head (run records, if any), body
+// (operation records and index entries) and the run's operations metadata meta, with
+// its batch counter raised, if conds hold. When all of it fits one Commit, it is one
+// Commit. Otherwise body is staged in chunks, each its own Commit under the run's
+// staged/ keys that no reader looks at; then one Commit of head and of meta, naming the
+// batch, commits it; then the chunks are applied (see rollForward). A reader never sees
+// part of the batch: before the commit none of it counts, and after it every reader
+// applies the rest before it reads. An error wrapping ErrConditionFailed means a
+// condition did not hold and the batch was not committed; its staged chunks, if any,
+// are left for the run's next staged batch or its deletion to remove.
+func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Condition, head, body []Write, meta opsMetaValue) error {
+	metaKey := with(prefix, opsMeta)
+	meta.batches++
+	all := append(body, Write{Key: metaKey, Value: meta.append(nil)}) // body's spare room, if any
+	if len(head) > 0 {
+		all = append(head[:len(head):len(head)], all...)
+	}
+	if s.fits(conds, all) {
+		return s.b.Commit(ctx, conds, all)
+	}
+	batch := rand.Uint64() | 1 // never 0, which means none
+	chunks, err := s.chunks(prefix, batch, body)
+	if err != nil {
+		return err
+	}
+	for i, c := range chunks {
+		if err := s.b.Commit(ctx, nil, []Write{{Key: stagedKey(prefix, batch, i), Value: c}}); err != nil {
+			return fmt.Errorf("stage chunk %d of %d: %w", i+1, len(chunks), err)
+		}
+	}
+	meta.staged, meta.chunks = batch, uint32(len(chunks))
+	commit := append(head[:len(head):len(head)], Write{Key: metaKey, Value: meta.append(nil)})
+	if !s.fits(conds, commit) {
+		return fmt.Errorf("the run's records alone exceed one write of the backend (%+v): %w", s.limits, errors.Join(ErrTooLarge, operations.ErrInvalid))
+	}
+	if err := s.b.Commit(ctx, conds, commit); err != nil {
+		return err
+	}
+	return s.rollForward(ctx, prefix)
+}
+
+// chunks encodes writes, puts and single-key deletes, into chunks that each fit one
+// Commit when applied with a condition and the deletion of the chunk itself.
+func (s *Store) chunks(prefix []byte, batch uint64, writes []Write) ([][]byte, error) {
+	overhead := 2*len(stagedKey(prefix, batch, 0)) + len(with(prefix, opsMeta)) + 64
+	maxOps, maxBytes := s.limits.MaxOps-2, s.limits.MaxBytes-overhead
+	if s.limits.MaxOps <= 0 {
+		maxOps = len(writes)
+	}
+	if s.limits.MaxBytes <= 0 {
+		maxBytes = int(^uint(0) >> 1)
+	}
+	if maxOps < 1 || maxBytes < 1 {
+		return nil, fmt.Errorf("backend limits %+v leave no room to stage a batch: %w", s.limits, ErrTooLarge)
+	}
+	var out [][]byte
+	var cur []byte
+	n := 0
+	for _, w := range writes {
+		size := len(w.Key) + len(w.Value) + 1 + 2*binary.MaxVarintLen32
+		if size > maxBytes {
+			return nil, fmt.Errorf("a record of %d bytes exceeds one write of the backend (%+v): %w", len(w.Value), s.limits, errors.Join(ErrTooLarge, operations.ErrInvalid))
+		}
+		if n == maxOps || len(cur)+size > maxBytes {
+			out, cur, n = append(out, cur), nil, 0
+		}
+		flag := byte(0)
+		if w.Delete {
+			flag = 1
+		}
+		cur = append(cur, flag)
+		cur = binary.AppendUvarint(cur, uint64(len(w.Key)))
+		cur = append(cur, w.Key...)
+		cur = binary.AppendUvarint(cur, uint64(len(w.Value)))
+		cur = append(cur, w.Value...)
+		n++
+	}
+	if n > 0 {
+		out = append(out, cur)
+	}
+	return out, nil
+}
+
+// parseChunk decodes a staged chunk.
+func parseChunk(b []byte) ([]Write, error) {
+	d := decoder{b: b}
+	var out []Write
+	for d.err == nil && d.off < len(d.b) {
+		flag := d.u8()
+		if flag > 1 {
+			d.fail("unknown write flag %d", flag)
+		}
+		k := d.bytes()
+		v := d.bytes()
+		out = append(out, Write{Key: k, Value: v, Delete: flag == 1})
+	}
+	if err := d.end(); err != nil {
+		return nil, fmt.Errorf("staged chunk: %w: %w", operations.ErrCorrupt, err)
+	}
+	return out, nil
+}
+
+// rollForward applies the staged batch that the operations metadata under prefix names,
+// if any: each chunk is applied, and deleted, by one Commit on condition that the
+// metadata has not changed, and a last such Commit clears the metadata's batch and
+// deletes every staged chunk of the run (those of batches that never committed too).
+// Because no other batch of the run can commit while one is staged, two callers that
+// apply the same chunk write the same values; a caller that finds the metadata changed
+// starts over.
+func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
+	metaKey := with(prefix, opsMeta)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := retry(ctx, attempt); err != nil {
+				return fmt.Errorf("apply a staged batch: %w", err)
+			}
+		}
+		var meta opsMetaValue
+		var ver Version
+		type chunk struct{ key, value []byte }
+		var chunks []chunk
+		err := s.b.Read(ctx, func(r Reader) (err error) {
+			if meta, ver, err = readMeta(ctx, r, metaKey); err != nil || meta.staged == 0 {
+				return err
+			}
+			start := stagedPrefix(prefix, meta.staged)
+			return r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
+				chunks = append(chunks, chunk{bytes.Clone(k), bytes.Clone(v)})
+				return nil
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("apply a staged batch: %w", err)
+		}
+		if meta.staged == 0 {
+			return nil
+		}
+		cond := []Condition{{Key: metaKey, Version: ver}}
+		lost := false
+		for _, c := range chunks {
+			writes, err := parseChunk(c.value)
+			if err != nil {
+				return fmt.Errorf("apply a staged batch: chunk %x: %w", c.key, err)
+			}
+			err = s.b.Commit(ctx, cond, append(writes, Write{Key: c.key, Delete: true}))
+			if lost = errors.Is(err, ErrConditionFailed); lost {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("apply a staged batch: %w", err)
+			}
+		}
+		if lost {
+			continue
+		}
+		meta.staged, meta.chunks = 0, 0
+		staged := with(prefix, opsStaged)
+		err = s.b.Commit(ctx, cond, []Write{
+			{Key: metaKey, Value: meta.append(nil)},
+			{Key: staged, End: end(staged), Delete: true},
+		})
+		if errors.Is(err, ErrConditionFailed) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("apply a staged batch: %w", err)
+		}
+		return nil
+	}
+}

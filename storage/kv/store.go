@@ -1,0 +1,373 @@
+package kv
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// A Store is the engine: an [operations.Store] over a [Backend]. Create one with [Open].
+// It is safe for concurrent use, as its Backend is, also by Stores in other processes on
+// the same backend.
+type Store struct {
+	b      Backend
+	limits Limits
+}
+
+var _ operations.Store = (*Store)(nil)
+
+// maxAttempts bounds the read-then-commit rounds of one write that keeps losing to
+// concurrent writers; after them it fails with operations.ErrConflict.
+const maxAttempts = 100
+
+// Open returns the engine over b. It reads the format key: a backend without keys
+// becomes a store (the format key is written), a backend of this format is opened as it
+// is, and anything else fails with an error wrapping [ErrFormat], leaving b unchanged.
+// A done ctx, or a backend error, fails it with that error.
+func Open(ctx context.Context, b Backend) (*Store, error) {
+	s := &Store{b: b, limits: b.Limits()}
+	var format []byte
+	var empty bool
+	err := b.Read(ctx, func(r Reader) error {
+		v, _, err := r.Get(ctx, keyFormat)
+		if err != nil {
+			return err
+		}
+		format = bytes.Clone(v)
+		if v != nil {
+			return nil
+		}
+		empty = true
+		return r.Scan(ctx, nil, nil, func(k, _ []byte, _ Version) error {
+			empty = false
+			return errStop
+		})
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	switch {
+	case string(format) == formatValue:
+		return s, nil
+	case format != nil:
+		return nil, fmt.Errorf("open store: format %q, want %q: %w", format, formatValue, ErrFormat)
+	case !empty:
+		return nil, fmt.Errorf("open store: keys without a format key: %w", ErrFormat)
+	}
+	err = b.Commit(ctx, []Condition{{Key: keyFormat}}, []Write{{Key: keyFormat, Value: []byte(formatValue)}})
+	if errors.Is(err, ErrConditionFailed) {
+		return Open(ctx, b) // another Open wrote it first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return s, nil
+}
+
+// errStop ends a Scan early.
+var errStop = errors.New("stop")
+
+// get reads one key in a snapshot of its own and returns a copy of its value.
+func (s *Store) get(ctx context.Context, key []byte) ([]byte, Version, error) {
+	var val []byte
+	var ver Version
+	err := s.b.Read(ctx, func(r Reader) error {
+		v, vv, err := r.Get(ctx, key)
+		val, ver = bytes.Clone(v), vv
+		return err
+	})
+	return val, ver, err
+}
+
+// retry waits before attempt (from 1) of a write that lost a race, or reports
+// operations.ErrConflict when the attempts are used up, or ctx.Err().
+func retry(ctx context.Context, attempt int) error {
+	if attempt >= maxAttempts {
+		return fmt.Errorf("lost to concurrent writers %d times: %w", attempt, operations.ErrConflict)
+	}
+	if attempt > 2 {
+		// Back off a little, at random, so that writers that keep colliding spread out.
+		d := time.Duration(rand.Int64N(int64(min(attempt, 20)) * int64(100*time.Microsecond)))
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err()
+}
+
+// checkUID refuses an owner whose UID is set and differs from the stored run's.
+func checkUID(o operations.Owner, stored string) error {
+	if o.UID != "" && stored != "" && o.UID != stored {
+		return fmt.Errorf("the stored run has UID %q, not %q: %w", stored, o.UID, operations.ErrUIDMismatch)
+	}
+	return nil
+}
+
+// readRun reads and decodes the run of o in r, checking o's UID. It returns
+// operations.ErrNotFound when there is none.
+func readRun(ctx context.Context, r Reader, o operations.Owner) (operations.Run, Version, error) {
+	v, ver, err := r.Get(ctx, runKey(o))
+	if err != nil {
+		return operations.Run{}, 0, err
+	}
+	if v == nil {
+		return operations.Run{}, 0, operations.ErrNotFound
+	}
+	run, err := decodeRun(o, v)
+	if err != nil {
+		return operations.Run{}, 0, err
+	}
+	return run, ver, checkUID(o, run.Owner.UID)
+}
+
+// CreateRun stores r. It fails, writing nothing, with the error of
+// [operations.Run.Validate], with an error wrapping [operations.ErrInvalid] when the
+// name is longer than 8 KiB, with [operations.ErrUIDMismatch] when a run of another UID
+// has r's kind and name, with [operations.ErrExists] when another run does, and with
+// ctx.Err() or the backend's error.
+func (s *Store) CreateRun(ctx context.Context, r operations.Run) error {
+	return s.create(ctx, r, nil)
+}
+
+// CreateRunWithOperations stores r together with ops, the first batch of its
+// operations, in one atomic write: a reader sees both or neither. It fails as
+// [Store.CreateRun] does and as [Store.PutOperations] does on its batch, writing nothing.
+// It is the optional operations.RunStarter ability of a store.
+func (s *Store) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	if err := operations.ValidateBatch(r.Owner, ops); err != nil {
+		return fmt.Errorf("create run %s: %w", r.Owner, err)
+	}
+	return s.create(ctx, r, ops)
+}
+
+func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	if err := checkOwner(r.Owner); err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	recs, err := encodeBatch(r.Owner, ops)
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", r.Owner, err)
+	}
+	rk, rec := runKey(r.Owner), appendRun(nil, &r)
+	prefix := opsPrefix(r.Owner)
+	metaKey := with(prefix, opsMeta)
+	head := []Write{{Key: rk, Value: rec}, {Key: idxKey(r.Owner, r.Phase), Value: rec}}
+	meta := opsMetaValue{next: 1}
+	body := planNew(prefix, &meta, ops, recs)
+	conds := []Condition{{Key: rk}, {Key: metaKey}}
+	err = s.commitBatch(ctx, prefix, conds, head, body, meta)
+	if errors.Is(err, ErrConditionFailed) {
+		stored, _, gerr := s.get(ctx, rk)
+		if gerr == nil && stored != nil {
+			if old, derr := decodeRun(r.Owner, stored); derr == nil {
+				if err := checkUID(r.Owner, old.Owner.UID); err != nil {
+					return fmt.Errorf("create run %s: %w", r.Owner, err)
+				}
+			}
+		}
+		return fmt.Errorf("create run %s: %w", r.Owner, operations.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", r.Owner, err)
+	}
+	return nil
+}
+
+// GetRun returns the run of o. It fails with [operations.ErrNotFound], with
+// [operations.ErrUIDMismatch] when o's UID is set and differs from the run's, with an
+// error wrapping [operations.ErrCorrupt] when the record does not decode, and with
+// ctx.Err() or the backend's error.
+func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run, error) {
+	if err := lookup(o); err != nil {
+		return operations.Run{}, fmt.Errorf("get run %s: %w", o, err)
+	}
+	var run operations.Run
+	err := s.b.Read(ctx, func(r Reader) (err error) {
+		run, _, err = readRun(ctx, r, o)
+		return err
+	})
+	if err != nil {
+		return operations.Run{}, fmt.Errorf("get run %s: %w", o, err)
+	}
+	return run, nil
+}
+
+// UpdateRun applies update to the run of o atomically and returns the run as stored.
+// update gets a copy of the stored run, and is called again, with a fresh copy, when a
+// concurrent write of the run commits first; it is called outside every transaction of
+// the backend, so it may read the Store, but a write of the same run from inside it
+// makes it run again, until UpdateRun fails with [operations.ErrConflict].
+//
+// UpdateRun fails, writing nothing, with an error wrapping [operations.ErrInvalid] when
+// update is nil, with [operations.ErrNotFound] or [operations.ErrUIDMismatch] as
+// [Store.GetRun] does, with update's own error as it is, with the error of
+// [operations.ValidateRunUpdate], with [operations.ErrConflict] after 100 lost races,
+// and with ctx.Err() or the backend's error.
+func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
+	if update == nil {
+		return operations.Run{}, fmt.Errorf("update run %s: nil update function: %w", o, operations.ErrInvalid)
+	}
+	if err := lookup(o); err != nil {
+		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
+	}
+	rk := runKey(o)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := retry(ctx, attempt); err != nil {
+				return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
+			}
+		}
+		var before operations.Run
+		var ver Version
+		err := s.b.Read(ctx, func(r Reader) (err error) {
+			before, ver, err = readRun(ctx, r, o)
+			return err
+		})
+		if err != nil {
+			return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
+		}
+		work := before.Clone()
+		if err := update(&work); err != nil {
+			return operations.Run{}, err
+		}
+		after := work.Clone() // update may have kept the pointer it was given
+		if err := operations.ValidateRunUpdate(before, after); err != nil {
+			return operations.Run{}, fmt.Errorf("update run: %w", err)
+		}
+		rec := appendRun(nil, &after)
+		writes := []Write{{Key: rk, Value: rec}, {Key: idxKey(o, after.Phase), Value: rec}}
+		if after.Phase != before.Phase {
+			writes = append(writes, Write{Key: idxKey(o, before.Phase), Delete: true})
+		}
+		err = s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, writes)
+		if errors.Is(err, ErrConditionFailed) {
+			continue
+		}
+		if err != nil {
+			return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
+		}
+		return after, nil
+	}
+}
+
+// ListRuns returns the runs f selects, by kind (Backup first), then name. When f names
+// phases it reads only the phase index entries of those phases. It fails with an error
+// wrapping [operations.ErrCorrupt] when a record does not decode, and with ctx.Err() or
+// the backend's error.
+func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
+	kinds := []phase.Kind{phase.Backup, phase.Restore}
+	if f.Kind != "" {
+		kinds = nil // no run has another kind
+		if f.Kind == phase.Backup || f.Kind == phase.Restore {
+			kinds = []phase.Kind{f.Kind}
+		}
+	}
+	out := []operations.Run{}
+	err := s.b.Read(ctx, func(r Reader) error {
+		if len(f.Phases) == 0 {
+			for _, kind := range kinds {
+				start := []byte{prefixRun, kindByte(kind)}
+				err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
+					o, err := ownerOfRunKey(k)
+					if err != nil {
+						return err
+					}
+					run, err := decodeRun(o, v)
+					if err != nil {
+						return fmt.Errorf("run %s: %w", o, err)
+					}
+					if f.Match(run) {
+						out = append(out, run)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for _, kind := range kinds {
+			n := len(out)
+			for i, p := range f.Phases {
+				if slices.Contains(f.Phases[:i], p) {
+					continue
+				}
+				start := idxPrefix(kind, p)
+				err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
+					o := operations.Owner{Kind: kind, Name: string(k[len(start):])}
+					run, err := decodeRun(o, v)
+					if err != nil {
+						return fmt.Errorf("phase index entry of run %s: %w", o, err)
+					}
+					if run.Phase != p {
+						return fmt.Errorf("phase index entry of run %s in %s holds phase %s: %w", o, p, run.Phase, operations.ErrCorrupt)
+					}
+					out = append(out, run)
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+			slices.SortFunc(out[n:], func(a, b operations.Run) int { return cmp.Compare(a.Owner.Name, b.Owner.Name) })
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteRun deletes the run of o and all its operations in one atomic write. It fails,
+// deleting nothing, with [operations.ErrNotFound] or [operations.ErrUIDMismatch] as
+// [Store.GetRun] does, and with ctx.Err() or the backend's error.
+func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
+	if err := lookup(o); err != nil {
+		return fmt.Errorf("delete run %s: %w", o, err)
+	}
+	rk, prefix := runKey(o), opsPrefix(o)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := retry(ctx, attempt); err != nil {
+				return fmt.Errorf("delete run %s: %w", o, err)
+			}
+		}
+		var run operations.Run
+		var ver Version
+		err := s.b.Read(ctx, func(r Reader) (err error) {
+			run, ver, err = readRun(ctx, r, o)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("delete run %s: %w", o, err)
+		}
+		err = s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, []Write{
+			{Key: rk, Delete: true},
+			{Key: idxKey(o, run.Phase), Delete: true},
+			{Key: prefix, End: end(prefix), Delete: true},
+		})
+		if errors.Is(err, ErrConditionFailed) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("delete run %s: %w", o, err)
+		}
+		return nil
+	}
+}
