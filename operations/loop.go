@@ -166,15 +166,21 @@ func (m *Monitor) each(ctx context.Context, runs []Run, work func(Run)) {
 // countPhases counts the waiting runs and the finalizing runs fin that are not among them
 // (a poll moved those), by kind and phase, sorted; nil when there are none.
 func countPhases(waiting, fin []Run) []PhaseCount {
-	var counts []PhaseCount
-	polled := func(r Run) bool {
-		return slices.ContainsFunc(waiting, func(w Run) bool { return w.Owner.Kind == r.Owner.Kind && w.Owner.Name == r.Owner.Name })
+	polled := make(map[runKey]bool, len(waiting))
+	for _, r := range waiting {
+		polled[runKey{r.Owner.Kind, r.Owner.Name}] = true
 	}
-	for _, r := range slices.Concat(waiting, slices.DeleteFunc(slices.Clone(fin), polled)) {
-		i := slices.IndexFunc(counts, func(c PhaseCount) bool { return c.Kind == r.Owner.Kind && c.Phase == r.Phase })
-		if i < 0 {
-			i = len(counts)
-			counts = append(counts, PhaseCount{Kind: r.Owner.Kind, Phase: r.Phase})
+	index := make(map[PhaseCount]int) // by kind and phase, Runs zero
+	var counts []PhaseCount
+	for _, r := range slices.Concat(waiting, fin) {
+		if phase.IsFinalizing(r.Phase) && polled[runKey{r.Owner.Kind, r.Owner.Name}] {
+			continue
+		}
+		k := PhaseCount{Kind: r.Owner.Kind, Phase: r.Phase}
+		i, ok := index[k]
+		if !ok {
+			i, index[k] = len(counts), len(counts)
+			counts = append(counts, k)
 		}
 		counts[i].Runs++
 	}

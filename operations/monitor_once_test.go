@@ -183,6 +183,7 @@ func TestFinalizeTimeout(t *testing.T) {
 	st, err := m.RunOnce(context.Background())
 	require.ErrorContains(t, err, "finalizer: no answer within 20ms")
 	require.Equal(t, 2, st.Finalized)
+	require.Equal(t, []operations.PhaseCount{{Kind: phase.Backup, Phase: phase.Finalizing, Runs: 2}}, st.RunPhases)
 	r := e.get(hung)
 	require.Equal(t, phase.PartiallyFailed, r.Phase)
 	require.Equal(t, "finalize: no answer within 20ms", r.History[len(r.History)-1].Reason)
