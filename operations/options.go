@@ -193,8 +193,11 @@ type Finalizer interface {
 	// (from Finalizing) or PartiallyFailed (from FinalizingPartiallyFailed). When it
 	// returns an error the run moves to PartiallyFailed with the error as the reason
 	// and one more error counted, so retry transient failures inside Finalize; an error
-	// caused by ctx ending leaves the run for the next pass. Two Monitors may finalize
-	// the same run at once (only one advances it), so Finalize must be idempotent.
+	// caused by ctx ending leaves the run for the next pass, and a call that outlasts
+	// the finalize timeout is given up as an error ([WithFinalizeTimeout]). Two Monitors
+	// may finalize the same run at once (only one advances it), so Finalize must be
+	// idempotent; and a Monitor finalizes several runs at once (up to
+	// [WithStoreConcurrency]), so Finalize must be safe for concurrent use.
 	Finalize(ctx context.Context, r Run, items []ResourceIdentifier) error
 }
 
