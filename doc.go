@@ -24,6 +24,9 @@
 //   - storage/memstore and storage/boltstore: Stores in memory and in one bbolt file;
 //     storage/storetest: the conformance suite every Store passes.
 //   - cmd/itemops: a command that shows the library at work.
+//   - integrations/controllerruntime, a module of its own: the Monitor in a
+//     controller-runtime manager (gated by Recover, with an event source, status and
+//     Event helpers), and Prometheus metrics in integrations/controllerruntime/prommetrics.
 //
 // Packages import one way only: phase, progress and restoreorder are leaves, operations
 // builds on phase, and the adapters and the stores build on operations.

@@ -35,6 +35,9 @@ func (l *lane) check(i int) bool {
 	next, expired := applyProgress(op, now, p, c.timeout)
 	if expired {
 		cancel := pending{i: i, op: next, now: now, cancel: true}
+		if h := c.m.cfg.hooks.OperationTimedOut; h != nil {
+			h(next.Clone())
+		}
 		_, err, ok := call(l, cancel, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, tracker.Cancel(ctx, op.Clone())
 		})

@@ -76,9 +76,18 @@
 // ([WithWorkers]), each call within a timeout ([WithCallTimeout]); it writes what changed
 // in one batch and moves the run along with the rules of package phase. [Monitor.Run]
 // does that for every waiting run once per interval and finalizes the runs whose
-// operations have all ended ([WithFinalizer]). A plugin that errors, hangs or panics fails
-// only its own operation. After a restart, [Recover] fails the runs that were InProgress,
-// as Velero does, and the Monitor resumes the rest where they were.
+// operations have all ended ([WithFinalizer], each call bounded by [WithFinalizeTimeout]),
+// working on a bounded number of runs at once ([WithStoreConcurrency]). A plugin that
+// errors, hangs or panics fails only its own operation. After a restart, [Recover] fails
+// the runs that were InProgress, as Velero does, and the Monitor resumes the rest where
+// they were.
+//
+// [StartRun] starts a run: it records it, the operations its plugins started, and the
+// phase the main run leads to, in one atomic write when the store is a [RunStarter].
+// [Monitor.RunOnce] makes one pass of Run, for tests on a fake clock; [WithRunChanges]
+// sends the runs each pass changed to a channel, without ever blocking the pass, and
+// [WithObserver] and [WithHooks] report passes, plugin calls, timeouts and finalizer
+// calls, for metrics.
 //
 // Several Monitors, in one process or in several replicas, may share a store. Its atomic
 // updates keep a run from being advanced twice whatever they do; when the store is also a

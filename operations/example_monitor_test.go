@@ -54,3 +54,36 @@ func ExampleMonitor_Poll() {
 	// Finalizing: 1 completed, 0 running
 	// Completed 5368709120 Bytes
 }
+
+// A test drives a backup to Completed with a fake clock: StartRun records the upload the
+// plugin started, and each RunOnce is one pass of the Monitor, with no real waiting.
+func ExampleMonitor_RunOnce() {
+	ctx := context.Background()
+	clock := operationstest.NewClock(time.Date(2022, 12, 14, 12, 0, 0, 0, time.UTC))
+	store := memstore.New()
+	uploadDone := clock.Now().Add(10 * time.Minute)
+	mover := &operationstest.Tracker{
+		ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+			return operations.Progress{Completed: !clock.Now().Before(uploadDone)}, nil
+		},
+	}
+	m := operations.NewMonitor(store, operationstest.Resolver(map[string]operations.Tracker{"example.io/data-mover": mover}),
+		operations.WithClock(clock))
+
+	owner := operations.Owner{Kind: phase.Backup, Name: "nightly"}
+	run, _ := operations.StartRun(ctx, store, operations.Run{Owner: owner, Created: clock.Now()},
+		func(ctx context.Context) (operations.MainRun, error) {
+			return operations.MainRun{Operations: []operations.Operation{{Action: "example.io/data-mover", ID: "upload-1"}}}, nil
+		})
+	fmt.Println(run.Phase)
+	for range 2 {
+		_, _ = m.RunOnce(ctx)
+		run, _ = store.GetRun(ctx, owner)
+		fmt.Println(run.Phase)
+		clock.Advance(10 * time.Minute)
+	}
+	// Output:
+	// WaitingForPluginOperations
+	// WaitingForPluginOperations
+	// Completed
+}

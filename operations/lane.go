@@ -130,8 +130,16 @@ func (w *watchdog) fire() {
 		err = fmt.Errorf("%s: no answer within %s", w.call.what(), c.m.cfg.callTimeout)
 	}
 	w.l.unwatch()
+	c.m.observeCall(&w.call, c.m.cfg.callTimeout+time.Since(w.ctx.deadline), CallTimedOut)
 	c.settle(&w.call, err)
 	c.startLane()
+}
+
+// observeCall tells the PluginCall hook, if any, how call p ended after d.
+func (m *Monitor) observeCall(p *pending, d time.Duration, outcome CallOutcome) {
+	if m.cfg.hooks.PluginCall != nil {
+		m.cfg.hooks.PluginCall(CallStats{Action: p.op.Action, Cancel: p.cancel, Duration: d, Outcome: outcome})
+	}
 }
 
 // call makes plugin call p, f, in the lane's goroutine with a context that ends after
@@ -147,17 +155,29 @@ func call[T any](l *lane, p pending, f func(context.Context) (T, error)) (T, err
 	w.state.Store(calling)
 	w.timer.Reset(timeout)
 	var (
-		v   T
-		err error
+		v        T
+		err      error
+		panicked bool
+		start    = time.Now()
 	)
 	// The poll's ctx may have ended before the timer was armed, when its hurrying the
 	// watchdog found it idle: then the plugin is not called at all.
 	if err = c.ctx.Err(); err == nil {
-		v, err = protect(ctx, f)
+		v, err, panicked = protect(ctx, f)
 	}
 	if !w.state.CompareAndSwap(calling, idle) {
 		var zero T
 		return zero, nil, false
+	}
+	if c.ctx.Err() == nil {
+		outcome := CallSucceeded
+		switch {
+		case panicked:
+			outcome = CallPanicked
+		case err != nil:
+			outcome = CallErrored
+		}
+		c.m.observeCall(&p, time.Since(start), outcome)
 	}
 	ctx.end(context.Canceled)
 	if !w.timer.Stop() {
@@ -262,13 +282,14 @@ func (c *callContext) end(err error) {
 	c.funcs = nil
 }
 
-// protect calls f, turning a panic into an error.
-func protect[T any](ctx context.Context, f func(context.Context) (T, error)) (v T, err error) {
+// protect calls f, turning a panic into an error, and reports whether f panicked.
+func protect[T any](ctx context.Context, f func(context.Context) (T, error)) (v T, err error, panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			var zero T
-			v, err = zero, fmt.Errorf("plugin panicked: %v", r)
+			v, err, panicked = zero, fmt.Errorf("plugin panicked: %v", r), true
 		}
 	}()
-	return f(ctx)
+	v, err = f(ctx)
+	return v, err, false
 }

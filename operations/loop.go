@@ -1,142 +1,262 @@
 package operations
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/itemops/itemops/phase"
 )
 
 // Run polls every waiting run, then finalizes every finalizing run, once per interval,
 // until ctx is done; then it returns ctx.Err(), with every goroutine it started finished
-// (but for calls to plugins that ignore their context: see [WithCallTimeout]). Failures
-// of the store or of a finalizer are logged, reported to the observer, and retried on the
-// next pass; they never stop Run. The first pass starts at once.
+// (but for calls to plugins and finalizers that ignore their context: see
+// [WithCallTimeout] and [WithFinalizeTimeout]). Failures of the store or of a finalizer
+// are logged, reported to the observer, and retried on the next pass; they never stop
+// Run. The first pass starts at once. Between passes Run sends the run changes that are
+// waiting for room on the channel of [WithRunChanges].
 //
 // Run does not apply the restart rules: call [Monitor.Recover] (or [Recover]) once before
 // the first Run after a process starts.
 func (m *Monitor) Run(ctx context.Context) error {
 	for {
-		stats := m.pass(ctx)
-		if ctx.Err() != nil {
+		if _, err := m.RunOnce(ctx); ctx.Err() != nil {
 			return ctx.Err()
+		} else if err != nil {
+			m.cfg.logger.ErrorContext(ctx, "pass failed", "error", err)
 		}
-		if stats.Err != nil {
-			m.cfg.logger.ErrorContext(ctx, "pass failed", "error", stats.Err)
-		}
-		if m.cfg.observer != nil {
-			m.cfg.observer(stats)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-m.cfg.clock.After(m.cfg.interval):
+		wake := m.cfg.clock.After(m.cfg.interval)
+	wait:
+		for {
+			ch, c, seq := m.changes.next()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-wake:
+				break wait
+			case ch <- c:
+				m.changes.sent(c, seq)
+			}
 		}
 	}
 }
 
-// pass polls all waiting runs at once (their operations share the Monitor's workers),
-// then finalizes the finalizing ones.
+// RunOnce makes one pass of [Monitor.Run]: it polls every waiting run, then finalizes
+// every finalizing run, including those the polls just moved to a finalizing phase, and
+// reports what it did to the observer ([WithObserver]) and the run changes to their
+// channel ([WithRunChanges]). With a fake clock ([WithClock]), a test moves a run to its
+// end with RunOnce and no real waiting.
+//
+// RunOnce returns the pass's statistics and, as its error, ctx.Err() when ctx ended first,
+// or else what went wrong with the store or a finalizer (the same as PassStats.Err); a
+// failure of one run does not stop the pass. It is safe to call concurrently with other
+// methods, Run included, and several Monitors may make passes over one store at once.
+func (m *Monitor) RunOnce(ctx context.Context) (PassStats, error) {
+	m.changes.flush()
+	stats := m.pass(ctx)
+	if err := ctx.Err(); err != nil {
+		return stats, err
+	}
+	if m.cfg.observer != nil {
+		m.cfg.observer(stats)
+	}
+	m.changes.flush()
+	return stats, stats.Err
+}
+
+// pass polls the waiting runs, then finalizes the finalizing ones, at most
+// cfg.storeWork runs at a time (their operations share the Monitor's workers).
 func (m *Monitor) pass(ctx context.Context) PassStats {
 	stats := PassStats{Start: m.cfg.clock.Now()}
-	var errs []error
+	var (
+		errs []error
+		mu   sync.Mutex // guards stats and errs while runs are worked on
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
 	runs, err := m.store.ListRuns(ctx, waiting)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("list waiting runs: %w", err))
+		fail(fmt.Errorf("list waiting runs: %w", err))
 	}
-	var (
-		mu sync.Mutex // guards stats and errs while polls run
-		wg sync.WaitGroup
-	)
-	for _, r := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := m.Poll(ctx, r.Owner)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("poll %s: %w", r.Owner, err))
-				return
-			}
-			if res.Skipped {
-				stats.Skipped++
-				return
-			}
-			stats.Runs++
-			stats.Operations += res.Running + res.Completed + res.Failed
-			stats.Completed += res.Completed
-			stats.Failed += res.Failed
-			stats.NewErrors += res.NewErrors
-			if res.Phase != r.Phase {
-				stats.Advanced++
-			}
-		}()
-	}
-	wg.Wait()
+	m.each(ctx, runs, func(r Run) {
+		res, fresh, err := m.poll(ctx, r.Owner)
+		if err != nil {
+			fail(fmt.Errorf("poll %s: %w", r.Owner, err))
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if res.Skipped {
+			stats.Skipped++
+			return
+		}
+		stats.Runs++
+		stats.Operations += res.Running + res.Completed + res.Failed
+		stats.OperationsNew += fresh
+		stats.OperationsInProgress += res.Running - fresh
+		stats.Completed += res.Completed
+		stats.Failed += res.Failed
+		stats.NewErrors += res.NewErrors
+		if res.Phase != r.Phase {
+			stats.Advanced++
+		}
+		if res.Phase != r.Phase || res.Completed+res.Failed > 0 {
+			m.changes.publish(RunChange{Owner: r.Owner, From: r.Phase, To: res.Phase,
+				Running: res.Running, Completed: res.Completed, Failed: res.Failed})
+		}
+	})
 
 	fin, err := m.store.ListRuns(ctx, finalizing)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("list finalizing runs: %w", err))
+		fail(fmt.Errorf("list finalizing runs: %w", err))
 	}
-	for _, r := range fin {
-		advanced, skipped, err := m.finalize(ctx, r.Owner)
+	stats.RunPhases = countPhases(runs, fin)
+	m.each(ctx, fin, func(r Run) {
+		to, skipped, err := m.finalize(ctx, r.Owner)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("finalize %s: %w", r.Owner, err))
+			fail(fmt.Errorf("finalize %s: %w", r.Owner, err))
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		if skipped {
 			stats.Skipped++
 		}
-		if advanced {
+		if to != "" {
 			stats.Finalized++
 			stats.Advanced++
+			m.changes.publish(RunChange{Owner: r.Owner, From: r.Phase, To: to})
 		}
-	}
+	})
 	stats.Duration = m.cfg.clock.Now().Sub(stats.Start)
 	stats.Err = errors.Join(errs...)
 	return stats
 }
 
+// each calls work for every run, cfg.storeWork at a time, and returns when all calls
+// have returned. Once ctx ends it starts no more.
+func (m *Monitor) each(ctx context.Context, runs []Run, work func(Run)) {
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, m.cfg.storeWork)
+	)
+	for _, r := range runs {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			work(r)
+		}()
+	}
+	wg.Wait()
+}
+
+// countPhases counts the waiting runs and the finalizing runs fin that are not among them
+// (a poll moved those), by kind and phase, sorted; nil when there are none.
+func countPhases(waiting, fin []Run) []PhaseCount {
+	polled := make(map[runKey]bool, len(waiting))
+	for _, r := range waiting {
+		polled[runKey{r.Owner.Kind, r.Owner.Name}] = true
+	}
+	index := make(map[PhaseCount]int) // by kind and phase, Runs zero
+	var counts []PhaseCount
+	for _, r := range slices.Concat(waiting, fin) {
+		if phase.IsFinalizing(r.Phase) && polled[runKey{r.Owner.Kind, r.Owner.Name}] {
+			continue
+		}
+		k := PhaseCount{Kind: r.Owner.Kind, Phase: r.Phase}
+		i, ok := index[k]
+		if !ok {
+			i, index[k] = len(counts), len(counts)
+			counts = append(counts, k)
+		}
+		counts[i].Runs++
+	}
+	slices.SortFunc(counts, func(a, b PhaseCount) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Phase, b.Phase))
+	})
+	return counts
+}
+
+// Finalize finalizes the run of o, as a pass of [Monitor.Run] does, when it is in
+// Finalizing or FinalizingPartiallyFailed: it calls the [Finalizer] (within the finalize
+// timeout) and moves the run to Completed or PartiallyFailed. It returns the run's phase
+// afterwards. A run in any other phase is left alone. When the store is a [RunClaimer]
+// and another Monitor holds the run's claim, Finalize does nothing and returns the phase
+// the run had. It fails with the store's errors, the finalizer's error (wrapped; the run
+// has then moved to PartiallyFailed), or ctx.Err().
+func (m *Monitor) Finalize(ctx context.Context, o Owner) (phase.Phase, error) {
+	run, err := m.store.GetRun(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	if !phase.IsFinalizing(run.Phase) {
+		return run.Phase, nil
+	}
+	to, skipped, err := m.finalize(ctx, o)
+	switch {
+	case skipped:
+		return run.Phase, nil
+	case to != "":
+		return to, err
+	case err != nil:
+		return "", err
+	}
+	run, err = m.store.GetRun(ctx, o)
+	return run.Phase, err
+}
+
 // finalize runs the finalizer for the run of o, if it is still finalizing and this
-// Monitor can claim it, and moves it to its terminal phase. It reports whether it moved
-// the run, and whether it skipped it because another Monitor holds its claim.
-func (m *Monitor) finalize(ctx context.Context, o Owner) (advanced, skipped bool, err error) {
+// Monitor can claim it, and moves it to its terminal phase. It returns that phase when it
+// moved the run (else ""), and whether it skipped the run because another Monitor holds
+// its claim.
+func (m *Monitor) finalize(ctx context.Context, o Owner) (to phase.Phase, skipped bool, err error) {
 	release, ok, err := m.claim(ctx, o)
 	if err != nil {
-		return false, false, fmt.Errorf("claim run %s: %w", o, err)
+		return "", false, fmt.Errorf("claim run %s: %w", o, err)
 	}
 	if !ok {
-		return false, true, nil
+		return "", true, nil
 	}
 	defer release()
 	// Read the run under the claim: a Monitor that held it before may have finalized
 	// it since the pass listed it, and the finalizer should not run again for nothing.
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil || !phase.IsFinalizing(run.Phase) {
-		return false, false, err
+		return "", false, err
 	}
-	advanced, err = m.finalizeClaimed(ctx, o, run)
-	return advanced, false, err
+	to, err = m.finalizeClaimed(ctx, o, run)
+	return to, false, err
 }
 
 // finalizeClaimed is finalize once the run is claimed.
-func (m *Monitor) finalizeClaimed(ctx context.Context, o Owner, run Run) (bool, error) {
+func (m *Monitor) finalizeClaimed(ctx context.Context, o Owner, run Run) (phase.Phase, error) {
 	var finalizeErr error
 	if m.cfg.finalizer != nil {
 		ops, err := m.store.ListOperations(ctx, o, OperationFilter{})
 		if err != nil {
-			return false, err
+			return "", err
 		}
 		items := postOperationItems(ops)
 		finalizeErr = m.runFinalizer(ctx, run, items)
 		if ctx.Err() != nil {
-			return false, ctx.Err()
+			return "", ctx.Err()
 		}
 	}
 	now := stamp(m.cfg.clock)
-	_, err := m.store.UpdateRun(ctx, o, func(r *Run) error {
+	r, err := m.store.UpdateRun(ctx, o, func(r *Run) error {
 		if !phase.IsFinalizing(r.Phase) {
 			return errNoChange // another Monitor finalized it
 		}
@@ -152,21 +272,47 @@ func (m *Monitor) finalizeClaimed(ctx context.Context, o Owner, run Run) (bool, 
 	})
 	switch {
 	case errors.Is(err, errNoChange):
-		return false, nil
+		return "", nil
 	case err != nil:
-		return false, err
+		return "", err
 	case finalizeErr != nil:
-		return true, fmt.Errorf("finalizer: %w", finalizeErr)
+		return r.Phase, fmt.Errorf("finalizer: %w", finalizeErr)
 	}
-	return true, nil
+	return r.Phase, nil
 }
 
-// runFinalizer calls the finalizer, turning a panic into an error.
-func (m *Monitor) runFinalizer(ctx context.Context, r Run, items []ResourceIdentifier) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("finalizer panicked: %v", v)
-		}
+// runFinalizer calls the finalizer in a goroutine of its own, with a context that ends
+// after the finalize timeout, and returns its error, an error for a panic, or an error
+// saying it was given up when it has not returned by the deadline. A finalizer that
+// ignores its context keeps its goroutine until it returns.
+func (m *Monitor) runFinalizer(parent context.Context, r Run, items []ResourceIdentifier) error {
+	ctx, cancel := context.WithTimeout(parent, m.cfg.finalizeTimeout)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- fmt.Errorf("finalizer panicked: %v", v)
+			}
+		}()
+		done <- m.cfg.finalizer.Finalize(ctx, r.Clone(), items)
 	}()
-	return m.cfg.finalizer.Finalize(ctx, r.Clone(), items)
+	var (
+		err      error
+		timedOut bool
+	)
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		if parent.Err() == nil {
+			timedOut = true
+			err = fmt.Errorf("no answer within %s", m.cfg.finalizeTimeout)
+		}
+	}
+	if h := m.cfg.hooks.Finalized; h != nil {
+		h(FinalizeStats{Owner: r.Owner, Duration: time.Since(start), Err: err, TimedOut: timedOut})
+	}
+	return err
 }

@@ -34,6 +34,8 @@ type Monitor struct {
 	cfg      config
 	// calls holds a token for each lane checking operations (see lane).
 	calls chan struct{}
+	// changes holds the run changes waiting for room on cfg.changes; nil without it.
+	changes *changeQueue
 
 	// errorsMu guards progressErrors, the consecutive Progress errors of each operation.
 	errorsMu       sync.Mutex
@@ -60,7 +62,12 @@ var errNoChange = errors.New("no change")
 func NewMonitor(s Store, r Resolver, opts ...MonitorOption) *Monitor {
 	cfg := newConfig(opts)
 	claimer, _ := s.(RunClaimer)
+	var changes *changeQueue
+	if cfg.changes != nil {
+		changes = newChangeQueue(cfg.changes)
+	}
 	return &Monitor{
+		changes:        changes,
 		store:          s,
 		claimer:        claimer,
 		resolver:       r,
@@ -105,24 +112,30 @@ type PollResult struct {
 // and with ctx.Err() when ctx ends first; operations checked before that are not
 // written, and the next poll checks them again.
 func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
+	res, _, err := m.poll(ctx, o)
+	return res, err
+}
+
+// poll is Poll; it also returns how many of the operations still running are New.
+func (m *Monitor) poll(ctx context.Context, o Owner) (PollResult, int, error) {
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil {
-		return PollResult{}, err
+		return PollResult{}, 0, err
 	}
 	if !phase.IsWaiting(run.Phase) {
-		return PollResult{Phase: run.Phase}, nil
+		return PollResult{Phase: run.Phase}, 0, nil
 	}
 	release, ok, err := m.claim(ctx, o)
 	if err != nil {
-		return PollResult{}, fmt.Errorf("claim run %s: %w", o, err)
+		return PollResult{}, 0, fmt.Errorf("claim run %s: %w", o, err)
 	}
 	if !ok {
-		return PollResult{Phase: run.Phase, Skipped: true}, nil
+		return PollResult{Phase: run.Phase, Skipped: true}, 0, nil
 	}
 	defer release()
 	ops, err := m.store.ListOperations(ctx, o, unfinished)
 	if err != nil {
-		return PollResult{}, err
+		return PollResult{}, 0, err
 	}
 	timeout := run.OperationTimeout
 	if timeout <= 0 {
@@ -149,11 +162,12 @@ spawn:
 	}
 	c.lanes.Wait()
 	if err := ctx.Err(); err != nil {
-		return PollResult{}, err
+		return PollResult{}, 0, err
 	}
 
 	var (
 		res   PollResult
+		fresh int        // the running operations still New
 		batch = ops[:0]  // the changed operations, moved to the front of ops
 		first *Operation // the first operation that failed in this poll
 	)
@@ -162,6 +176,9 @@ spawn:
 		switch {
 		case !op.Status.Phase.Finished():
 			res.Running++
+			if op.Status.Phase == OperationNew {
+				fresh++
+			}
 		case c.changed[i] && op.Status.Phase == OperationCompleted:
 			res.Completed++
 		case c.changed[i]:
@@ -176,10 +193,10 @@ spawn:
 		}
 	}
 	if err := m.putBatch(ctx, o, batch); err != nil {
-		return PollResult{}, err
+		return PollResult{}, 0, err
 	}
 	res.NewErrors, res.Phase, err = m.advance(ctx, run, res.Running, first)
-	return res, err
+	return res, fresh, err
 }
 
 // putBatch writes the operations a poll changed. When another Monitor finished one of

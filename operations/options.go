@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/itemops/itemops/phase"
 )
 
 // A MonitorOption configures a [Monitor].
@@ -20,6 +22,7 @@ const (
 	DefaultWorkers          = 16
 	DefaultCallTimeout      = 30 * time.Second
 	DefaultOperationTimeout = 4 * time.Hour
+	DefaultFinalizeTimeout  = 10 * time.Minute
 )
 
 type config struct {
@@ -31,7 +34,11 @@ type config struct {
 	logger           *slog.Logger
 	tolerance        int
 	finalizer        Finalizer
+	finalizeTimeout  time.Duration
 	observer         func(PassStats)
+	storeWork        int // 0: workers
+	changes          chan<- RunChange
+	hooks            Hooks
 }
 
 func newConfig(opts []MonitorOption) config {
@@ -40,6 +47,7 @@ func newConfig(opts []MonitorOption) config {
 		workers:          DefaultWorkers,
 		callTimeout:      DefaultCallTimeout,
 		operationTimeout: DefaultOperationTimeout,
+		finalizeTimeout:  DefaultFinalizeTimeout,
 		clock:            systemClock{},
 		logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
@@ -47,6 +55,9 @@ func newConfig(opts []MonitorOption) config {
 		if o != nil {
 			o.apply(&c)
 		}
+	}
+	if c.storeWork == 0 {
+		c.storeWork = c.workers
 	}
 	return c
 }
@@ -137,10 +148,41 @@ func WithFinalizer(f Finalizer) MonitorOption {
 	return optionFunc(func(c *config) { c.finalizer = f })
 }
 
-// WithObserver sets a function called after each pass of [Monitor.Run] with what the pass
-// did, for metrics. It is called from the goroutine of Run and should return quickly.
+// WithFinalizeTimeout bounds each call of the [Finalizer], measured in real time. The
+// call's context carries the deadline; a finalizer that has not returned by then is given
+// up: the run moves to PartiallyFailed with a reason saying so, its claim is released,
+// and the pass goes on. A finalizer that ignores its context keeps only the goroutine it
+// was called in, until it returns; its late result is dropped. The default is
+// [DefaultFinalizeTimeout]; a value ≤ 0 keeps it.
+func WithFinalizeTimeout(d time.Duration) MonitorOption {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.finalizeTimeout = d
+		}
+	})
+}
+
+// WithStoreConcurrency bounds how many runs a pass of [Monitor.Run] (or [Monitor.RunOnce])
+// polls or finalizes at once. Each run's store calls are made one after another, so this
+// also bounds the pass's store calls in flight: a pass over 1,000 waiting runs makes at
+// most n store calls at a time rather than 1,000. The default is the worker count (see
+// [WithWorkers]); a value ≤ 0 keeps it.
+func WithStoreConcurrency(n int) MonitorOption {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.storeWork = n
+		}
+	})
+}
+
+// WithObserver adds a function called after each pass of [Monitor.Run] (and each
+// [Monitor.RunOnce]) with what the pass did, for metrics. Each WithObserver adds one; they
+// are called in order, from the goroutine of Run, and should return quickly. A nil f
+// adds nothing.
 func WithObserver(f func(PassStats)) MonitorOption {
-	return optionFunc(func(c *config) { c.observer = f })
+	return optionFunc(func(c *config) {
+		c.observer = both(c.observer, f)
+	})
 }
 
 // A Finalizer does a run's work after its operations ended: for a backup, adding the items
@@ -151,8 +193,11 @@ type Finalizer interface {
 	// (from Finalizing) or PartiallyFailed (from FinalizingPartiallyFailed). When it
 	// returns an error the run moves to PartiallyFailed with the error as the reason
 	// and one more error counted, so retry transient failures inside Finalize; an error
-	// caused by ctx ending leaves the run for the next pass. Two Monitors may finalize
-	// the same run at once (only one advances it), so Finalize must be idempotent.
+	// caused by ctx ending leaves the run for the next pass, and a call that outlasts
+	// the finalize timeout is given up as an error ([WithFinalizeTimeout]). Two Monitors
+	// may finalize the same run at once (only one advances it), so Finalize must be
+	// idempotent; and a Monitor finalizes several runs at once (up to
+	// [WithStoreConcurrency]), so Finalize must be safe for concurrent use.
 	Finalize(ctx context.Context, r Run, items []ResourceIdentifier) error
 }
 
@@ -177,7 +222,21 @@ type PassStats struct {
 	// Skipped is the number of runs the pass left alone because another Monitor held
 	// their claim (see [RunClaimer]).
 	Skipped int
+	// RunPhases counts the runs the pass found waiting or finalizing, by kind and phase,
+	// as it found them (a run it moved from waiting to finalizing is counted once, as
+	// waiting); nil when there were none.
+	RunPhases []PhaseCount
+	// OperationsNew and OperationsInProgress count the operations of the polled runs
+	// still unfinished after the pass, by phase.
+	OperationsNew, OperationsInProgress int
 	// Err joins what went wrong with the store or a finalizer; the pass went on
 	// regardless.
 	Err error
+}
+
+// A PhaseCount is a number of runs of one kind in one phase.
+type PhaseCount struct {
+	Kind  phase.Kind
+	Phase phase.Phase
+	Runs  int
 }

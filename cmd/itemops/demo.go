@@ -31,6 +31,7 @@ type demoConfig struct {
 	speed      float64
 	crashAfter time.Duration
 	failRate   float64
+	self       string // the command that runs the program again (see selfCommand)
 }
 
 // itemRate is how many items a main run handles per second.
@@ -98,6 +99,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	case cfg.crashAfter < 0:
 		return usageError{"-crash-after must not be negative"}
 	}
+	cfg.self = selfCommand()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return demo(ctx, cfg, stdout, stderr)
@@ -106,6 +108,9 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 // demo opens the store, recovers what a previous demo left, and finishes a round: the
 // latest one if it is unfinished, else a new one.
 func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
+	if cfg.self == "" {
+		cfg.self = "itemops"
+	}
 	if cfg.db == "" {
 		dir, err := os.MkdirTemp("", "itemops-demo-")
 		if err != nil {
@@ -155,7 +160,7 @@ func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
 	if cfg.crashAfter > 0 {
 		t := time.AfterFunc(cfg.crashAfter, func() {
 			ui.abort()
-			fmt.Fprintf(stderr, "itemops demo: crashing on purpose, %s after the start (-crash-after); run the demo again with -db %s to recover\n", cfg.crashAfter, cfg.db)
+			fmt.Fprintf(stderr, "itemops demo: crashing on purpose, %s after the start (-crash-after); run it again (%s demo -db %s) to recover\n", cfg.crashAfter, cfg.self, cfg.db)
 			crash()
 		})
 		defer t.Stop()
@@ -446,14 +451,14 @@ func (h *host) summary(ctx context.Context, w io.Writer, runs []operations.Run) 
 		return err
 	}
 	fmt.Fprintln(&out)
-	fmt.Fprintf(&out, "inspect the store:  itemops inspect %s\n", h.cfg.db)
+	fmt.Fprintf(&out, "inspect the store:  %s inspect %s\n", h.cfg.self, h.cfg.db)
 	for _, r := range runs {
 		if f := h.bucket.operationsFile(r.Owner); fileExists(f) {
-			fmt.Fprintf(&out, "an operations file: itemops inspect %s\n", f)
+			fmt.Fprintf(&out, "an operations file: %s inspect %s\n", h.cfg.self, f)
 			break
 		}
 	}
-	fmt.Fprintf(&out, "another round:      itemops demo -db %s\n", h.cfg.db)
+	fmt.Fprintf(&out, "another round:      %s demo -db %s\n", h.cfg.self, h.cfg.db)
 	_, err := w.Write(out.Bytes())
 	return err
 }

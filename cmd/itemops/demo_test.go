@@ -74,7 +74,7 @@ func TestDemo(t *testing.T) {
 		"restore-1.1 ✓ download shop/data-0: Completed",
 		"restore-1.1 WaitingForPluginOperations → Completed  (all operations ended)",
 		"\nSummary\n",
-		"inspect the store:  itemops inspect " + db,
+		"inspect the store:  " + selfCommand() + " inspect " + db,
 	} {
 		require.Contains(t, stdout, want)
 	}

@@ -6,6 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/itemops/itemops/integrations/controllerruntime"
 )
 
 // GroupVersion is the API group and version of the operator's resource.
@@ -33,15 +35,9 @@ type AppBackupSpec struct {
 	VolumeClaims []string `json:"volumeClaims,omitempty"`
 }
 
-// AppBackupStatus is where the backup stands: the phase of its run (one of package
-// phase's, so New, InProgress, WaitingForPluginOperations, … Completed), and its
-// operations.
+// AppBackupStatus is the backup's run: phase, operation counts and conditions.
 type AppBackupStatus struct {
-	Phase               string `json:"phase,omitempty"`
-	Operations          int    `json:"operations,omitempty"`
-	OperationsCompleted int    `json:"operationsCompleted,omitempty"`
-	OperationsFailed    int    `json:"operationsFailed,omitempty"`
-	FailureReason       string `json:"failureReason,omitempty"`
+	controllerruntime.RunStatus `json:",inline"`
 }
 
 // DeepCopyObject returns a deep copy of b, as runtime.Object requires. (Generated
@@ -50,6 +46,7 @@ func (b *AppBackup) DeepCopyObject() runtime.Object {
 	out := *b
 	b.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.VolumeClaims = slices.Clone(b.Spec.VolumeClaims)
+	b.Status.RunStatus.DeepCopyInto(&out.Status.RunStatus)
 	return &out
 }
 

@@ -1,10 +1,11 @@
 // Command operator shows itemops embedded in a controller-runtime operator: a
 // BackupReconciler for an AppBackup resource, whose plugin starts one upload per volume
-// claim, and the operations Monitor running beside it as a manager runnable.
+// claim, and the operations Monitor that polls the uploads (see SetupWithManager for the
+// manager's wiring, through package integrations/controllerruntime).
 //
-// To run without a cluster, main drives the reconciler itself against controller-runtime's
-// fake client, reconciling again whenever the reconciler asks to be requeued, as a
-// manager would; SetupWithManager is what a real operator calls instead.
+// To run without a cluster, main plays the manager against controller-runtime's fake
+// client: it runs the Monitor and reconciles the AppBackup whenever the Monitor reports
+// that its run changed, as the Monitor's source does in a manager.
 package main
 
 import (
@@ -17,10 +18,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
 
@@ -32,54 +36,64 @@ func main() {
 	}
 }
 
+// newReconciler returns a reconciler on a fake client holding objs, a memstore (a
+// boltstore in a real operator: runs survive restarts), and an uploader timed by clock.
+func newReconciler(clock operations.Clock, objs ...client.Object) (*BackupReconciler, error) {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&AppBackup{}).Build()
+	plugins := NewPlugins(c)
+	err := plugins.RegisterBackupItemAction(newUploader(300*time.Millisecond, clock))
+	return &BackupReconciler{Client: c, Store: memstore.New(), Plugins: plugins, Events: events.NewFakeRecorder(100)}, err
+}
+
+func newBackup(uid types.UID) *AppBackup {
+	b := &AppBackup{Spec: AppBackupSpec{VolumeClaims: []string{"data-0", "data-1", "data-2"}}}
+	b.Namespace, b.Name, b.UID = "shop", "nightly", uid
+	return b
+}
+
 // example reconciles one AppBackup to its end and writes each status it goes through to
 // w.
 func example(ctx context.Context, w io.Writer) error {
-	scheme := runtime.NewScheme()
-	if err := AddToScheme(scheme); err != nil {
+	r, err := newReconciler(systemClock{}, newBackup("7c1e2f4a-0000-4000-8000-000000000001"))
+	if err != nil {
 		return err
 	}
-	backup := &AppBackup{Spec: AppBackupSpec{VolumeClaims: []string{"data-0", "data-1", "data-2"}}}
-	backup.Namespace, backup.Name, backup.UID = "shop", "nightly", "7c1e2f4a-0000-4000-8000-000000000001"
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(backup).WithStatusSubresource(backup).Build()
-
-	store := memstore.New() // boltstore.Open(path, nil) in a real operator: runs survive restarts
-	plugins := NewPlugins(c)
-	if err := plugins.RegisterBackupItemAction(newUploader(300 * time.Millisecond)); err != nil {
-		return err
-	}
-	monitor := operations.NewMonitor(store, plugins, operations.WithInterval(50*time.Millisecond))
-	r := &BackupReconciler{Client: c, Store: store, Plugins: plugins, RequeueAfter: 50 * time.Millisecond}
-
+	changes := make(chan operations.RunChange, 1)
+	monitor := operations.NewMonitor(r.Store, r.Plugins, operations.WithInterval(50*time.Millisecond), operations.WithRunChanges(changes))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	monitorDone := make(chan error, 1)
-	go func() { monitorDone <- MonitorRunnable(monitor).Start(ctx) }()
+	go func() { monitorDone <- monitor.Run(ctx) }()
 
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "nightly"}}
-	var last AppBackupStatus
 	for {
-		res, err := r.Reconcile(ctx, req)
-		if err != nil {
+		if _, err := r.Reconcile(ctx, req); err != nil {
 			return err
 		}
 		var b AppBackup
-		if err := c.Get(ctx, req.NamespacedName, &b); err != nil {
+		if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 			return err
 		}
-		if b.Status != last {
-			last = b.Status
-			fmt.Fprintf(w, "status: phase %s, %d of %d operations completed\n", b.Status.Phase, b.Status.OperationsCompleted, b.Status.Operations)
-		}
-		if res.RequeueAfter == 0 {
+		fmt.Fprintf(w, "status: phase %s, %d of %d operations completed\n", b.Status.Phase, b.Status.OperationsCompleted, b.Status.Operations)
+		if phase.IsTerminal(phase.Phase(b.Status.Phase)) {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(res.RequeueAfter):
+		case <-changes:
 		}
 	}
 	stop()
-	return <-monitorDone
+	<-monitorDone
+	return nil
 }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

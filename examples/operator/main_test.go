@@ -7,7 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/operationstest"
 )
 
 // The AppBackup goes from WaitingForPluginOperations to Completed while the Monitor polls
@@ -20,4 +27,81 @@ func TestExample(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Equal(t, "status: phase WaitingForPluginOperations, 0 of 3 operations completed", lines[0])
 	require.Equal(t, "status: phase Completed, 3 of 3 operations completed", lines[len(lines)-1])
+}
+
+var key = types.NamespacedName{Namespace: "shop", Name: "nightly"}
+
+// toCompleted drives the AppBackup of r to Completed with the fake clock: reconcile,
+// a Monitor pass, the uploads' time, another pass, reconcile.
+func toCompleted(t *testing.T, r *BackupReconciler, clock *operationstest.Clock) AppBackup {
+	t.Helper()
+	ctx := context.Background()
+	m := operations.NewMonitor(r.Store, r.Plugins, operations.WithClock(clock))
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+	require.NoError(t, err)
+	_, err = m.RunOnce(ctx)
+	require.NoError(t, err)
+	clock.Advance(time.Second)
+	_, err = m.RunOnce(ctx)
+	require.NoError(t, err)
+	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+	require.NoError(t, err)
+	var b AppBackup
+	require.NoError(t, r.Client.Get(ctx, key, &b))
+	return b
+}
+
+// TestFakeClockToCompleted reaches Completed without waiting, with an Event for each
+// phase change and the Ready condition set.
+func TestFakeClockToCompleted(t *testing.T) {
+	clock := operationstest.NewClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	r, err := newReconciler(clock, newBackup("uid-1"))
+	require.NoError(t, err)
+	b := toCompleted(t, r, clock)
+	require.Equal(t, "Completed", b.Status.Phase)
+	require.Equal(t, 3, b.Status.OperationsCompleted)
+	require.Equal(t, "Ready", b.Status.Conditions[0].Type)
+	require.Equal(t, "True", string(b.Status.Conditions[0].Status))
+
+	rec := r.Events.(*events.FakeRecorder)
+	close(rec.Events)
+	var got []string
+	for e := range rec.Events {
+		got = append(got, e)
+	}
+	want := []string{
+		"Normal InProgress New → InProgress: main run started",
+		"Normal WaitingForPluginOperations InProgress → WaitingForPluginOperations: main run ended: 3 operations started",
+		"Normal Finalizing WaitingForPluginOperations → Finalizing: all operations ended",
+		"Normal Completed Finalizing → Completed: finalized",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestRecreatedBackup deletes a finished AppBackup and creates it again under the same
+// name: the new object gets a run of its own, not the old one's Completed status. (It
+// needs a store that checks owner UIDs: the storage engine's stores do.)
+func TestRecreatedBackup(t *testing.T) {
+	ctx := context.Background()
+	clock := operationstest.NewClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	r, err := newReconciler(clock, newBackup("uid-1"))
+	require.NoError(t, err)
+	require.Equal(t, "Completed", toCompleted(t, r, clock).Status.Phase)
+
+	var old AppBackup
+	require.NoError(t, r.Client.Get(ctx, key, &old))
+	require.NoError(t, r.Client.Delete(ctx, &old))
+	require.NoError(t, r.Client.Create(ctx, newBackup("uid-2")))
+	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+	require.NoError(t, err)
+	var b AppBackup
+	require.NoError(t, r.Client.Get(ctx, key, &b))
+	require.Equal(t, "WaitingForPluginOperations", b.Status.Phase, "the new object's own run")
+	require.Equal(t, 0, b.Status.OperationsCompleted)
+
+	b = toCompleted(t, r, clock)
+	require.Equal(t, "Completed", b.Status.Phase)
+	require.Equal(t, types.UID("uid-2"), b.UID)
 }

@@ -13,10 +13,11 @@ import (
 )
 
 // uploader is the operator's v2 plugin: it hands each volume claim to an upload service
-// (simulated here: every upload takes the same time) and returns at once with the
-// upload's ID, which the Monitor then asks about.
+// (simulated here: every upload takes the same time on clock) and returns at once with
+// the upload's ID, which the Monitor then asks about.
 type uploader struct {
-	took time.Duration
+	took  time.Duration
+	clock operations.Clock
 
 	// uploadsMu guards uploads: when each upload started, by ID.
 	uploadsMu sync.Mutex
@@ -25,8 +26,8 @@ type uploader struct {
 
 var _ adapters.BackupItemAction[*AppBackup] = (*uploader)(nil)
 
-func newUploader(took time.Duration) *uploader {
-	return &uploader{took: took, uploads: map[string]time.Time{}}
+func newUploader(took time.Duration, clock operations.Clock) *uploader {
+	return &uploader{took: took, clock: clock, uploads: map[string]time.Time{}}
 }
 
 func (*uploader) Name() string { return "example.itemops.io/uploader" }
@@ -40,9 +41,9 @@ func (u *uploader) Execute(ctx context.Context, item runtime.Unstructured, b *Ap
 		return nil, nil, "", nil, err
 	}
 	meta := item.UnstructuredContent()["metadata"].(map[string]any)
-	id := fmt.Sprintf("upload-%s-%s-%s", b.Name, meta["namespace"], meta["name"])
+	id := fmt.Sprintf("upload-%s-%s-%s", b.UID, meta["namespace"], meta["name"])
 	u.uploadsMu.Lock()
-	u.uploads[id] = time.Now()
+	u.uploads[id] = u.clock.Now()
 	u.uploadsMu.Unlock()
 	return item, nil, id, nil, nil
 }
@@ -58,7 +59,7 @@ func (u *uploader) Progress(ctx context.Context, id string, _ *AppBackup) (opera
 		return operations.Progress{}, operations.InvalidOperationID(u.Name(), id)
 	}
 	const size = 1 << 30
-	elapsed := min(time.Since(started), u.took)
+	elapsed := min(u.clock.Now().Sub(started), u.took)
 	return operations.Progress{
 		Completed: elapsed == u.took, NCompleted: int64(float64(size) * float64(elapsed) / float64(u.took)), NTotal: size,
 		OperationUnits: "Bytes", Started: started, Updated: started.Add(elapsed),

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// selfCommand returns the command that runs this program again, as a user can type it:
+// "go run ./cmd/itemops" (or the module path) when the program was started by go run,
+// else the program's name when a PATH lookup of it finds this executable, else the path
+// it was started with.
+func selfCommand() string {
+	exe, _ := os.Executable()
+	wd, _ := os.Getwd()
+	return commandFor(exe, os.Args[0], wd, exec.LookPath)
+}
+
+// commandFor is selfCommand for the executable exe started as arg0 in directory wd, with
+// lookPath resolving a name on PATH.
+func commandFor(exe, arg0, wd string, lookPath func(string) (string, error)) string {
+	if builtByGoRun(exe) {
+		if _, err := os.Stat(filepath.Join(wd, "cmd", "itemops", "main.go")); err == nil {
+			return "go run ./cmd/itemops"
+		}
+		return "go run github.com/itemops/itemops/cmd/itemops@latest"
+	}
+	name := filepath.Base(arg0)
+	if found, err := lookPath(name); err == nil && sameFile(found, exe) {
+		return name
+	}
+	if strings.Contains(arg0, " ") {
+		return `"` + arg0 + `"`
+	}
+	return arg0
+}
+
+// builtByGoRun reports whether exe is a binary go run built: go run links into
+// "exe/<name>" under a temporary go-build directory, which it removes afterwards.
+func builtByGoRun(exe string) bool {
+	dir := filepath.Dir(exe)
+	if filepath.Base(dir) != "exe" {
+		return false
+	}
+	for d := filepath.Dir(dir); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if strings.HasPrefix(filepath.Base(d), "go-build") {
+			return true
+		}
+	}
+	return false
+}
+
+// sameFile reports whether paths a and b name one file.
+func sameFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}

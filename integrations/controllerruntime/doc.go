@@ -1,0 +1,40 @@
+// Package controllerruntime runs itemops in a controller-runtime operator: the
+// operations Monitor as a manager runnable, an event source that reconciles the objects
+// whose runs changed, status and event helpers, and owner names for namespaced objects.
+//
+// It lives in a module of its own, so that controller-runtime, client-go and Prometheus
+// never enter the module graph of a program that imports only the itemops library.
+//
+// # Setup
+//
+// [New] builds the [Monitor] and adds it to the manager. It runs only on the elected
+// leader. When it starts it applies the restart rules ([operations.Recover]) before
+// anything else, and the reconcilers wrapped with [Gate] wait for that, so that Recover
+// never fails a run a reconcile has just started. Then the Monitor polls until the
+// manager stops, and [Monitor.Source] enqueues the objects whose runs it changed.
+//
+//	m, err := controllerruntime.New(mgr, store, plugins)
+//	...
+//	err = ctrl.NewControllerManagedBy(mgr).For(&v1.AppBackup{}).
+//		WatchesRawSource(m.Source(phase.Backup)).
+//		Complete(controllerruntime.Gate(m, reconciler))
+//
+// The Monitor logs through the manager's logger (named "itemops") and records its
+// metrics, from package prommetrics, on controller-runtime's metrics registry, which the
+// manager serves.
+//
+// # Names
+//
+// A run is named by its owner's kind and name. [OwnerOf] names the run of a namespaced
+// object "namespace/name" (a cluster-scoped object's run is named after the object),
+// with the object's UID, so that a run is never handed to a new object created under the
+// name of a deleted one (the store refuses with [operations.ErrUIDMismatch]); [ObjectKey]
+// is its inverse.
+//
+// # Status
+//
+// [RunStatus] is the part of an object's status that mirrors its run: phase, counts and
+// the conditions Ready, Progressing and Degraded. [RunStatus.Set] fills it from a run,
+// and [RecordPhaseChanges] emits a Kubernetes Event for each phase change the status has
+// not shown yet.
+package controllerruntime

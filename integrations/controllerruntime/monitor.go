@@ -1,0 +1,164 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// A Monitor is an [operations.Monitor] that runs in a controller-runtime manager: see
+// [New]. Its methods are safe for concurrent use.
+type Monitor struct {
+	*operations.Monitor
+
+	changes     chan operations.RunChange
+	recovered   chan struct{} // closed once Recover has succeeded
+	recoverOnce sync.Once
+
+	// queuesMu guards queues: the workqueues of the started sources, by kind.
+	queuesMu sync.Mutex
+	queues   map[phase.Kind][]*queue
+}
+
+type queue struct {
+	q workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// changeBuffer is the room for run changes between the Monitor and its dispatcher, which
+// drains it into the sources' workqueues at once.
+const changeBuffer = 256
+
+// New returns a Monitor of the runs in store, whose plugins resolver finds, and adds it
+// to mgr. opts are passed to [operations.NewMonitor] after the integration's own: the
+// manager's logger, named "itemops" (through logr's slog bridge), the run changes its
+// sources need, and the metrics of package prommetrics, registered on
+// controller-runtime's metrics registry (shared with other Monitors of the process). A
+// WithLogger among opts replaces the logger.
+//
+// The Monitor runs only on the elected leader (when the manager has leader election).
+// When the manager starts it, it calls [operations.Monitor.Recover], then runs
+// [operations.Monitor.Run] until the manager stops, and returns nil then. A failure of
+// Recover stops the manager: the restart rules must be applied before any run is
+// started. Reconcilers wrapped with [Gate] wait for Recover.
+//
+// New fails when the metrics cannot be registered or the manager refuses the runnable.
+func New(mgr manager.Manager, store operations.Store, resolver operations.Resolver, opts ...operations.MonitorOption) (*Monitor, error) {
+	pm := prommetrics.New()
+	if err := pm.Register(metrics.Registry); err != nil {
+		return nil, fmt.Errorf("register itemops metrics: %w", err)
+	}
+	m := newMonitor(store, resolver, mgr.GetLogger().WithName("itemops"), append(pm.MonitorOptions(), opts...))
+	if err := mgr.Add(manager.RunnableFunc(m.Start)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func newMonitor(store operations.Store, resolver operations.Resolver, log logr.Logger, opts []operations.MonitorOption) *Monitor {
+	m := &Monitor{
+		changes:   make(chan operations.RunChange, changeBuffer),
+		recovered: make(chan struct{}),
+		queues:    make(map[phase.Kind][]*queue),
+	}
+	base := []operations.MonitorOption{
+		operations.WithLogger(slog.New(logr.ToSlogHandler(log))),
+		operations.WithRunChanges(m.changes),
+	}
+	m.Monitor = operations.NewMonitor(store, resolver, append(base, opts...)...)
+	return m
+}
+
+// Start applies the restart rules, then runs the Monitor until ctx ends, and returns
+// nil then; it fails with the error of Recover. [New] adds it to the manager, which
+// calls it; call it only once.
+func (m *Monitor) Start(ctx context.Context) error {
+	if _, err := m.Recover(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("itemops: recover: %w", err)
+	}
+	m.recoverOnce.Do(func() { close(m.recovered) })
+	var wg sync.WaitGroup
+	wg.Go(func() { m.dispatch(ctx) })
+	err := m.Run(ctx)
+	wg.Wait()
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+// Recovered returns a channel closed once the Monitor has applied the restart rules.
+func (m *Monitor) Recovered() <-chan struct{} { return m.recovered }
+
+// Gate returns a reconciler that waits until m has applied the restart rules, then calls
+// r. A reconcile that waits returns ctx.Err() when ctx ends first. Wrap every reconciler
+// that starts runs with it: a run started before Recover could be failed by it.
+func Gate[request comparable](m *Monitor, r reconcile.TypedReconciler[request]) reconcile.TypedReconciler[request] {
+	return reconcile.TypedFunc[request](func(ctx context.Context, req request) (reconcile.Result, error) {
+		select {
+		case <-m.recovered:
+		case <-ctx.Done():
+			return reconcile.Result{}, ctx.Err()
+		}
+		return r.Reconcile(ctx, req)
+	})
+}
+
+// Source returns a source that enqueues, for each run of kind that the Monitor changes
+// (see [operations.RunChange]), the object [ObjectKey] names. A change is delivered to
+// every source of its kind started at the time; the workqueue merges requests for one
+// object. Changes made before a source starts are not delivered to it (a controller
+// reconciles every object when it starts anyway).
+func (m *Monitor) Source(kind phase.Kind) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		entry := &queue{q: q}
+		m.queuesMu.Lock()
+		m.queues[kind] = append(m.queues[kind], entry)
+		m.queuesMu.Unlock()
+		context.AfterFunc(ctx, func() {
+			m.queuesMu.Lock()
+			defer m.queuesMu.Unlock()
+			qs := m.queues[kind]
+			for i, e := range qs {
+				if e == entry {
+					m.queues[kind] = append(qs[:i:i], qs[i+1:]...)
+					break
+				}
+			}
+		})
+		return nil
+	})
+}
+
+// dispatch hands each run change to the workqueues of its kind until ctx ends. Adding to
+// a workqueue never blocks, so the Monitor's channel is drained as fast as it fills.
+func (m *Monitor) dispatch(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-m.changes:
+			req := reconcile.Request{NamespacedName: ObjectKey(c.Owner)}
+			m.queuesMu.Lock()
+			for _, e := range m.queues[c.Owner.Kind] {
+				e.q.Add(req)
+			}
+			m.queuesMu.Unlock()
+		}
+	}
+}

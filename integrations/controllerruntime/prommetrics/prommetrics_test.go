@@ -1,0 +1,191 @@
+package prommetrics_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/operationstest"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/memstore"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// TestScrape drives a Monitor through one pass with every kind of plugin call outcome, an
+// operation timeout and a failing finalizer, then scrapes the registry over HTTP and
+// checks each metric's name, type, labels and value.
+func TestScrape(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	release := make(chan struct{})
+	defer close(release)
+	answer := func(p operations.Progress, err error) *operationstest.Tracker {
+		return &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) { return p, err }}
+	}
+	trackers := map[string]operations.Tracker{
+		"ok":    answer(operations.Progress{Completed: true}, nil),
+		"err":   answer(operations.Progress{}, errors.New("unreachable")),
+		"slow":  answer(operations.Progress{}, nil), // still running, past its timeout
+		"quiet": answer(operations.Progress{}, nil), // still running
+		"panic": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			panic("boom")
+		}},
+		"hang": &operationstest.Tracker{ProgressFunc: func(ctx context.Context, _ operations.Operation) (operations.Progress, error) {
+			<-ctx.Done()
+			return operations.Progress{}, ctx.Err()
+		}},
+	}
+	start := func(name string, ops ...operations.Operation) {
+		o := operations.Owner{Kind: phase.Backup, Name: name}
+		_, err := operations.StartRun(ctx, store, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
+			return operations.MainRun{Operations: ops}, nil
+		})
+		require.NoError(t, err)
+	}
+	start("b1", operations.Operation{Action: "ok", ID: "1"}, operations.Operation{Action: "err", ID: "2"},
+		operations.Operation{Action: "panic", ID: "3"}, operations.Operation{Action: "hang", ID: "4"},
+		operations.Operation{Action: "slow", ID: "5", Status: operations.Status{Created: t0.Add(-5 * time.Hour)}})
+	start("b2", operations.Operation{Action: "ok", ID: "1"})
+	start("b3", operations.Operation{Action: "quiet", ID: "1"})
+
+	reg := prometheus.NewRegistry()
+	metrics := prommetrics.New()
+	require.NoError(t, metrics.Register(reg))
+	require.NoError(t, prommetrics.New().Register(reg), "a second Metrics shares the registered ones")
+	opts := append(metrics.MonitorOptions(),
+		operations.WithClock(operationstest.NewClock(t0)),
+		operations.WithCallTimeout(20*time.Millisecond),
+		operations.WithFinalizer(operations.FinalizerFunc(func(context.Context, operations.Run, []operations.ResourceIdentifier) error {
+			return errors.New("object store unavailable")
+		})))
+	m := operations.NewMonitor(store, operationstest.Resolver(trackers), opts...)
+	_, err := m.RunOnce(ctx)
+	require.ErrorContains(t, err, "object store unavailable")
+
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	require.NoError(t, err)
+
+	type sample struct {
+		Labels map[string]string
+		Value  float64 // counter or gauge value; a histogram's sample count
+	}
+	got := map[string][]sample{}
+	types := map[string]dto.MetricType{}
+	for name, f := range families {
+		types[name] = f.GetType()
+		for _, mt := range f.GetMetric() {
+			s := sample{Labels: map[string]string{}}
+			for _, l := range mt.GetLabel() {
+				s.Labels[l.GetName()] = l.GetValue()
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				s.Value = mt.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				s.Value = mt.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				s.Value = float64(mt.GetHistogram().GetSampleCount())
+			}
+			got[name] = append(got[name], s)
+		}
+		slices.SortFunc(got[name], func(a, b sample) int { return cmp.Compare(labelKey(a.Labels), labelKey(b.Labels)) })
+	}
+	l := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	want := map[string][]sample{
+		"itemops_runs": { // as the pass found them: all three waiting
+			{l("kind", "Backup", "phase", "WaitingForPluginOperations"), 3},
+		},
+		"itemops_operations": {
+			{l("phase", "InProgress"), 0},
+			{l("phase", "New"), 1}, // b3's quiet operation
+		},
+		"itemops_operations_ended_total": {
+			{l("phase", "Completed"), 2},
+			{l("phase", "Failed"), 4},
+		},
+		"itemops_operations_timed_out_total":    {{l("action", "slow"), 1}},
+		"itemops_monitor_pass_duration_seconds": {{l(), 1}},
+		"itemops_plugin_call_duration_seconds": {
+			{l("action", "err", "call", "progress"), 1},
+			{l("action", "hang", "call", "progress"), 1},
+			{l("action", "ok", "call", "progress"), 2},
+			{l("action", "panic", "call", "progress"), 1},
+			{l("action", "quiet", "call", "progress"), 1},
+			{l("action", "slow", "call", "cancel"), 1},
+			{l("action", "slow", "call", "progress"), 1},
+		},
+		"itemops_plugin_calls_total": {
+			{l("action", "err", "call", "progress", "outcome", "errored"), 1},
+			{l("action", "hang", "call", "progress", "outcome", "timed_out"), 1},
+			{l("action", "ok", "call", "progress", "outcome", "succeeded"), 2},
+			{l("action", "panic", "call", "progress", "outcome", "panicked"), 1},
+			{l("action", "quiet", "call", "progress", "outcome", "succeeded"), 1},
+			{l("action", "slow", "call", "cancel", "outcome", "succeeded"), 1},
+			{l("action", "slow", "call", "progress", "outcome", "succeeded"), 1},
+		},
+		"itemops_finalizer_failures_total": {{l("kind", "Backup"), 2}}, // b1 and b2 both reach finalizing
+	}
+	for k := range want {
+		slices.SortFunc(want[k], func(a, b sample) int { return cmp.Compare(labelKey(a.Labels), labelKey(b.Labels)) })
+	}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("scraped metrics (-want +got):\n%s", diff)
+	}
+	wantTypes := map[string]dto.MetricType{
+		"itemops_runs": dto.MetricType_GAUGE, "itemops_operations": dto.MetricType_GAUGE,
+		"itemops_operations_ended_total": dto.MetricType_COUNTER, "itemops_operations_timed_out_total": dto.MetricType_COUNTER,
+		"itemops_monitor_pass_duration_seconds": dto.MetricType_HISTOGRAM, "itemops_plugin_call_duration_seconds": dto.MetricType_HISTOGRAM,
+		"itemops_plugin_calls_total": dto.MetricType_COUNTER, "itemops_finalizer_failures_total": dto.MetricType_COUNTER,
+	}
+	if diff := gocmp.Diff(wantTypes, types); diff != "" {
+		t.Errorf("metric types (-want +got):\n%s", diff)
+	}
+}
+
+func labelKey(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		keys = append(keys, k+"="+v)
+	}
+	slices.Sort(keys)
+	return fmt.Sprint(keys)
+}

@@ -1,0 +1,211 @@
+package operations_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/memstore"
+)
+
+// plainStore is a store without optional abilities, so StartRun takes its fallback path.
+type plainStore struct{ operations.Store }
+
+// starterStore is a memstore, a RunStarter, counting the calls StartRun makes.
+type starterStore struct {
+	*memstore.Store
+	starts, creates int
+}
+
+func (s *starterStore) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	s.starts++
+	return s.Store.CreateRunWithOperations(ctx, r, ops)
+}
+
+func (s *starterStore) CreateRun(ctx context.Context, r operations.Run) error {
+	s.creates++
+	return s.Store.CreateRun(ctx, r)
+}
+
+func mainStarting(ids ...string) func(context.Context) (operations.MainRun, error) {
+	return func(context.Context) (operations.MainRun, error) {
+		res := operations.MainRun{Warnings: 1}
+		for _, id := range ids {
+			res.Operations = append(res.Operations, operations.Operation{Action: "p", ID: id})
+		}
+		return res, nil
+	}
+}
+
+func TestStartRun(t *testing.T) {
+	o := operations.Owner{Kind: phase.Backup, Name: "nightly", UID: "uid-1"}
+	for _, tc := range []struct {
+		name  string
+		store func() operations.Store
+	}{
+		{"fallback", func() operations.Store { return plainStore{memstore.New()} }},
+		{"RunStarter", func() operations.Store { return &starterStore{Store: memstore.New()} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := tc.store()
+			calls := 0
+			main := mainStarting("a", "b")
+			counted := func(ctx context.Context) (operations.MainRun, error) { calls++; return main(ctx) }
+
+			r, err := operations.StartRun(ctx, s, operations.Run{Owner: o, Created: t0}, counted)
+			require.NoError(t, err)
+			require.Equal(t, phase.WaitingForPluginOperations, r.Phase)
+			require.Equal(t, 1, r.Warnings)
+			require.Equal(t, []phase.Phase{phase.InProgress, phase.WaitingForPluginOperations}, historyTo(r))
+			stored, err := s.GetRun(ctx, o)
+			require.NoError(t, err)
+			if diff := cmp.Diff(stored, r); diff != "" {
+				t.Errorf("returned run differs from the stored one (-stored +returned):\n%s", diff)
+			}
+			got, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+			require.NoError(t, err)
+			want := []operations.Operation{
+				{Owner: o, Action: "p", ID: "a", Status: operations.Status{Phase: operations.OperationNew, Created: t0}},
+				{Owner: o, Action: "p", ID: "b", Status: operations.Status{Phase: operations.OperationNew, Created: t0}},
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("operations (-want +got):\n%s", diff)
+			}
+
+			// A second reconcile finds the run started and does not run the plugins again.
+			again, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, counted)
+			require.NoError(t, err)
+			require.Equal(t, 1, calls)
+			if diff := cmp.Diff(r, again); diff != "" {
+				t.Errorf("second StartRun (-first +second):\n%s", diff)
+			}
+			if ss, ok := s.(*starterStore); ok {
+				require.Equal(t, 1, ss.starts)
+				require.Zero(t, ss.creates, "a RunStarter store is not asked to CreateRun")
+			}
+		})
+	}
+}
+
+// A main run that fails leaves the run to be started again; the second call records it.
+func TestStartRunRetriesAfterFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		store     operations.Store
+		wantAfter error // what GetRun says after the failed start
+	}{
+		{"fallback leaves the run InProgress", plainStore{memstore.New()}, nil},
+		{"RunStarter writes nothing", &starterStore{Store: memstore.New()}, operations.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			o := operations.Owner{Kind: phase.Restore, Name: "r1"}
+			boom := errors.New("plugin unreachable")
+			_, err := operations.StartRun(ctx, tc.store, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
+				return operations.MainRun{}, boom
+			})
+			require.ErrorIs(t, err, boom)
+			r, err := tc.store.GetRun(ctx, o)
+			if tc.wantAfter != nil {
+				require.ErrorIs(t, err, tc.wantAfter)
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, phase.InProgress, r.Phase)
+			}
+
+			r, err = operations.StartRun(ctx, tc.store, operations.Run{Owner: o, Created: t0}, mainStarting())
+			require.NoError(t, err)
+			require.Equal(t, phase.Completed, r.Phase, "a restore with nothing pending ends at once")
+			require.Equal(t, []phase.Phase{phase.InProgress, phase.Completed}, historyTo(r))
+		})
+	}
+}
+
+// The fallback's window: a process that dies between creating the run and recording its
+// operations leaves it InProgress; Recover fails it and StartRun then returns it as is.
+func TestStartRunAfterRecover(t *testing.T) {
+	ctx := context.Background()
+	s := plainStore{memstore.New()}
+	o := operations.Owner{Kind: phase.Backup, Name: "b"}
+	_, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{}, errors.New("crash")
+	})
+	require.Error(t, err)
+	res, err := operations.Recover(ctx, s)
+	require.NoError(t, err)
+	require.Equal(t, []operations.Owner{o}, res.Failed)
+	r, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+		t.Fatal("main called for a failed run")
+		return operations.MainRun{}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, phase.Failed, r.Phase)
+}
+
+func TestStartRunOutcomes(t *testing.T) {
+	tests := []struct {
+		name       string
+		res        operations.MainRun
+		wantPhase  phase.Phase
+		wantReason string
+		wantErrors int
+	}{
+		{name: "errors and pending", res: operations.MainRun{Errors: 2, Operations: []operations.Operation{{Action: "p", ID: "x"}}},
+			wantPhase: phase.WaitingForPluginOperationsPartiallyFailed, wantErrors: 2},
+		{name: "nothing pending", wantPhase: phase.Finalizing},
+		{name: "fatal", res: operations.MainRun{Fatal: true, Reason: "no storage location"},
+			wantPhase: phase.Failed, wantReason: "no storage location"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := operations.Owner{Kind: phase.Backup, Name: "b"}
+			r, err := operations.StartRun(context.Background(), memstore.New(), operations.Run{Owner: o, Created: t0},
+				func(context.Context) (operations.MainRun, error) { return tc.res, nil })
+			require.NoError(t, err)
+			require.Equal(t, tc.wantPhase, r.Phase)
+			require.Equal(t, tc.wantReason, r.FailureReason)
+			require.Equal(t, tc.wantErrors, r.Errors)
+		})
+	}
+}
+
+func TestStartRunRefuses(t *testing.T) {
+	ctx := context.Background()
+	main := mainStarting("a")
+	o := operations.Owner{Kind: phase.Backup, Name: "b"}
+	for _, tc := range []struct {
+		name     string
+		template operations.Run
+		main     func(context.Context) (operations.MainRun, error)
+	}{
+		{"template not New", operations.Run{Owner: o, Phase: phase.InProgress}, main},
+		{"no owner name", operations.Run{Owner: operations.Owner{Kind: phase.Backup}}, main},
+		{"nil main", operations.Run{Owner: o}, nil},
+		{"operation of another run", operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+			return operations.MainRun{Operations: []operations.Operation{{Owner: operations.Owner{Kind: phase.Backup, Name: "other"}, Action: "p", ID: "a"}}}, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := operations.StartRun(ctx, memstore.New(), tc.template, tc.main)
+			require.ErrorIs(t, err, operations.ErrInvalid)
+		})
+	}
+}
+
+// A run of an object deleted and created again under its name is not handed to the new
+// object.
+func TestStartRunUIDMismatch(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	old := operations.Owner{Kind: phase.Backup, Name: "b", UID: "uid-old"}
+	_, err := operations.StartRun(ctx, s, operations.Run{Owner: old}, mainStarting("a"))
+	require.NoError(t, err)
+	_, err = operations.StartRun(ctx, s, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "b", UID: "uid-new"}}, mainStarting("a"))
+	require.ErrorIs(t, err, operations.ErrUIDMismatch)
+}
