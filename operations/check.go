@@ -16,6 +16,21 @@ func (l *lane) check(i int) bool {
 	op := c.ops[i]
 	now := stamp(c.m.cfg.clock)
 	tracker, err := c.m.resolve(op.Action)
+	if c.cancelReason != "" {
+		// The run is being cancelled: cancel the operation, whatever its progress.
+		cancel := pending{i: i, op: created(op, now), now: now, cancel: true}
+		if err != nil {
+			c.settle(&cancel, err)
+			return true
+		}
+		_, err, ok := call(l, cancel, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, tracker.Cancel(ctx, op.Clone())
+		})
+		if ok {
+			c.settle(&cancel, err)
+		}
+		return ok
+	}
 	progress := pending{i: i, op: op, now: now}
 	var p Progress
 	if err == nil {
@@ -65,10 +80,15 @@ func (c *checks) progressFailed(op Operation, now time.Time, err error) (Operati
 	return failOperation(next, err.Error()), true
 }
 
-// timedOut returns op failed for running past its timeout; cancelErr is what its Cancel
-// call returned.
-func (c *checks) timedOut(op Operation, cancelErr error) Operation {
+// cancelled returns op failed after its Cancel call, which returned cancelErr: for
+// running past its timeout, or because its run is being cancelled. A plugin that does
+// not cancel (ErrAsyncOperationsNotSupported, an error, a call given up) fails the
+// operation all the same, with what it said appended.
+func (c *checks) cancelled(op Operation, cancelErr error) Operation {
 	msg := TimedOut
+	if c.cancelReason != "" {
+		msg = CancelledPrefix + c.cancelReason
+	}
 	if cancelErr != nil {
 		c.m.cfg.logger.WarnContext(c.ctx, "cancel failed", "run", op.Owner.String(), "operation", op.ID, "error", cancelErr)
 		msg += "; " + cancelErr.Error()

@@ -79,8 +79,23 @@
 // operations have all ended ([WithFinalizer], each call bounded by [WithFinalizeTimeout]),
 // working on a bounded number of runs at once ([WithStoreConcurrency]). A plugin that
 // errors, hangs or panics fails only its own operation. After a restart, [Recover] fails
-// the runs that were InProgress, as Velero does, and the Monitor resumes the rest where
-// they were.
+// the runs that were InProgress, as Velero does ([Monitor.Recover] cancels their
+// operations first), and the Monitor resumes the rest where they were.
+//
+// # Cancelling a run
+//
+// [RequestCancel] (or [Run.RequestCancel] in an update) records a one-way request to
+// cancel a run, with who asked and why; it survives restarts with the run, shows in its
+// History ([EventCancelRequested]), and cannot be withdrawn. A controller whose main run
+// is still going learns it from [Run.CancelRequested] and stops it. On its next pass the
+// Monitor cancels every unfinished operation of a waiting run through its plugin, bounded
+// like any plugin call (a plugin that does not support cancelling, errors or hangs does
+// not hold it up), writes them Failed with an error that begins with [CancelledPrefix]
+// (Velero's operations have no Canceled phase, so its files stay as Velero reads them),
+// and moves the run to Failed with the request's reason; a finalizing run is failed the
+// same way. A run that has ended refuses the request with [ErrRunEnded].
+// [Monitor.Recover] likewise cancels the operations of each run it fails after a
+// restart, so that no data mover keeps running for a failed run.
 //
 // [StartRun] starts a run: it records it, the operations its plugins started, and the
 // phase the main run leads to, in one atomic write when the store is a [RunStarter].

@@ -16,8 +16,11 @@ type checks struct {
 	ops     []Operation // each replaced by what its check found
 	changed []bool      // whether the check changed ops[i]
 	timeout time.Duration
-	next    atomic.Int64 // the index of the next operation to check
-	lanes   sync.WaitGroup
+	// cancelReason, when set, makes every check cancel its operation instead of asking
+	// for its progress: the run's cancel was requested, or the run failed on a restart.
+	cancelReason string
+	next         atomic.Int64 // the index of the next operation to check
+	lanes        sync.WaitGroup
 }
 
 // A lane checks operations of a poll one after another, calling the plugin in its own
@@ -88,7 +91,7 @@ func (p *pending) what() string {
 // was given up.
 func (c *checks) settle(p *pending, err error) {
 	if p.cancel {
-		c.ops[p.i], c.changed[p.i] = c.timedOut(p.op, err), true
+		c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, err), true
 		return
 	}
 	c.ops[p.i], c.changed[p.i] = c.progressFailed(p.op, p.now, err)

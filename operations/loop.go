@@ -237,6 +237,10 @@ func (m *Monitor) finalize(ctx context.Context, o Owner) (to phase.Phase, skippe
 	if err != nil || !phase.IsFinalizing(run.Phase) {
 		return "", false, err
 	}
+	if run.CancelRequested() {
+		_, to, err = m.failCancelled(ctx, run)
+		return to, false, err
+	}
 	to, err = m.finalizeClaimed(ctx, o, run)
 	return to, false, err
 }

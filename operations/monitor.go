@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/itemops/itemops/phase"
 )
@@ -14,6 +15,11 @@ import (
 // TimedOut is the error an operation records when it ran past its timeout, as Velero
 // writes it.
 const TimedOut = "Asynchronous action timed out"
+
+// CancelledPrefix begins the error an operation records when its run was cancelled (the
+// cancel request's reason follows) or failed on a restart. Velero's operations have no
+// Canceled phase, so such an operation is Failed, and its error says why.
+const CancelledPrefix = "Canceled: "
 
 // A Monitor watches the unfinished operations of waiting runs, records what their plugins
 // report, and moves each run to its next phase, as Velero's backup and restore operations
@@ -142,26 +148,8 @@ func (m *Monitor) poll(ctx context.Context, o Owner) (PollResult, int, error) {
 		timeout = m.cfg.operationTimeout
 	}
 
-	// Up to workers lanes check the run's operations in turn. A lane starts once it
-	// holds one of the Monitor's tokens, which all runs polled at once share, and keeps
-	// it while the run has operations left, so that it goes from one plugin call to the
-	// next without waiting again; a poll waiting for tokens costs one goroutine.
-	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout}
-spawn:
-	for range min(len(ops), m.cfg.workers) {
-		if c.next.Load() >= int64(len(ops)) {
-			break // the lanes already started took every operation
-		}
-		select {
-		case m.calls <- struct{}{}:
-		case <-ctx.Done():
-			break spawn
-		}
-		c.lanes.Add(1)
-		c.startLane()
-	}
-	c.lanes.Wait()
-	if err := ctx.Err(); err != nil {
+	c, err := m.check(ctx, ops, timeout, run.Cancel.Reason)
+	if err != nil {
 		return PollResult{}, 0, err
 	}
 
@@ -195,8 +183,88 @@ spawn:
 	if err := m.putBatch(ctx, o, batch); err != nil {
 		return PollResult{}, 0, err
 	}
+	if run.CancelRequested() {
+		res.NewErrors, res.Phase, err = m.failCancelled(ctx, run)
+		return res, 0, err
+	}
 	res.NewErrors, res.Phase, err = m.advance(ctx, run, res.Running, first)
 	return res, fresh, err
+}
+
+// check checks ops, asking each plugin for progress, or, when cancelReason is set,
+// cancelling each operation. Up to workers lanes check the operations in turn. A lane
+// starts once it holds one of the Monitor's tokens, which all runs polled at once share,
+// and keeps it while there are operations left, so that it goes from one plugin call to
+// the next without waiting again; waiting for tokens costs one goroutine. It returns
+// ctx.Err() when ctx ends first.
+func (m *Monitor) check(ctx context.Context, ops []Operation, timeout time.Duration, cancelReason string) (*checks, error) {
+	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
+spawn:
+	for range min(len(ops), m.cfg.workers) {
+		if c.next.Load() >= int64(len(ops)) {
+			break // the lanes already started took every operation
+		}
+		select {
+		case m.calls <- struct{}{}:
+		case <-ctx.Done():
+			break spawn
+		}
+		c.lanes.Add(1)
+		c.startLane()
+	}
+	c.lanes.Wait()
+	return c, ctx.Err()
+}
+
+// cancelOperations cancels the unfinished operations of the run of o, for reason, and
+// writes them Failed; a plugin that refuses or hangs does not stop it (see check).
+func (m *Monitor) cancelOperations(ctx context.Context, o Owner, reason string) error {
+	ops, err := m.store.ListOperations(ctx, o, unfinished)
+	if err != nil || len(ops) == 0 {
+		return err
+	}
+	c, err := m.check(ctx, ops, m.cfg.operationTimeout, reason)
+	if err != nil {
+		return err
+	}
+	batch := ops[:0]
+	for i := range ops {
+		if c.changed[i] {
+			batch = append(batch, ops[i])
+		}
+	}
+	return m.putBatch(ctx, o, batch)
+}
+
+// failCancelled moves a run whose cancel was requested, and whose operations have all
+// ended, to Failed, with the request's reason as its FailureReason, counting its failed
+// operations into its errors. It returns the errors it added and the run's phase.
+func (m *Monitor) failCancelled(ctx context.Context, run Run) (int, phase.Phase, error) {
+	failed, err := m.store.ListOperations(ctx, run.Owner, failedOnly)
+	if err != nil {
+		return 0, "", err
+	}
+	now := stamp(m.cfg.clock)
+	var newErrors int
+	current := run.Phase
+	r, err := m.store.UpdateRun(ctx, run.Owner, func(r *Run) error {
+		current = r.Phase
+		if phase.IsTerminal(r.Phase) {
+			return errNoChange
+		}
+		newErrors = max(len(failed)-r.FailedOperations, 0)
+		r.Errors += newErrors
+		r.FailedOperations += newErrors
+		r.FailureReason = r.Cancel.Reason
+		return r.SetPhase(phase.Failed, CancelledPrefix+r.Cancel.Reason, now)
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return 0, current, nil
+	case err != nil:
+		return 0, "", err
+	}
+	return newErrors, r.Phase, nil
 }
 
 // putBatch writes the operations a poll changed. When another Monitor finished one of

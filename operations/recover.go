@@ -3,6 +3,7 @@ package operations
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/itemops/itemops/phase"
 )
@@ -20,26 +21,37 @@ type RecoverResult struct {
 // Velero's reason as its FailureReason and in its history; waiting and finalizing runs are
 // left for a [Monitor] to resume; the rest (New, Queued, terminal) are untouched. Recover
 // is idempotent. The operations of a failed run are left as they are, as Velero leaves
-// them: no longer monitored.
+// them: no longer monitored; [Monitor.Recover] cancels them first.
 //
 // It stops at the first store error, or when ctx ends, returning what it did so far;
 // running it again finishes the work.
 func Recover(ctx context.Context, s Store) (RecoverResult, error) {
-	return recoverRuns(ctx, s, systemClock{})
+	return recoverRuns(ctx, s, systemClock{}, nil)
 }
 
-// Recover is [Recover] with the Monitor's store and clock.
+// Recover is [Recover] with the Monitor's store and clock, and with no orphans: before
+// it fails a run found InProgress, it cancels the run's unfinished operations through
+// their plugins and writes them Failed ("Canceled: " and the restart reason), so that no
+// data mover keeps running for a run that has failed. A plugin that does not cancel, or
+// hangs past the call timeout, does not stop it. A crash in between leaves the run
+// InProgress, and the next Recover does the rest.
 func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
-	return recoverRuns(ctx, m.store, m.cfg.clock)
+	return recoverRuns(ctx, m.store, m.cfg.clock, m.cancelOperations)
 }
 
-func recoverRuns(ctx context.Context, s Store, clk Clock) (RecoverResult, error) {
+func recoverRuns(ctx context.Context, s Store, clk Clock, cancel func(context.Context, Owner, string) error) (RecoverResult, error) {
 	var res RecoverResult
 	stuck, err := s.ListRuns(ctx, RunFilter{Phases: []phase.Phase{phase.InProgress}})
 	if err != nil {
 		return res, err
 	}
 	for _, r := range stuck {
+		if cancel != nil {
+			_, reason, _ := phase.OnRestart(r.Owner.Kind, r.Phase)
+			if err := cancel(ctx, r.Owner, reason); err != nil {
+				return res, fmt.Errorf("cancel the operations of %s: %w", r.Owner, err)
+			}
+		}
 		now := stamp(clk)
 		_, err := s.UpdateRun(ctx, r.Owner, func(r *Run) error {
 			next, reason, changed := phase.OnRestart(r.Owner.Kind, r.Phase)

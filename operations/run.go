@@ -60,16 +60,16 @@ const EventCancelRequested phase.Event = "cancel-requested"
 func (r Run) CancelRequested() bool { return r.Cancel.Reason != "" || !r.Cancel.At.IsZero() }
 
 // RequestCancel records a request to cancel r, for reason (who asked and why) at time
-// at, and appends it to r's History. A run whose cancel was already requested keeps its
-// first request, and RequestCancel returns nil. A run in a terminal phase cannot be
-// cancelled: RequestCancel returns an error wrapping [ErrRunEnded] and leaves r as it
-// was. Store it with UpdateRun, or call [RequestCancel].
+// at, and appends it to r's History. A run in a terminal phase cannot be cancelled:
+// RequestCancel returns an error wrapping [ErrRunEnded] and leaves r as it was. A run
+// whose cancel was already requested keeps its first request, and RequestCancel returns
+// nil. Store it with UpdateRun, or call [RequestCancel].
 func (r *Run) RequestCancel(reason string, at time.Time) error {
-	if r.CancelRequested() {
-		return nil
-	}
 	if phase.IsTerminal(r.Phase) || r.Phase == phase.Deleting {
 		return fmt.Errorf("run %s is %s: %w", r.Owner, r.Phase, ErrRunEnded)
+	}
+	if r.CancelRequested() {
+		return nil
 	}
 	if reason == "" {
 		reason = "cancel requested"
