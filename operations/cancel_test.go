@@ -27,9 +27,11 @@ func cancelFixture(t *testing.T, s operations.Store) (operations.Owner, operatio
 	r := operations.Run{Owner: o, Phase: phase.New, Created: t0}
 	require.NoError(t, r.SetPhase(phase.WaitingForPluginOperations, "main run ended", t0))
 	trackers := map[string]*operationstest.Tracker{
-		"quick":   {},
-		"hangs":   {CancelFunc: func(ctx context.Context, _ operations.Operation) error { <-ctx.Done(); return ctx.Err() }},
-		"refuses": {CancelFunc: func(_ context.Context, op operations.Operation) error { return operations.AsyncOperationsNotSupported("refuses", op.ID) }},
+		"quick": {},
+		"hangs": {CancelFunc: func(ctx context.Context, _ operations.Operation) error { <-ctx.Done(); return ctx.Err() }},
+		"refuses": {CancelFunc: func(_ context.Context, op operations.Operation) error {
+			return operations.AsyncOperationsNotSupported("refuses", op.ID)
+		}},
 	}
 	var ops []operations.Operation
 	for i, action := range []string{"quick", "hangs", "refuses", "quick", "hangs", "refuses"} {
