@@ -30,8 +30,11 @@ type demoConfig struct {
 	claims     int // -operations: volume claims, so operations per run
 	speed      float64
 	crashAfter time.Duration
-	failRate   float64
-	self       string // the command that runs the program again (see selfCommand)
+	// cancelAfter requests the cancel of the round's latest unfinished run (the restore,
+	// when it has started) this long after the demo starts its work.
+	cancelAfter time.Duration
+	failRate    float64
+	self        string // the command that runs the program again (see selfCommand)
 }
 
 // itemRate is how many items a main run handles per second.
@@ -83,6 +86,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.claims, "operations", 6, "volume claims in the application: the data mover's operations per backup and per restore")
 	fs.Float64Var(&cfg.speed, "speed", 1, "how much faster than the default pace to go (items per second, operation durations)")
 	fs.DurationVar(&cfg.crashAfter, "crash-after", 0, "kill the process this long after the demo starts its work (0: never)")
+	fs.DurationVar(&cfg.cancelAfter, "cancel-after", 0, "request the cancel of the round's latest unfinished run (the restore, once it started) this long after the demo starts its work (0: never)")
 	fs.Float64Var(&cfg.failRate, "fail-rate", 0, "the share of operations, 0 to 1, that fail or stall until they time out")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -96,6 +100,8 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return usageError{"-speed must be above 0 and at most 1000"}
 	case !(cfg.failRate >= 0 && cfg.failRate <= 1):
 		return usageError{"-fail-rate must be between 0 and 1"}
+	case cfg.cancelAfter < 0:
+		return usageError{"-cancel-after must not be negative"}
 	case cfg.crashAfter < 0:
 		return usageError{"-crash-after must not be negative"}
 	}
@@ -165,6 +171,10 @@ func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
 		})
 		defer t.Stop()
 	}
+	if cfg.cancelAfter > 0 {
+		t := time.AfterFunc(cfg.cancelAfter, func() { h.cancelLatest(bg) })
+		defer t.Stop()
+	}
 	round, err := h.finishRound(ctx)
 	stopBackground()
 	wg.Wait()
@@ -185,6 +195,31 @@ func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
 		}
 	}
 	return h.summary(ctx, stdout, runs)
+}
+
+// cancelLatest requests the cancel of the latest unfinished run of the latest round,
+// the restore when it has started: the Monitor then cancels its operations and fails it,
+// and the round starts the restore again.
+func (h *host) cancelLatest(ctx context.Context) {
+	round, err := h.latestRound(ctx)
+	if err != nil {
+		return
+	}
+	runs, err := h.roundRuns(ctx, round)
+	if err != nil {
+		return
+	}
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		if phase.IsTerminal(r.Phase) {
+			continue // runs list restores after backups: the first unfinished from the end is the latest
+		}
+		reason := fmt.Sprintf("cancelled by the demo (-cancel-after %s)", h.cfg.cancelAfter)
+		if _, err := operations.RequestCancel(ctx, h.store, r.Owner, reason, h.clock.Now()); err == nil {
+			h.ui.printf("%s %s: cancel requested; the Monitor cancels its operations and fails it", r.Owner.Kind, r.Owner.Name)
+		}
+		return
+	}
 }
 
 // reportRecovery shows what Recover did.
@@ -472,6 +507,9 @@ func phasePath(r operations.Run) string {
 	var b strings.Builder
 	since := r.Created
 	for _, tr := range r.History {
+		if tr.From == tr.To {
+			continue // a cancel request, not a phase change
+		}
 		fmt.Fprintf(&b, "%s %s → ", tr.From, seconds(max(tr.Time.Sub(since), 0)))
 		since = tr.Time
 	}

@@ -207,6 +207,9 @@ func (d *display) poll(ctx context.Context) {
 
 // transitionLine shows a phase change.
 func (d *display) transitionLine(o operations.Owner, tr operations.Transition) string {
+	if tr.Event == operations.EventCancelRequested {
+		return fmt.Sprintf("%s  %-11s %s: cancel requested (%s)", d.stamp(), o.Name, tr.From, tr.Reason)
+	}
 	to := string(tr.To)
 	if d.color {
 		to = phaseColor(tr.To) + to + ansiReset
