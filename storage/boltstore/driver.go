@@ -86,6 +86,9 @@ func parseValue(k, v []byte) ([]byte, kv.Version, error) {
 }
 
 func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
 	v := r.b.Get(key)
 	if v == nil {
 		return nil, 0, nil
@@ -94,6 +97,9 @@ func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error)
 }
 
 func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte, v kv.Version) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	c := r.b.Cursor()
 	n := 0
 	for k, v := c.Seek(start); k != nil && (len(end) == 0 || bytes.Compare(k, end) < 0); k, v = c.Next() {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/kv"
+	"github.com/itemops/itemops/storage/kv/kvtest"
 )
 
 var t0 = time.Date(2022, 12, 14, 12, 0, 0, 0, time.UTC)
@@ -573,4 +575,15 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 	ops, err := s.ListOperations(ctx, o, operations.OperationFilter{})
 	require.NoError(t, err)
 	require.Len(t, ops, workers*each)
+}
+
+// TestBackendConformance runs the driver conformance suite against the bbolt driver of
+// a store in a new file.
+func TestBackendConformance(t *testing.T) {
+	kvtest.Run(t, func(t *testing.T) kv.Backend {
+		s, _ := openTest(t)
+		// The suite wants an empty backend: take the engine's format key away.
+		require.NoError(t, driver{s}.Commit(context.Background(), nil, []kv.Write{{Key: []byte("format"), Delete: true}}))
+		return driver{s}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/kv"
 )
 
 // A session is the lease that holds a store's claims, kept alive until stop or until
@@ -47,18 +48,18 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 	}
 	s.sess = nil
 	var grant *clientv3.LeaseGrantResponse
-	err := s.rpc(ctx, func(ctx context.Context) (err error) {
-		grant, err = s.client.Grant(ctx, s.opts.leaseTTL())
+	err := s.b.rpc(ctx, func(ctx context.Context) (err error) {
+		grant, err = s.b.client.Grant(ctx, s.b.opts.leaseTTL())
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grant the claims lease: %w", err)
 	}
 	kctx, cancel := context.WithCancel(context.Background())
-	ch, err := s.client.KeepAlive(kctx, grant.ID)
+	ch, err := s.b.client.KeepAlive(kctx, grant.ID)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("keep the claims lease alive: %w", s.translate(ctx, kctx, err))
+		return nil, fmt.Errorf("keep the claims lease alive: %w", s.b.translate(ctx, kctx, err))
 	}
 	ss := &session{id: grant.ID, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -87,7 +88,7 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 	if err := o.Validate(); err != nil {
 		return nil, false, fmt.Errorf("claim run: %w", err)
 	}
-	key := s.keys.claim(o)
+	key := s.claimKey(o)
 	s.heldMu.Lock()
 	_, busy := s.held[key]
 	s.heldMu.Unlock()
@@ -99,10 +100,14 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		if err != nil {
 			return nil, false, fmt.Errorf("claim run %s: %w", o, err)
 		}
-		resp, err := s.txn(ctx,
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(key, s.opts.Identity, clientv3.WithLease(ss.id))},
-			[]clientv3.Op{clientv3.OpGet(key)})
+		var resp *clientv3.TxnResponse
+		err = s.b.rpc(ctx, func(ctx context.Context) (err error) {
+			resp, err = s.b.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+				Then(clientv3.OpPut(key, s.b.opts.Identity, clientv3.WithLease(ss.id))).
+				Else(clientv3.OpGet(key)).Commit()
+			return err
+		})
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 			// The lease expired before its keep-alive noticed: start a new session.
 			ss.stop()
@@ -136,6 +141,20 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 	}
 }
 
+// ready returns ErrClosed after Close (or for the zero Store), else ctx.Err().
+func (s *Store) ready(ctx context.Context) error {
+	if s.engine == nil {
+		return ErrClosed
+	}
+	return s.b.ready(ctx)
+}
+
+// claimKey is the key of the claim on the run of o: the engine's name for the run,
+// under claims/.
+func (s *Store) claimKey(o operations.Owner) string {
+	return s.prefix + "claims/" + string(kv.ClaimKey(o))
+}
+
 // release gives up the claim under key created at rev.
 func (s *Store) release(key string, rev int64) {
 	s.heldMu.Lock()
@@ -143,10 +162,10 @@ func (s *Store) release(key string, rev int64) {
 		delete(s.held, key)
 	}
 	s.heldMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.RequestTimeout)
 	defer cancel()
 	// Only this claim: after it expired another store may hold a new one.
-	_, _ = s.client.Txn(ctx).
+	_, _ = s.b.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
 		Then(clientv3.OpDelete(key)).Commit()
 }

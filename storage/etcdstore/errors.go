@@ -1,6 +1,10 @@
 package etcdstore
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/itemops/itemops/operations"
+)
 
 // ErrUnavailable is returned when etcd does not answer a request within
 // [Options.RequestTimeout], has no leader, cannot be reached, or when the caller's
@@ -14,12 +18,17 @@ var ErrUnavailable = errors.New("etcd unavailable")
 var ErrNotStore = errors.New("prefix holds no itemops etcdstore")
 
 // ErrSchemaVersion is returned by [Open] when the store under the prefix was written with
-// a schema version this package does not read, usually by a newer release of itemops.
+// a schema version this package does not read: by a newer release of itemops, or
+// schema 1, by the release before the kv engine (see the package documentation).
 var ErrSchemaVersion = errors.New("unsupported schema version")
 
-// ErrCorrupt is returned when a stored record, index entry or staged batch cannot be
-// decoded or contradicts another. Nothing is written by the call that meets it.
-var ErrCorrupt = errors.New("corrupt store")
+// ErrCorrupt is [operations.ErrCorrupt], which the store returns when a stored record or
+// index entry cannot be decoded or contradicts another. Nothing is written by the call
+// that meets it.
+//
+// Deprecated: use [operations.ErrCorrupt]; this name stays for errors.Is checks written
+// against earlier releases.
+var ErrCorrupt = operations.ErrCorrupt
 
 // ErrClosed is returned by every method of a [Store] after [Store.Close].
 var ErrClosed = errors.New("store is closed")

@@ -11,7 +11,10 @@ import (
 )
 
 // Server returns the etcd server of this test binary.
-func Server() *etcdtest.Server { return testServer }
+func Server() *etcdtest.Process { return testServer }
+
+// ServerBin returns the etcdserver program this test binary built.
+func ServerBin() string { return serverBin }
 
 // NewTestClient returns a client of the test server, closed when t ends.
 func NewTestClient(t testing.TB) *clientv3.Client { return newClient(t, testServer) }
@@ -34,7 +37,11 @@ func OpenStore(t testing.TB, c *clientv3.Client, prefix string, o *Options) *Sto
 }
 
 // NewClient returns a client of srv, closed when t ends.
-func NewClient(t testing.TB, srv *etcdtest.Server) *clientv3.Client { return newClient(t, srv) }
+func NewClient(t testing.TB, srv interface {
+	Client() (*clientv3.Client, error)
+}) *clientv3.Client {
+	return newClient(t, srv)
+}
 
 // BenchServer returns an etcd server for benchmarks, with fsync on, started on first use
 // and stopped when the test binary ends.

@@ -19,8 +19,8 @@ var (
 	t0 = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 )
 
-// small are limits that send every batch of more than a few operations through
-// staging, in many chunks, applied in many transactions.
+// small are limits that make the engine stage every batch of more than a few
+// operations, in many transactions.
 func small() *Options { return &Options{MaxTxnOps: minTxnOps * 2, MaxRequestBytes: minRequestBytes} }
 
 func backup(name string) operations.Owner {
@@ -85,12 +85,4 @@ func countKeys(t testing.TB, c *clientv3.Client, prefix string) int64 {
 	resp, err := c.Get(bg, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	require.NoError(t, err)
 	return resp.Count
-}
-
-// storedMeta reads the operations metadata of o's run.
-func storedMeta(t testing.TB, s *Store, o operations.Owner) meta {
-	t.Helper()
-	st, err := s.readMeta(bg, o)
-	require.NoError(t, err)
-	return st.m
 }

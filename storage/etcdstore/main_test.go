@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -12,9 +13,14 @@ import (
 	"github.com/itemops/itemops/storage/etcdstore/internal/etcdtest"
 )
 
-// testServer is the etcd server of this test binary, started by TestMain. Each test
-// works under a prefix of its own (newPrefix), so tests see an empty store.
-var testServer *etcdtest.Server
+// testServer is the etcd server of this test binary, started by TestMain in a process of
+// its own, built without the race detector: etcd is not under test, and the detector
+// would slow it several times over. Each test works under a prefix of its own
+// (newPrefix), so tests see an empty store.
+var testServer *etcdtest.Process
+
+// serverBin is the etcdserver program TestMain built.
+var serverBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -27,8 +33,13 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	serverBin, err = etcdtest.Build(dir, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	// No fsync: the tests stop and restart servers but never the machine.
-	testServer, err = etcdtest.Start(dir, etcdtest.Options{NoFsync: true})
+	testServer, err = etcdtest.StartProcess(serverBin, filepath.Join(dir, "data"), true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -47,8 +58,13 @@ var prefixes atomic.Int64
 // newPrefix returns a key prefix no other test uses.
 func newPrefix() string { return fmt.Sprintf("t%d/", prefixes.Add(1)) }
 
+// server is an etcd server a test reaches: an etcdtest.Server or Process.
+type server interface {
+	Client() (*clientv3.Client, error)
+}
+
 // newClient returns a client of srv, closed when t ends.
-func newClient(t testing.TB, srv *etcdtest.Server) *clientv3.Client {
+func newClient(t testing.TB, srv server) *clientv3.Client {
 	t.Helper()
 	c, err := srv.Client()
 	if err != nil {

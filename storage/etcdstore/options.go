@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/itemops/itemops/storage/kv"
 )
 
 // Defaults of [Options].
@@ -15,8 +17,9 @@ const (
 	DefaultMaxRequestBytes = 1536 * 1024
 	// DefaultRequestTimeout bounds each request to etcd.
 	DefaultRequestTimeout = 10 * time.Second
-	// DefaultConflictRetries is how many times a write that lost a race is tried again.
-	DefaultConflictRetries = 16
+	// DefaultConflictRetries is how many times a write that lost a race is tried again:
+	// the engine's default.
+	DefaultConflictRetries = kv.DefaultRetries - 1
 	// DefaultClaimTTL is how long a run stays claimed by a store that stopped renewing
 	// its claims (a process that died or lost etcd).
 	DefaultClaimTTL = 30 * time.Second
@@ -24,7 +27,7 @@ const (
 	DefaultPageSize = 1000
 )
 
-// Smallest accepted limits: below them a transaction cannot hold a batch's bookkeeping.
+// Smallest accepted limits: below them the engine cannot stage a batch.
 const (
 	minTxnOps       = 4
 	minRequestBytes = 16 * 1024
@@ -44,13 +47,13 @@ type Options struct {
 	// one transaction: the server's --max-txn-ops. Zero means [DefaultMaxTxnOps], etcd's
 	// default. A batch that needs more is written in several transactions and still
 	// becomes visible whole (see the package documentation). Set it when the server's
-	// limit differs; a value above the server's makes large batches fail.
+	// limit differs; [Open] fails when it is above the server's.
 	MaxTxnOps int
 
 	// MaxRequestBytes is the largest request etcd accepts: the server's
 	// --max-request-bytes. Zero means [DefaultMaxRequestBytes], etcd's default of
-	// 1.5 MiB. It bounds one record (see the package documentation) and the size of each
-	// transaction the store sends.
+	// 1.5 MiB. It bounds the size of each transaction the store sends, and so of one
+	// record.
 	MaxRequestBytes int
 
 	// RequestTimeout bounds each request to etcd; a request that has no answer by then
@@ -122,10 +125,6 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	return c, nil
 }
-
-// budget is how many bytes of keys and values (each counted with opOverhead) one
-// request may carry.
-func (o Options) budget() int { return o.MaxRequestBytes - requestOverhead }
 
 // leaseTTL is ClaimTTL in whole seconds, rounded up, at least one.
 func (o Options) leaseTTL() int64 {

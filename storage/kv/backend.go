@@ -26,8 +26,10 @@ type Backend interface {
 	// Commit applies writes, all of them or none, if every condition in conds holds
 	// when it is applied; otherwise it writes nothing and returns an error wrapping
 	// [ErrConditionFailed]. A Commit that returned nil is durable to the driver's
-	// promise (synced to disk for boltstore, quorum-committed for etcd). conds and
-	// writes may hold one key at most once each. Commit never keeps or changes the
+	// promise (synced to disk for boltstore, quorum-committed for etcd). The caller
+	// names a key at most once among conds and once among single-key writes (the engine
+	// always does); a driver may refuse a Commit that does not, as etcd does, or apply
+	// it in order. Commit never keeps or changes the
 	// slices it is given. A Commit larger than [Limits] fails with an error wrapping
 	// [ErrTooLarge] and writes nothing. Conditions name single keys; a write's key range
 	// may overlap other writes of the same Commit, which apply in order.

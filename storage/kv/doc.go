@@ -57,6 +57,6 @@
 //
 // A Store is safe for concurrent use, and several Stores, in several processes, may
 // share one backend (etcd): every write is a conditional Commit, and a write that loses
-// a race reads again and retries, up to 100 times, after which it fails with
+// a race reads again and retries, up to [DefaultRetries] times ([WithRetries]), after which it fails with
 // operations.ErrConflict.
 package kv

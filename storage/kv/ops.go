@@ -54,7 +54,7 @@ func planNew(prefix []byte, meta *opsMetaValue, ops []operations.Operation, recs
 // [operations.ValidateBatch] (an ID longer than 8 KiB is refused the same way), with
 // [operations.ErrNotFound] or [operations.ErrUIDMismatch] as [Store.GetRun] does, with
 // the error of [operations.ValidateOperationUpdate] when the batch would revive a
-// finished operation, with [operations.ErrConflict] after 100 lost races, and with
+// finished operation, with [operations.ErrConflict] when it keeps losing races (see [WithRetries]), and with
 // ctx.Err() or the backend's error. An empty batch writes nothing and succeeds when the
 // run exists.
 func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
@@ -66,7 +66,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 	metaKey := with(prefix, opsMeta)
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if err := retry(ctx, attempt); err != nil {
+			if err := s.retry(ctx, attempt); err != nil {
 				return fmt.Errorf("put operations of %s: %w", o, err)
 			}
 		}

@@ -151,7 +151,7 @@ func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
 	metaKey := with(prefix, opsMeta)
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if err := retry(ctx, attempt); err != nil {
+			if err := s.retry(ctx, attempt); err != nil {
 				return fmt.Errorf("apply a staged batch: %w", err)
 			}
 		}

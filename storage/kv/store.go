@@ -18,22 +18,38 @@ import (
 // It is safe for concurrent use, as its Backend is, also by Stores in other processes on
 // the same backend.
 type Store struct {
-	b      Backend
-	limits Limits
+	b        Backend
+	limits   Limits
+	attempts int // see WithRetries
 }
 
-var _ operations.Store = (*Store)(nil)
+// An Option configures a [Store].
+type Option func(*Store)
 
-// maxAttempts bounds the read-then-commit rounds of one write that keeps losing to
-// concurrent writers; after them it fails with operations.ErrConflict.
-const maxAttempts = 100
+// DefaultRetries is how many times a write that loses races to concurrent writers is
+// tried before it fails with operations.ErrConflict.
+const DefaultRetries = 100
+
+// WithRetries sets how many times a write that loses races is tried; the default is
+// [DefaultRetries], and less than 1 means 1.
+func WithRetries(n int) Option { return func(s *Store) { s.attempts = max(n, 1) } }
+
+// ClaimKey returns a name for the run of o, unique among runs and the same for every
+// UID, for a driver that keeps claims on runs (see operations.RunClaimer) outside the
+// engine's keys, as storage/etcdstore does with leases.
+func ClaimKey(o operations.Owner) []byte { return runKey(o) }
+
+var _ operations.Store = (*Store)(nil)
 
 // Open returns the engine over b. It reads the format key: a backend without keys
 // becomes a store (the format key is written), a backend of this format is opened as it
 // is, and anything else fails with an error wrapping [ErrFormat], leaving b unchanged.
 // A done ctx, or a backend error, fails it with that error.
-func Open(ctx context.Context, b Backend) (*Store, error) {
-	s := &Store{b: b, limits: b.Limits()}
+func Open(ctx context.Context, b Backend, opts ...Option) (*Store, error) {
+	s := &Store{b: b, limits: b.Limits(), attempts: DefaultRetries}
+	for _, o := range opts {
+		o(s)
+	}
 	var format []byte
 	var empty bool
 	err := b.Read(ctx, func(r Reader) error {
@@ -64,7 +80,7 @@ func Open(ctx context.Context, b Backend) (*Store, error) {
 	}
 	err = b.Commit(ctx, []Condition{{Key: keyFormat}}, []Write{{Key: keyFormat, Value: []byte(formatValue)}})
 	if errors.Is(err, ErrConditionFailed) {
-		return Open(ctx, b) // another Open wrote it first
+		return Open(ctx, b, opts...) // another Open wrote it first
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -89,8 +105,8 @@ func (s *Store) get(ctx context.Context, key []byte) ([]byte, Version, error) {
 
 // retry waits before attempt (from 1) of a write that lost a race, or reports
 // operations.ErrConflict when the attempts are used up, or ctx.Err().
-func retry(ctx context.Context, attempt int) error {
-	if attempt >= maxAttempts {
+func (s *Store) retry(ctx context.Context, attempt int) error {
+	if attempt >= s.attempts {
 		return fmt.Errorf("lost to concurrent writers %d times: %w", attempt, operations.ErrConflict)
 	}
 	if attempt > 2 {
@@ -215,7 +231,7 @@ func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run,
 // UpdateRun fails, writing nothing, with an error wrapping [operations.ErrInvalid] when
 // update is nil, with [operations.ErrNotFound] or [operations.ErrUIDMismatch] as
 // [Store.GetRun] does, with update's own error as it is, with the error of
-// [operations.ValidateRunUpdate], with [operations.ErrConflict] after 100 lost races,
+// [operations.ValidateRunUpdate], with [operations.ErrConflict] when it keeps losing races (see [WithRetries]),
 // and with ctx.Err() or the backend's error.
 func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
 	if update == nil {
@@ -227,7 +243,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	rk := runKey(o)
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if err := retry(ctx, attempt); err != nil {
+			if err := s.retry(ctx, attempt); err != nil {
 				return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
 			}
 		}
@@ -344,7 +360,7 @@ func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
 	rk, prefix := runKey(o), opsPrefix(o)
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if err := retry(ctx, attempt); err != nil {
+			if err := s.retry(ctx, attempt); err != nil {
 				return fmt.Errorf("delete run %s: %w", o, err)
 			}
 		}

@@ -172,15 +172,21 @@ func (b *backend) Read(ctx context.Context, fn func(kv.Reader) error) error {
 type reader struct{ b *backend }
 
 func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
 	blk, pos, found := r.b.find(key)
 	if !found {
-		return nil, 0, ctx.Err()
+		return nil, 0, nil
 	}
 	bl := r.b.blocks[blk]
-	return bl.value(pos), bl.ents[pos].ver, ctx.Err()
+	return bl.value(pos), bl.ents[pos].ver, nil
 }
 
 func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte, v kv.Version) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	blk, pos, _ := r.b.find(start)
 	for n := 0; blk < len(r.b.blocks); blk, pos = blk+1, 0 {
 		bl := r.b.blocks[blk]

@@ -12,6 +12,7 @@ import (
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/kv"
+	"github.com/itemops/itemops/storage/kv/kvtest"
 	"github.com/itemops/itemops/storage/memstore"
 	"github.com/itemops/itemops/storage/storetest"
 )
@@ -170,4 +171,8 @@ func TestDeadline(t *testing.T) {
 	defer cancel()
 	_, err := s.ListRuns(ctx, operations.RunFilter{})
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "ListRuns = %v", err)
+}
+
+func TestBackendConformance(t *testing.T) {
+	kvtest.Run(t, func(*testing.T) kv.Backend { return memstore.NewBackend(kv.Limits{MaxOps: 64, MaxBytes: 1 << 20}) })
 }

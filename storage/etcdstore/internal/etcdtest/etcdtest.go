@@ -18,8 +18,12 @@ import (
 	"google.golang.org/grpc/backoff"
 )
 
-// Options configures [Start]. The zero Options syncs to disk and discards all logs.
+// Options configures [Start]. The zero Options syncs to disk, discards all logs and
+// listens on free loopback ports.
 type Options struct {
+	// ClientURL and PeerURL are where the server listens, such as
+	// "http://127.0.0.1:2379"; empty means a free loopback port.
+	ClientURL, PeerURL string
 	// NoFsync turns off etcd's fsync, for tests that do not need durability across a
 	// crash of the machine. Benchmarks leave it off.
 	NoFsync bool
@@ -45,16 +49,23 @@ const readyTimeout = time.Minute
 // Start starts a server whose data lives in dir, which must be empty or hold the data of
 // an earlier server started there.
 func Start(dir string, o Options) (*Server, error) {
-	ports, err := freePorts(2)
+	if o.ClientURL == "" || o.PeerURL == "" {
+		ports, err := FreePorts(2)
+		if err != nil {
+			return nil, err
+		}
+		o.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		o.PeerURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	}
+	cu, err := url.Parse(o.ClientURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("etcdtest: client URL: %w", err)
 	}
-	s := &Server{
-		dir:       dir,
-		opts:      o,
-		clientURL: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])},
-		peerURL:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[1])},
+	pu, err := url.Parse(o.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcdtest: peer URL: %w", err)
 	}
+	s := &Server{dir: dir, opts: o, clientURL: *cu, peerURL: *pu}
 	if err := s.start(); err != nil {
 		return nil, err
 	}
@@ -106,9 +117,12 @@ func (s *Server) Endpoint() string { return s.clientURL.String() }
 // Client returns a new client of the server, with its logs discarded. The caller closes
 // it. It reconnects within a fraction of a second of a restart (gRPC's default backoff
 // would wait seconds).
-func (s *Server) Client() (*clientv3.Client, error) {
+func (s *Server) Client() (*clientv3.Client, error) { return NewClient(s.Endpoint()) }
+
+// NewClient returns a new client of the server at endpoint, as [Server.Client] does.
+func NewClient(endpoint string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
-		Endpoints:   []string{s.Endpoint()},
+		Endpoints:   []string{endpoint},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
@@ -141,8 +155,8 @@ func (s *Server) Restart() error {
 	return s.start()
 }
 
-// freePorts returns n loopback TCP ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n loopback TCP ports that were free a moment ago.
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
