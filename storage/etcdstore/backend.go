@@ -69,12 +69,15 @@ func (b *backend) Commit(ctx context.Context, conds []kv.Condition, writes []kv.
 	}
 	ops := make([]clientv3.Op, len(writes))
 	for i, w := range writes {
-		if w.Delete {
-			ops[i] = clientv3.OpDelete(b.key(w.Key))
-		} else {
+		switch {
+		case !w.Delete:
 			ops[i] = clientv3.OpPut(b.key(w.Key), string(w.Value))
+		case len(w.End) > 0:
+			ops[i] = clientv3.OpDelete(b.key(w.Key), clientv3.WithRange(b.key(w.End)))
+		default:
+			ops[i] = clientv3.OpDelete(b.key(w.Key))
 		}
-		size += len(w.Key) + len(w.Value)
+		size += len(w.Key) + len(w.Value) + len(w.End)
 	}
 	if n := len(conds) + len(writes); n > lim.MaxOps || size > lim.MaxBytes {
 		return fmt.Errorf("etcdstore: commit of %d operations and %d bytes, beyond %d and %d: %w", n, size, lim.MaxOps, lim.MaxBytes, kv.ErrTooLarge)

@@ -79,7 +79,11 @@ func Open(ctx context.Context, client *clientv3.Client, prefix string, o *Option
 	if err := s.checkFormat(ctx); err != nil {
 		return nil, fmt.Errorf("etcdstore: open %q: %w", prefix, err)
 	}
-	s.engine = kv.New(s.b, kv.WithRetries(opts.ConflictRetries+1))
+	eng, err := kv.Open(ctx, s.b, kv.WithRetries(opts.ConflictRetries+1))
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: open %q: %w", prefix, err)
+	}
+	s.engine = eng
 	return s, nil
 }
 
