@@ -8,8 +8,10 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// An Owner is the backup or restore an operation belongs to. Kind and Name identify it;
-// UID is carried along (Velero's files record it) but is not part of the identity.
+// An Owner is the backup or restore an operation belongs to. Kind and Name name its run;
+// UID, when set, says which object of that name it is (Velero's files record it): a store
+// refuses an owner whose UID differs from its stored run's with [ErrUIDMismatch], so a
+// re-created object never takes over a stale run. An empty UID matches any.
 type Owner struct {
 	Kind phase.Kind
 	Name string
