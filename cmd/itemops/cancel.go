@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -26,14 +25,8 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	}
 	kind := fs.String("kind", "", "the run's `kind`, backup or restore; needed only when a backup and a restore share the name")
 	reason := fs.String("reason", "cancelled from the command line", "who asks and why; becomes the run's failure reason")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 2 {
-		return usageError{fmt.Sprintf("want DB and RUN, got %d arguments", fs.NArg())}
+	if err := parseArgs(fs, args, 2, "DB and RUN"); err != nil {
+		return err
 	}
 	db, name := fs.Arg(0), fs.Arg(1)
 	kinds := []phase.Kind{phase.Backup, phase.Restore}

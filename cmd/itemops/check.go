@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,14 +17,8 @@ import (
 func runCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, "usage: itemops check DB") }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 1 {
-		return usageError{fmt.Sprintf("want one DB, got %d arguments", fs.NArg())}
+	if err := parseArgs(fs, args, 1, "one DB"); err != nil {
+		return err
 	}
 	name := fs.Arg(0)
 	s, err := boltstore.Open(name, &boltstore.Options{OpenFile: readOnly, Check: true})
@@ -46,14 +39,8 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 func runSalvage(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("salvage", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, "usage: itemops salvage DB NEW") }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 2 {
-		return usageError{fmt.Sprintf("want DB and NEW, got %d arguments", fs.NArg())}
+	if err := parseArgs(fs, args, 2, "DB and NEW"); err != nil {
+		return err
 	}
 	from, to := fs.Arg(0), fs.Arg(1)
 	if _, err := os.Lstat(to); err == nil {

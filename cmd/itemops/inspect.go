@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -33,14 +31,8 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	var opts inspectOptions
 	fs.StringVar(&opts.run, "run", "", "in a boltstore file, show only the run `NAME` (a backup's or a restore's)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 1 {
-		return usageError{fmt.Sprintf("want one FILE or DB, got %d arguments", fs.NArg())}
+	if err := parseArgs(fs, args, 1, "one FILE or DB"); err != nil {
+		return err
 	}
 	name := fs.Arg(0)
 	f, err := os.Open(name)

@@ -128,6 +128,21 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseArgs parses args into fs, turns a parse failure into a usageError, and wants n
+// arguments after the flags, which want describes ("DB and NEW").
+func parseArgs(fs *flag.FlagSet, args []string, n int, want string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != n {
+		return usageError{fmt.Sprintf("want %s, got %d arguments", want, fs.NArg())}
+	}
+	return nil
+}
+
 // parseFlags parses args into fs and turns a parse failure into a usageError.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/itemops/itemops/internal/seqmerge"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/kv"
@@ -95,14 +96,10 @@ func schema1Operations(o operations.Owner, rb *bolt.Bucket) ([]operations.Operat
 			return nil, err
 		}
 	}
-	a, b := lists[0], lists[1]
-	out := make([]operations.Operation, 0, len(a)+len(b))
-	for len(a) > 0 || len(b) > 0 {
-		if len(b) == 0 || (len(a) > 0 && a[0].seq < b[0].seq) {
-			out, a = append(out, a[0].op), a[1:]
-		} else {
-			out, b = append(out, b[0].op), b[1:]
-		}
+	merged := seqmerge.Merge(lists[0], lists[1], func(r rec) uint64 { return r.seq })
+	out := make([]operations.Operation, len(merged))
+	for i := range merged {
+		out[i] = merged[i].op
 	}
 	return out, nil
 }

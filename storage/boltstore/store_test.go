@@ -395,6 +395,30 @@ func corrupt(t *testing.T, path string, f func(tx *bolt.Tx) error) {
 	require.NoError(t, db.Close())
 }
 
+// A record that does not decode gives ErrCorrupt, never a panic, and from then on the
+// store writes nothing: its reads go on.
+func TestCorruptRecordFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	s, path := openTest(t)
+	require.NoError(t, s.CreateRun(ctx, newRun(backup("bad"), phase.InProgress)))
+	require.NoError(t, s.CreateRun(ctx, newRun(backup("good"), phase.InProgress)))
+	require.NoError(t, s.Close())
+	corrupt(t, path, func(tx *bolt.Tx) error {
+		// The version, then a run record of an unknown format.
+		return tx.Bucket(bucketKV).Put([]byte("rBbad"), append(make([]byte, 8), 0x7f, 1, 2, 3))
+	})
+	s, err := Open(path, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.GetRun(ctx, backup("bad"))
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, operations.ErrCorrupt)
+	_, err = s.GetRun(ctx, backup("good"))
+	require.NoError(t, err, "reads go on after damage")
+	err = s.CreateRun(ctx, newRun(backup("new"), phase.New))
+	require.ErrorIs(t, err, ErrCorrupt, "a write after damage was seen")
+}
+
 func TestFailedBatchWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	o := backup("b")

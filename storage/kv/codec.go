@@ -255,23 +255,8 @@ func (d *decoder) count(size int) (n int, isNil bool) {
 	return int(v), false
 }
 
-// string reads a length-prefixed string, copying it out of the record.
-func (d *decoder) str() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)-d.off) {
-		d.fail("string of %d bytes exceeds the record", n)
-		return ""
-	}
-	s := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return s
-}
-
-// bytes reads a length-prefixed byte string, copying it out of the record.
-func (d *decoder) bytes() []byte {
+// span reads a length-prefixed byte string and returns it in place, within the record.
+func (d *decoder) span() []byte {
 	n := d.uvarint()
 	if d.err != nil {
 		return nil
@@ -280,10 +265,16 @@ func (d *decoder) bytes() []byte {
 		d.fail("string of %d bytes exceeds the record", n)
 		return nil
 	}
-	b := append([]byte(nil), d.b[d.off:d.off+int(n)]...)
+	b := d.b[d.off : d.off+int(n)]
 	d.off += int(n)
 	return b
 }
+
+// str reads a length-prefixed string, copying it out of the record.
+func (d *decoder) str() string { return string(d.span()) }
+
+// bytes reads a length-prefixed byte string, copying it out of the record.
+func (d *decoder) bytes() []byte { return append([]byte(nil), d.span()...) }
 
 func (d *decoder) tm() time.Time {
 	form := d.u8()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/itemops/itemops/internal/seqmerge"
 	"github.com/itemops/itemops/operations"
 )
 
@@ -267,14 +268,10 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 		return nil, fmt.Errorf("list operations of %s: %w", o, err)
 	}
 	// Merge the two lists, each in sequence order, into first-put order.
-	out := make([]operations.Operation, 0, len(lists[0])+len(lists[1]))
-	a, b := lists[0], lists[1]
-	for len(a) > 0 || len(b) > 0 {
-		if len(b) == 0 || (len(a) > 0 && a[0].seq < b[0].seq) {
-			out, a = append(out, a[0].op), a[1:]
-		} else {
-			out, b = append(out, b[0].op), b[1:]
-		}
+	merged := seqmerge.Merge(lists[0], lists[1], func(o seqOp) uint64 { return o.seq })
+	out := make([]operations.Operation, len(merged))
+	for i := range merged {
+		out[i] = merged[i].op
 	}
 	return out, nil
 }
