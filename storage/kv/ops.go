@@ -81,18 +81,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			if meta, metaVer, err = readMeta(ctx, r, metaKey); err != nil || meta.staged != 0 || len(ops) == 0 {
 				return err
 			}
-			for i := range ops {
-				v, _, err := r.Get(ctx, idKey(prefix, ops[i].ID))
-				if err != nil {
-					return err
-				}
-				if v != nil {
-					if found[i], err = parseIDEntry(ops[i].ID, v); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
+			return lookupIDs(ctx, r, prefix, ops, meta.next-1, found)
 		})
 		if err != nil {
 			return fmt.Errorf("put operations of %s: %w", o, err)
@@ -146,6 +135,41 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		}
 		return nil
 	}
+}
+
+// lookupIDs finds the ID index entries of ops, of a run whose index holds at most
+// stored entries, into found. When the batch names a good part of the index (a quarter
+// or more), it reads the whole index in one Scan: one round trip on a remote backend
+// and one cursor walk on a local one, instead of a lookup per operation.
+func lookupIDs(ctx context.Context, r Reader, prefix []byte, ops []operations.Operation, stored uint64, found []idEntry) error {
+	if stored > 4*uint64(len(ops)) {
+		for i := range ops {
+			v, _, err := r.Get(ctx, idKey(prefix, ops[i].ID))
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				if found[i], err = parseIDEntry(ops[i].ID, v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	index := make(map[string]int, len(ops))
+	for i := range ops {
+		index[ops[i].ID] = i
+	}
+	start := with(prefix, opsID)
+	return r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
+		i, ok := index[string(k[len(start):])]
+		if !ok {
+			return nil
+		}
+		var err error
+		found[i], err = parseIDEntry(ops[i].ID, v)
+		return err
+	})
 }
 
 // readMeta reads the operations metadata of a run.
