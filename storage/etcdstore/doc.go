@@ -51,7 +51,10 @@
 //     at that revision. When etcd compacts that revision away before the last page is
 //     read, the call fails with an error wrapping [operations.ErrConflict] and says so;
 //     it is not retried, and calling again reads at a newer revision. Keep etcd's
-//     auto-compaction retention well above the time a list takes.
+//     auto-compaction retention well above the time a list takes. etcd counts the rest
+//     of a range with every page it returns, so a list of n keys visits about
+//     n²/(2·PageSize) keys in etcd's index; the Monitor's lists (runs by phase, a run's
+//     unfinished operations) cover only what they return.
 //   - Claims hold while their store keeps its lease alive; see Claims.
 //
 // # Layout

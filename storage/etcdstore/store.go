@@ -73,6 +73,10 @@ func Open(ctx context.Context, client *clientv3.Client, prefix string, o *Option
 		prefix += "/"
 	}
 	s := &Store{b: newBackend(client, prefix+"kv/", opts), prefix: prefix}
+	if lim := s.b.Limits(); lim.MaxBytes < minRequestBytes/2 {
+		return nil, fmt.Errorf("etcdstore: open: a prefix of %d bytes in each of Options.MaxTxnOps (%d) operations leaves %d bytes of Options.MaxRequestBytes (%d) for keys and values: use a shorter prefix",
+			len(prefix), opts.MaxTxnOps, lim.MaxBytes, opts.MaxRequestBytes)
+	}
 	if err := s.checkTxnOps(ctx); err != nil {
 		return nil, fmt.Errorf("etcdstore: open %q: %w", prefix, err)
 	}

@@ -20,7 +20,7 @@ func TestOpen(t *testing.T) {
 	tests := []struct {
 		name    string
 		setup   map[string]string // keys written under the prefix first
-		prefix  string            // "" means a fresh prefix
+		prefix  string            // added to a fresh prefix
 		opts    *Options
 		client  *clientv3.Client
 		wantErr error  // errors.Is target
@@ -36,11 +36,12 @@ func TestOpen(t *testing.T) {
 		{name: "nil client", wantMsg: "nil client"},
 		{name: "too few txn ops", client: c, opts: &Options{MaxTxnOps: 2}, wantMsg: "MaxTxnOps 2"},
 		{name: "too small requests", client: c, opts: &Options{MaxRequestBytes: 1000}, wantMsg: "MaxRequestBytes 1000"},
+		{name: "a prefix too long for the requests", prefix: strings.Repeat("p", 8<<10), client: c, opts: &Options{MaxRequestBytes: minRequestBytes}, wantMsg: "use a shorter prefix"},
 		{name: "negative timeout", client: c, opts: &Options{RequestTimeout: -time.Second}, wantMsg: "negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			prefix := newPrefix()
+			prefix := newPrefix() + tc.prefix
 			for k, v := range tc.setup {
 				_, err := c.Put(bg, prefix+k, v)
 				require.NoError(t, err)
@@ -105,6 +106,52 @@ func TestLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, s.b.opts.Identity, string(resp.Kvs[0].Value))
 	require.NotZero(t, resp.Kvs[0].Lease, "the claim is bound to a lease")
+}
+
+// TestConflictRetries races UpdateRun across two stores (two processes): the loser reads
+// again and calls update again, and with no retries allowed it fails with ErrConflict.
+func TestConflictRetries(t *testing.T) {
+	tests := []struct {
+		name      string
+		retries   int
+		wantCalls int
+		wantErr   error
+	}{
+		{"retried", 0, 2, nil},
+		{"no retries", -1, 1, operations.ErrConflict},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := newPrefix()
+			s := openStore(t, newClient(t, testServer), prefix, &Options{ConflictRetries: tc.retries})
+			other := openStore(t, newClient(t, testServer), prefix, nil)
+			o := backup("b")
+			createWaiting(t, s, o)
+			calls := 0
+			got, err := s.UpdateRun(bg, o, func(r *operations.Run) error {
+				calls++
+				if calls == 1 { // another process changes the run meanwhile
+					if _, err := other.UpdateRun(bg, o, func(r *operations.Run) error { r.Warnings += 10; return nil }); err != nil {
+						return err
+					}
+				}
+				r.Errors++
+				return nil
+			})
+			require.Equal(t, tc.wantCalls, calls, "calls of update")
+			stored, gerr := s.GetRun(bg, o)
+			require.NoError(t, gerr)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				require.Equal(t, 0, stored.Errors, "Errors after a lost update")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, 1, got.Errors)
+			require.Equal(t, 10, got.Warnings, "the other process's write is kept")
+			require.Equal(t, got.Errors, stored.Errors)
+		})
+	}
 }
 
 // TestPaging lists runs and operations with pages far smaller than the lists, operations
@@ -244,4 +291,23 @@ func TestLimitsAboveServer(t *testing.T) {
 	require.Zero(t, countKeys(t, c, prefix), "keys written")
 	_, err = Open(bg, c, prefix, &Options{MaxTxnOps: DefaultMaxTxnOps})
 	require.NoError(t, err, "Open with the server's limit")
+}
+
+// TestRecordSize writes an operation whose record takes most of a request, which fits,
+// and one larger than a request, which the engine refuses with operations.ErrInvalid.
+func TestRecordSize(t *testing.T) {
+	s := openStore(t, newClient(t, testServer), newPrefix(), nil)
+	o := backup("b")
+	createWaiting(t, s, o)
+	ok := newOps(o, "ok-", 1, operations.OperationNew)
+	ok[0].Status.Description = strings.Repeat("x", DefaultMaxRequestBytes*2/3)
+	require.NoError(t, s.PutOperations(bg, o, ok), "a record of 2/3 of a request")
+	got, err := s.GetOperation(bg, o, "ok-0000")
+	require.NoError(t, err)
+	require.Equal(t, ok[0].Status.Description, got.Status.Description)
+
+	big := append(newOps(o, "a-", 3, operations.OperationNew), newOps(o, "big-", 1, operations.OperationNew)...)
+	big[3].Status.Description = strings.Repeat("x", DefaultMaxRequestBytes)
+	require.ErrorIs(t, s.PutOperations(bg, o, big), operations.ErrInvalid, "a record larger than a request")
+	require.Equal(t, []string{"ok-0000"}, listIDs(t, s, o))
 }

@@ -31,8 +31,8 @@ type Backend interface {
 	// always does); a driver may refuse a Commit that does not, as etcd does, or apply
 	// it in order. Commit never keeps or changes the
 	// slices it is given. A Commit larger than [Limits] fails with an error wrapping
-	// [ErrTooLarge] and writes nothing. Conditions name single keys; a write's key range
-	// may overlap other writes of the same Commit, which apply in order.
+	// [ErrTooLarge] and writes nothing. Conditions name single keys, and no other write
+	// of a Commit falls in the range of a range delete (etcd refuses that).
 	Commit(ctx context.Context, conds []Condition, writes []Write) error
 
 	// Limits reports the largest Commit the driver takes. The engine never asks for
