@@ -198,5 +198,3 @@ func (e *PluginError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the itemops error and the plugin's.
 func (e *PluginError) Unwrap() []error { return []error{e.Is, e.Err} }
-
-
