@@ -14,10 +14,12 @@ import (
 //     holding "*" or the resource) and not excluded (ExcludedResources holding neither
 //     "*" nor the resource). Names are resolved to the backup's group-resources as
 //     priorities are (see [Collect]), so "deployments" selects "deployments.apps";
-//     a name that resolves to nothing selects nothing.
+//     a name that resolves to nothing selects nothing. "*" in ExcludedResources
+//     excludes everything; Velero's restorer ignores it there, but its restore
+//     controller refuses such a restore first.
 //   - Namespaces: an item in a namespace must pass IncludedNamespaces and
 //     ExcludedNamespaces the same way. "*" means every namespace; other names match
-//     exactly.
+//     exactly (Velero also reads them as glob patterns, such as "ns-*").
 //   - Cluster-scoped items: when IncludeClusterResources is nil, they are restored only
 //     if every namespace is (IncludedNamespaces empty or holding "*", and
 //     ExcludedNamespaces empty); true restores them always; false never. Velero counts
@@ -37,8 +39,8 @@ import (
 //     A namespace object is a cluster-scoped item (OriginalNamespace and
 //     TargetNamespace ClusterScope) whose restorer renames it by the mapping, as Velero
 //     does; with NamespaceObjectsFollowNamespaces its Item carries its own name and
-//     the mapped one instead. The filters above look at
-//     the original namespace. A mapping from or to "" is an error ([ErrInvalidFilter]).
+//     the mapped one instead. The filters above look at the original namespace.
+//     A mapping from or to "" is an error ([ErrInvalidFilter]).
 //
 // A Filter is read, never changed, by [Collect].
 type Filter struct {
