@@ -46,8 +46,10 @@ type Objects struct {
 // and the Monitor's call timeout (operations.WithCallTimeout) bounds a call that
 // hangs.
 //
-// A Resolver is safe for concurrent use when its Plugins and Objects are; Velero's
-// plugin manager is.
+// A Resolver is safe for concurrent use when its Plugins and Objects are: the Monitor
+// calls its Trackers from several goroutines at once (operations.WithWorkers). Velero's
+// operations controllers make a plugin manager per reconcile and clean it up after; a
+// fork that keeps one for the Monitor's lifetime cleans it up when the Monitor stops.
 type Resolver struct {
 	plugins Plugins
 	objects Objects
