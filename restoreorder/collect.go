@@ -11,7 +11,8 @@ import (
 const namespacesResource = "namespaces"
 
 // An Item is one item of a [Collection]: what pass two restores. A namespace object
-// (Resource "namespaces") is cluster-scoped, but its OriginalNamespace is its own name
+// (Resource "namespaces") is a cluster-scoped item, as in Velero, unless the filter's
+// NamespaceObjectsFollowNamespaces is set: then its OriginalNamespace is its own name
 // and its TargetNamespace the name it is restored under, after the mapping.
 type Item struct {
 	Resource          string // the group-resource, as the backup names it
@@ -250,7 +251,7 @@ func (c *collector) resource(resource string, groups []group) ([]group, error) {
 		if err := c.ctx.Err(); err != nil {
 			return groups, err
 		}
-		objects := resource == namespacesResource && ns == ClusterScope
+		objects := c.f.nsObjects && resource == namespacesResource && ns == ClusterScope
 		switch {
 		case objects:
 		case ns != ClusterScope && !c.f.namespaces.shouldInclude(ns):

@@ -438,10 +438,18 @@ func TestCollectFilter(t *testing.T) {
 			wantOpens: true,
 		},
 	}
+	// These cases were written for namespace objects that follow the namespace rules:
+	// they run with NamespaceObjectsFollowNamespaces. TestCollectVeleroFilterCases
+	// covers the default, Velero's rule.
+	filter := func(t *testing.T, tc func(*testing.T) restoreorder.Filter) restoreorder.Filter {
+		f := tc(t)
+		f.NamespaceObjectsFollowNamespaces = true
+		return f
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			src := filterBackup()
-			c, err := restoreorder.Collect(context.Background(), src, restoreorder.Priorities{}, tc.filter(t))
+			c, err := restoreorder.Collect(context.Background(), src, restoreorder.Priorities{}, filter(t, tc.filter))
 			require.NoError(t, err)
 			got := describeAll(c)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -467,7 +475,7 @@ func TestCollectFilter(t *testing.T) {
 
 			// A LabelSource gives the same result without opening anything.
 			ls := &labelMemSource{memSource: filterBackup()}
-			c2, err := restoreorder.Collect(context.Background(), ls, restoreorder.Priorities{}, tc.filter(t))
+			c2, err := restoreorder.Collect(context.Background(), ls, restoreorder.Priorities{}, filter(t, tc.filter))
 			require.NoError(t, err)
 			if diff := cmp.Diff(got, describeAll(c2)); diff != "" {
 				t.Errorf("through a LabelSource (-Source +LabelSource):\n%s", diff)

@@ -91,7 +91,7 @@ func ExampleCollect() {
 	}
 	fmt.Println("total:", c.Total(), c.Resources())
 	// Output:
-	// namespaces         "shop"     → "shop-copy" shop
+	// namespaces         ""         → ""          shop
 	// persistentvolumes  ""         → ""          pv-1
 	// pods               "shop"     → "shop-copy" web-1
 	// pods               "shop"     → "shop-copy" web-2

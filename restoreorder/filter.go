@@ -14,24 +14,33 @@ import (
 //     holding "*" or the resource) and not excluded (ExcludedResources holding neither
 //     "*" nor the resource). Names are resolved to the backup's group-resources as
 //     priorities are (see [Collect]), so "deployments" selects "deployments.apps";
-//     a name that resolves to nothing selects nothing.
+//     a name that resolves to nothing selects nothing. "*" in ExcludedResources
+//     excludes everything; Velero's restorer ignores it there, but its restore
+//     controller refuses such a restore first.
 //   - Namespaces: an item in a namespace must pass IncludedNamespaces and
 //     ExcludedNamespaces the same way. "*" means every namespace; other names match
-//     exactly.
+//     exactly (Velero also reads them as glob patterns, such as "ns-*").
 //   - Cluster-scoped items: when IncludeClusterResources is nil, they are restored only
 //     if every namespace is (IncludedNamespaces empty or holding "*", and
 //     ExcludedNamespaces empty); true restores them always; false never. Velero counts
 //     a list holding "*" and other names as not every namespace; here "*" anywhere
 //     means every namespace, as it does for the namespace rule itself.
-//   - Namespace objects (the "namespaces" resource) are cluster-scoped but follow the
+//   - Namespace objects (the "namespaces" resource) are cluster-scoped items, as in
+//     Velero: a restore of some namespaces (IncludeClusterResources nil or false)
+//     collects none of them, since Velero creates a namespace when it restores the
+//     first item in it. With NamespaceObjectsFollowNamespaces, they follow the
 //     namespace rules instead, by their own name, so that a restore of some namespaces
-//     brings exactly those namespace objects; IncludeClusterResources does not apply.
+//     brings exactly those namespace objects; IncludeClusterResources then does not
+//     apply to them.
 //   - Labels: an item must match LabelSelector (nil: no condition) and, when
 //     OrLabelSelectors is not empty, at least one of them (a nil one matches all).
 //     Velero refuses a restore that sets both; here both apply.
-//   - NamespaceMapping moves an item from its original namespace to the mapped one;
-//     a namespace object is restored under the mapped name. The filters above look at
-//     the original namespace. A mapping from or to "" is an error ([ErrInvalidFilter]).
+//   - NamespaceMapping moves an item from its original namespace to the mapped one.
+//     A namespace object is a cluster-scoped item (OriginalNamespace and
+//     TargetNamespace ClusterScope) whose restorer renames it by the mapping, as Velero
+//     does; with NamespaceObjectsFollowNamespaces its Item carries its own name and
+//     the mapped one instead. The filters above look at the original namespace.
+//     A mapping from or to "" is an error ([ErrInvalidFilter]).
 //
 // A Filter is read, never changed, by [Collect].
 type Filter struct {
@@ -41,6 +50,11 @@ type Filter struct {
 	OrLabelSelectors                       []labels.Selector // an item matching any one is kept
 	NamespaceMapping                       map[string]string // original → target
 	IncludeClusterResources                *bool
+	// NamespaceObjectsFollowNamespaces makes the namespace rules, not the
+	// cluster-resource rules, select the objects of the "namespaces" resource, by
+	// their own name, and gives each Item its name as OriginalNamespace and its mapped
+	// name as TargetNamespace. The default, false, is Velero's behaviour.
+	NamespaceObjectsFollowNamespaces bool
 }
 
 // includesExcludes applies an include list and an exclude list, with "*" for all.
@@ -82,6 +96,7 @@ type compiledFilter struct {
 	resources, namespaces includesExcludes
 	mapping               map[string]string
 	cluster               *bool
+	nsObjects             bool              // NamespaceObjectsFollowNamespaces
 	selector              labels.Selector   // nil: none
 	ors                   []labels.Selector // nil: none
 }
@@ -102,6 +117,7 @@ func compileFilter(f Filter, resolve func(string) string) (*compiledFilter, erro
 		namespaces: newIncludesExcludes(f.IncludedNamespaces, f.ExcludedNamespaces, nil),
 		mapping:    f.NamespaceMapping,
 		cluster:    f.IncludeClusterResources,
+		nsObjects:  f.NamespaceObjectsFollowNamespaces,
 	}
 	if f.LabelSelector != nil && !f.LabelSelector.Empty() {
 		c.selector = f.LabelSelector

@@ -55,6 +55,7 @@ func fuzzFilter(t *testing.T, bits uint64) restoreorder.Filter {
 	f.IncludedNamespaces = [][]string{nil, {"a"}, {"*"}, {"a", "b"}}[pick(4)]
 	f.ExcludedNamespaces = [][]string{nil, {"b"}, {"*"}, {"c"}}[pick(6)]
 	f.IncludeClusterResources = []*bool{nil, ptr(true), ptr(false), nil}[pick(8)]
+	f.NamespaceObjectsFollowNamespaces = (bits>>14)&1 == 1
 	switch pick(10) {
 	case 1:
 		f.LabelSelector = selector(t, "app=web")
@@ -114,7 +115,7 @@ func modelSelect(it memItem, f restoreorder.Filter, resources []string) (restore
 	}
 	out := restoreorder.Item{Resource: it.resource, Name: it.name, Path: it.resource + "/" + it.namespace + "/" + it.name}
 	switch {
-	case it.resource == "namespaces":
+	case it.resource == "namespaces" && f.NamespaceObjectsFollowNamespaces:
 		if !passes(f.IncludedNamespaces, f.ExcludedNamespaces, it.name, false) {
 			return restoreorder.Item{}, false
 		}
