@@ -21,13 +21,19 @@
 //     restore item actions, volume snapshotters), v1→v2 adapters, and a Registry that
 //     resolves plugin names to the Monitor's Trackers; adapters/adaptertest checks a v2
 //     plugin against the contract. It builds on operations.
-//   - storage/memstore and storage/boltstore: Stores in memory and in one bbolt file;
+//   - storage/kv: the storage engine, the Store contract written once over a small
+//     transactional key-value Backend; storage/kv/kvtest checks a Backend driver.
+//   - storage/memstore and storage/boltstore: drivers of the engine, in memory and in
+//     one bbolt file; storage/etcdstore, a module of its own, on etcd;
 //     storage/storetest: the conformance suite every Store passes.
 //   - cmd/itemops: a command that shows the library at work.
 //   - integrations/controllerruntime, a module of its own: the Monitor in a
 //     controller-runtime manager (gated by Recover, with an event source, status and
 //     Event helpers), and Prometheus metrics in integrations/controllerruntime/prommetrics.
+//   - integrations/velero, a module of its own: a Velero fork's records, plugins and
+//     bucket through itemops.
 //
 // Packages import one way only: phase, progress and restoreorder are leaves, operations
-// builds on phase, and the adapters and the stores build on operations.
+// builds on phase, and the adapters and the stores build on operations (the stores
+// through storage/kv).
 package itemops
