@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -146,7 +147,7 @@ func commitTx(tx *bolt.Tx, conds []kv.Condition, writes []kv.Write) error {
 		size += 8 + len(w.Value)
 	}
 	arena := make([]byte, 0, size)
-	for _, w := range writes {
+	for _, w := range sortedByKey(writes) {
 		switch {
 		case !w.Delete:
 			start := len(arena)
@@ -168,6 +169,22 @@ func commitTx(tx *bolt.Tx, conds []kv.Condition, writes []kv.Write) error {
 		}
 	}
 	return nil
+}
+
+// sortedByKey returns writes in key order, sorting a copy when they are not. bbolt
+// inserts a key into its leaf's sorted array, moving every key after it, and splits
+// leaves only at commit: keys written in order land at the end each time, where a batch
+// that writes two interleaved ranges (records and their ID index) would move half the
+// leaf on every write, quadratic in the batch (40 s for a batch of 100,000 operations,
+// against under 1 s in order).
+func sortedByKey(writes []kv.Write) []kv.Write {
+	less := func(a, b kv.Write) int { return bytes.Compare(a.Key, b.Key) }
+	if slices.IsSortedFunc(writes, less) {
+		return writes
+	}
+	sorted := slices.Clone(writes)
+	slices.SortFunc(sorted, less)
+	return sorted
 }
 
 // guard runs fn, a use of the bbolt file, and turns what bbolt does on a damaged file

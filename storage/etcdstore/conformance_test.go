@@ -14,6 +14,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestCancel(t *testing.T) {
+	storetest.RunCancel(t, func(t *testing.T) operations.Store {
+		return etcdstore.NewTestStore(t, nil)
+	})
+}
+
 // TestConformanceSmallLimits runs the suite with limits so small that the engine stages
 // every batch of more than a few operations and applies it in many etcd transactions.
 func TestConformanceSmallLimits(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -17,8 +18,14 @@ import (
 	"github.com/itemops/itemops/storage/storetest"
 )
 
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) operations.Store { return memstore.New() })
+}
+
+func TestCancel(t *testing.T) {
+	storetest.RunCancel(t, func(*testing.T) operations.Store { return memstore.New() })
 }
 
 // With small limits the engine stages every batch of more than a few operations, so
