@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -43,6 +44,14 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	closeFixtures()
+	if code == 0 {
+		// No test leaves a goroutine behind: not the Monitors of the cancel tests, not
+		// the stores.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

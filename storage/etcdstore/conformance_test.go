@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/itemops/itemops/operations"
@@ -22,8 +23,15 @@ func TestCancel(t *testing.T) {
 
 // TestConformanceSmallLimits runs the suite with limits so small that the engine stages
 // every batch of more than a few operations and applies it in many etcd transactions.
+// It leaves out the Scale group, a batch of 100,000 operations: staged in transactions
+// of 16 operations it costs 12,500 round trips to etcd (a minute under the race
+// detector), to check the engine's staging, which memstore's TestConformanceStaged checks
+// at that scale, beside TestConformance's batch of 100,000 here.
 func TestConformanceSmallLimits(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) operations.Store {
+		if strings.HasPrefix(t.Name(), "TestConformanceSmallLimits/Scale/") {
+			t.Skip("the Scale group is left out with small limits; see the test's doc")
+		}
 		return etcdstore.NewTestStore(t, &etcdstore.Options{MaxTxnOps: 16, MaxRequestBytes: 64 << 10})
 	})
 }

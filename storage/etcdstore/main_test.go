@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 
 	"github.com/itemops/itemops/storage/etcdstore/internal/etcdtest"
 )
@@ -44,11 +45,19 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer testServer.Stop()
 	code := m.Run()
+	testServer.Stop()
 	if benchSrv != nil {
 		benchSrv.Stop()
 		os.RemoveAll(benchDir)
+	}
+	if code == 0 {
+		// No test leaves a goroutine behind: not the Monitors, not the stores and their
+		// claim keepers, not the clients (closed by the tests' cleanups).
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
 	}
 	return code
 }
