@@ -3,15 +3,38 @@
 // operations.
 package seqmerge
 
-// Merge returns the elements of a and b, each in ascending order of seq, in ascending
-// order of seq; on equal numbers a's element comes first.
-func Merge[T any](a, b []T, seq func(T) uint64) []T {
-	out := make([]T, 0, len(a)+len(b))
-	for len(a) > 0 || len(b) > 0 {
-		if len(b) == 0 || (len(a) > 0 && seq(a[0]) <= seq(b[0])) {
-			out, a = append(out, a[0]), a[1:]
+// A List holds items in ascending order of sequence number; Seqs[i] is the number of
+// Items[i]. The zero List is empty and ready to use.
+type List[T any] struct {
+	Items []T
+	Seqs  []uint64
+}
+
+// Add appends item, whose sequence number seq is above every number in l.
+func (l *List[T]) Add(seq uint64, item T) {
+	l.Items = append(l.Items, item)
+	l.Seqs = append(l.Seqs, seq)
+}
+
+// Merge returns the items of a and b in ascending order of sequence number; on equal
+// numbers a's item comes first. When one list is empty it returns the other's Items as
+// they are, without a copy (an empty, non-nil slice when both are empty).
+func Merge[T any](a, b List[T]) []T {
+	switch {
+	case len(b.Items) == 0 && a.Items != nil:
+		return a.Items
+	case len(b.Items) == 0:
+		return []T{}
+	case len(a.Items) == 0:
+		return b.Items
+	}
+	out := make([]T, 0, len(a.Items)+len(b.Items))
+	i, j := 0, 0
+	for i < len(a.Items) || j < len(b.Items) {
+		if j == len(b.Items) || (i < len(a.Items) && a.Seqs[i] <= b.Seqs[j]) {
+			out, i = append(out, a.Items[i]), i+1
 		} else {
-			out, b = append(out, b[0]), b[1:]
+			out, j = append(out, b.Items[j]), j+1
 		}
 	}
 	return out

@@ -74,11 +74,7 @@ func schema1Owner(k []byte) (operations.Owner, error) {
 // schema1Operations reads a run's operations, merging its unfinished and finished
 // buckets, each in sequence order, into first-put order.
 func schema1Operations(o operations.Owner, rb *bolt.Bucket) ([]operations.Operation, error) {
-	type rec struct {
-		seq uint64
-		op  operations.Operation
-	}
-	var lists [2][]rec
+	var lists [2]seqmerge.List[operations.Operation]
 	for i, name := range []string{"unfinished", "finished"} {
 		b := rb.Bucket([]byte(name))
 		if b == nil {
@@ -89,19 +85,14 @@ func schema1Operations(o operations.Owner, rb *bolt.Bucket) ([]operations.Operat
 				return fmt.Errorf("sequence key %x: %w", k, ErrCorrupt)
 			}
 			op, err := kv.DecodeOperation(o, v)
-			lists[i] = append(lists[i], rec{binary.BigEndian.Uint64(k), op})
+			lists[i].Add(binary.BigEndian.Uint64(k), op)
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	merged := seqmerge.Merge(lists[0], lists[1], func(r rec) uint64 { return r.seq })
-	out := make([]operations.Operation, len(merged))
-	for i := range merged {
-		out[i] = merged[i].op
-	}
-	return out, nil
+	return seqmerge.Merge(lists[0], lists[1]), nil
 }
 
 // txBackend is a kv.Backend over one open write transaction, for migrations: every Read

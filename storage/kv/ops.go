@@ -30,6 +30,11 @@ func encodeBatch(o operations.Owner, ops []operations.Operation) ([][]byte, erro
 		start := len(buf)
 		buf = appendOperation(buf, &ops[i])
 		recs[i] = buf[start:len(buf):len(buf)]
+		if i == 0 {
+			// Room for the others at the first one's size and an eighth more, so that
+			// the buffer is seldom copied as it grows.
+			buf = slices.Grow(buf[len(buf):], (len(ops)-1)*(len(buf)+len(buf)/8))
+		}
 	}
 	return recs, nil
 }
@@ -184,7 +189,7 @@ func readMeta(ctx context.Context, r Reader, key []byte) (opsMetaValue, Version,
 
 // readOps runs fn in a snapshot in which o's run exists, has o's UID, and has no staged
 // batch left to apply; it applies one first when it finds one.
-func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reader, prefix []byte) error) error {
+func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reader, prefix []byte, meta opsMetaValue) error) error {
 	if err := lookup(o); err != nil {
 		return err
 	}
@@ -203,7 +208,7 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 			if staged = meta.staged != 0; staged {
 				return nil
 			}
-			return fn(r, prefix)
+			return fn(r, prefix, meta)
 		})
 		if err != nil || !staged {
 			return err
@@ -220,7 +225,7 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 // not decode, and with ctx.Err() or the backend's error.
 func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string) (operations.Operation, error) {
 	var op operations.Operation
-	err := s.readOps(ctx, o, func(r Reader, prefix []byte) error {
+	err := s.readOps(ctx, o, func(r Reader, prefix []byte, _ opsMetaValue) error {
 		v, _, err := r.Get(ctx, idKey(prefix, id))
 		if err != nil {
 			return err
@@ -256,17 +261,16 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 	onlyUnfinished := len(f.Phases) > 0 && !slices.ContainsFunc(f.Phases, func(p operations.OperationPhase) bool {
 		return p != operations.OperationNew && p != operations.OperationInProgress
 	})
-	type seqOp struct {
-		seq uint64
-		op  operations.Operation
-	}
-	var lists [2][]seqOp
-	err := s.readOps(ctx, o, func(r Reader, prefix []byte) error {
+	var lists [2]seqmerge.List[operations.Operation]
+	err := s.readOps(ctx, o, func(r Reader, prefix []byte, meta opsMetaValue) error {
+		// A list that gets an operation gets room for every operation the run has, up
+		// to a bound, which saves the copies of growing it one doubling at a time.
+		room := int(min(max(meta.next, 1)-1, 1024))
 		for i, suffix := range []byte{opsUnfinished, opsFinished} {
 			if i == 1 && onlyUnfinished {
 				break
 			}
-			lists[i] = lists[i][:0]
+			lists[i] = seqmerge.List[operations.Operation]{}
 			start := with(prefix, suffix)
 			err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 				if len(k) != len(start)+8 {
@@ -279,7 +283,10 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 				if err != nil {
 					return fmt.Errorf("operation record %x: %w", k[len(start):], err)
 				}
-				lists[i] = append(lists[i], seqOp{binary.BigEndian.Uint64(k[len(start):]), op})
+				if lists[i].Items == nil {
+					lists[i] = seqmerge.List[operations.Operation]{Items: make([]operations.Operation, 0, room), Seqs: make([]uint64, 0, room)}
+				}
+				lists[i].Add(binary.BigEndian.Uint64(k[len(start):]), op)
 				return nil
 			})
 			if err != nil {
@@ -292,10 +299,5 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 		return nil, fmt.Errorf("list operations of %s: %w", o, err)
 	}
 	// Merge the two lists, each in sequence order, into first-put order.
-	merged := seqmerge.Merge(lists[0], lists[1], func(o seqOp) uint64 { return o.seq })
-	out := make([]operations.Operation, len(merged))
-	for i := range merged {
-		out[i] = merged[i].op
-	}
-	return out, nil
+	return seqmerge.Merge(lists[0], lists[1]), nil
 }
