@@ -133,38 +133,13 @@ func TestCancelSurvivesRestart(t *testing.T) {
 		require.Equal(t, phase.WaitingForPluginOperations, r.Phase)
 	}
 
-	midPass, resume := make(chan struct{}), make(chan struct{})
-	var gate sync.Once
-	c := &cancels{calls: map[string]int{}, before: func() {
-		gate.Do(func() {
-			close(midPass)
-			<-resume
-		})
-	}}
-	failures := make(chan error, 100)
-	m := operations.NewMonitor(s, c.resolver(), operations.WithInterval(20*time.Millisecond),
-		operations.WithObserver(func(st operations.PassStats) {
-			if st.Err != nil {
-				select {
-				case failures <- st.Err:
-				default:
-				}
-			}
-		}))
+	down := newRestartMidPass()
+	c := &cancels{calls: map[string]int{}, before: down.hold}
+	m := operations.NewMonitor(s, c.resolver(), operations.WithInterval(20*time.Millisecond), down.observer())
 	ctx, cancel := context.WithCancel(bg)
 	stopped := make(chan error)
 	go func() { stopped <- m.Run(ctx) }()
-
-	<-midPass
-	srv.Stop()
-	close(resume)
-	select {
-	case err := <-failures:
-		require.ErrorIs(t, err, etcdstore.ErrUnavailable, "the pass's error while etcd is down")
-	case <-time.After(time.Minute):
-		t.Fatal("no pass failed while etcd was down")
-	}
-	require.NoError(t, srv.Restart())
+	down.run(t, srv)
 
 	waitCancelled(t, s, owners, perRun, reason)
 	cancel()

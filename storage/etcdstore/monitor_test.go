@@ -12,6 +12,7 @@ import (
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/etcdstore"
+	"github.com/itemops/itemops/storage/etcdstore/internal/etcdtest"
 )
 
 var bg = context.Background()
@@ -224,43 +225,65 @@ func TestMonitorSurvivesRestart(t *testing.T) {
 	s := etcdstore.OpenStore(t, etcdstore.NewClient(t, srv), etcdstore.NewPrefix(), &etcdstore.Options{RequestTimeout: 300 * time.Millisecond})
 	owners := seed(t, s, runs, perRun)
 
-	midPass, resume := make(chan struct{}), make(chan struct{})
-	var gate sync.Once
-	tr := tracker{r: newRecorder(), name: "m", onCall: func(operations.Operation, int) {
-		gate.Do(func() {
-			close(midPass)
-			<-resume
-		})
-	}}
-	failures := make(chan error, 100)
-	m := operations.NewMonitor(s, tr.resolver(), operations.WithInterval(20*time.Millisecond),
-		operations.WithObserver(func(st operations.PassStats) {
-			if st.Err != nil {
-				select {
-				case failures <- st.Err:
-				default:
-				}
-			}
-		}))
+	down := newRestartMidPass()
+	tr := tracker{r: newRecorder(), name: "m", onCall: func(operations.Operation, int) { down.hold() }}
+	m := operations.NewMonitor(s, tr.resolver(), operations.WithInterval(20*time.Millisecond), down.observer())
 	ctx, cancel := context.WithCancel(bg)
 	stopped := make(chan error)
 	go func() { stopped <- m.Run(ctx) }()
-
-	<-midPass
-	srv.Stop()
-	close(resume)
-	var err error
-	select {
-	case err = <-failures:
-	case <-time.After(time.Minute):
-		t.Fatal("no pass failed while etcd was down")
-	}
-	require.ErrorIs(t, err, etcdstore.ErrUnavailable, "the pass's error while etcd is down")
-	require.ErrorContains(t, err, "etcd unavailable")
-	require.NoError(t, srv.Restart())
+	down.run(t, srv)
 
 	waitCompleted(t, s, owners)
 	cancel()
 	require.ErrorIs(t, <-stopped, context.Canceled)
 	checkFinished(t, s, owners, perRun)
+}
+
+// A restartMidPass stops an etcd server while a Monitor's pass calls a plugin, and
+// starts it again once a pass has failed for it.
+type restartMidPass struct {
+	midPass, resume chan struct{}
+	gate            sync.Once
+	failures        chan error
+}
+
+func newRestartMidPass() *restartMidPass {
+	return &restartMidPass{midPass: make(chan struct{}), resume: make(chan struct{}), failures: make(chan error, 100)}
+}
+
+// hold is for the plugin to call on each call: the first waits until etcd is down.
+func (r *restartMidPass) hold() {
+	r.gate.Do(func() {
+		close(r.midPass)
+		<-r.resume
+	})
+}
+
+// observer is the Monitor's option that collects the errors of failed passes.
+func (r *restartMidPass) observer() operations.MonitorOption {
+	return operations.WithObserver(func(st operations.PassStats) {
+		if st.Err != nil {
+			select {
+			case r.failures <- st.Err:
+			default:
+			}
+		}
+	})
+}
+
+// run waits for the first plugin call, stops srv, lets the call return, checks that the
+// pass fails with ErrUnavailable, and starts srv again on the same ports and data.
+func (r *restartMidPass) run(t *testing.T, srv *etcdtest.Server) {
+	t.Helper()
+	<-r.midPass
+	srv.Stop()
+	close(r.resume)
+	select {
+	case err := <-r.failures:
+		require.ErrorIs(t, err, etcdstore.ErrUnavailable, "the pass's error while etcd is down")
+		require.ErrorContains(t, err, "etcd unavailable")
+	case <-time.After(time.Minute):
+		t.Fatal("no pass failed while etcd was down")
+	}
+	require.NoError(t, srv.Restart())
 }
