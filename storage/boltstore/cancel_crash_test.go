@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -111,22 +110,7 @@ func (stopBeforeUpdate) UpdateRun(context.Context, operations.Owner, func(*opera
 // child was killed after it stored the request.
 func runCancelChild(t *testing.T, path string, stuck int, r *rand.Rand) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0",
-		envCancelPath+"="+path, envCancelStuck+"="+strconv.Itoa(stuck))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	lines := make(chan string, 16)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	cmd, lines, stderr := startChild(t, envCancelPath+"="+path, envCancelStuck+"="+strconv.Itoa(stuck))
 	want := map[bool]string{true: "stuck", false: "requested"}[stuck != 0]
 	guard := time.NewTimer(2 * time.Minute)
 	defer guard.Stop()
@@ -148,7 +132,7 @@ func runCancelChild(t *testing.T, path string, stuck int, r *rand.Rand) {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	for range lines {
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	require.True(t, errors.As(err, &ee), "the child's end: %v; stderr:\n%s", err, stderr.String())
 	ws, ok := ee.Sys().(syscall.WaitStatus)

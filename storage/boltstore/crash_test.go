@@ -312,24 +312,18 @@ type crashRound struct {
 	killed bool
 }
 
-// runChild starts a child from step from and kills it with SIGKILL: when early, after a
-// random delay from its start (perhaps before it has opened the store), else after a
-// random delay from its first acknowledgement.
-func runChild(t *testing.T, path string, seed uint64, from int, early bool, r *rand.Rand) crashRound {
+// startChild starts this test binary again as a child process with the variables env
+// set, which TestMain sends to a child's function. It returns the child, its standard
+// output line by line (closed when the child's output ends), and its standard error.
+func startChild(t *testing.T, env ...string) (*exec.Cmd, <-chan string, *strings.Builder) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
-		"GORACE=atexit_sleep_ms=0",
-		envCrashPath+"="+path,
-		envCrashSeed+"="+strconv.FormatUint(seed, 10),
-		envCrashFrom+"="+strconv.Itoa(from),
-	)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	cmd.Env = append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), env...)
+	stderr := new(strings.Builder)
+	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-
 	lines := make(chan string, 1024)
 	go func() {
 		defer close(lines)
@@ -339,6 +333,19 @@ func runChild(t *testing.T, path string, seed uint64, from int, early bool, r *r
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
+	return cmd, lines, stderr
+}
+
+// runChild starts a child from step from and kills it with SIGKILL: when early, after a
+// random delay from its start (perhaps before it has opened the store), else after a
+// random delay from its first acknowledgement.
+func runChild(t *testing.T, path string, seed uint64, from int, early bool, r *rand.Rand) crashRound {
+	t.Helper()
+	cmd, lines, stderr := startChild(t,
+		envCrashPath+"="+path,
+		envCrashSeed+"="+strconv.FormatUint(seed, 10),
+		envCrashFrom+"="+strconv.Itoa(from),
+	)
 	var round crashRound
 	collect := func(line string) {
 		if strings.HasPrefix(line, "ack ") {
@@ -372,7 +379,7 @@ func runChild(t *testing.T, path string, seed uint64, from int, early bool, r *r
 	for line := range lines {
 		collect(line)
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	round.stderr = stderr.String()
 	if ee, ok := err.(*exec.ExitError); ok {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {

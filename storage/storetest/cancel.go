@@ -24,19 +24,11 @@ import (
 // outlives them.
 func RunCancel(t *testing.T, newStore func(t *testing.T) operations.Store) {
 	t.Helper()
-	for _, c := range []check{
+	runEach(t, newStore, []check{
 		{"HonouredByNextPass", testCancelHonoured},
 		{"RecoverCancelsOrphans", testRecoverCancelsOrphans},
 		{"RequestDuringAPass", testCancelDuringAPass},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			s := newStore(t)
-			if s == nil {
-				t.Fatal("newStore returned nil")
-			}
-			c.run(t, s)
-		})
-	}
+	})
 }
 
 // cancelTimeout is the call timeout of the Monitors of the cancel checks: how long the

@@ -26,16 +26,19 @@ import (
 func Run(t *testing.T, newStore func(t *testing.T) operations.Store) {
 	t.Helper()
 	for _, g := range groups() {
-		t.Run(g.name, func(t *testing.T) {
-			for _, c := range g.cases {
-				t.Run(c.name, func(t *testing.T) {
-					s := newStore(t)
-					if s == nil {
-						t.Fatal("newStore returned nil")
-					}
-					c.run(t, s)
-				})
+		t.Run(g.name, func(t *testing.T) { runEach(t, newStore, g.cases) })
+	}
+}
+
+// runEach runs each check in a subtest of t, on a store of its own.
+func runEach(t *testing.T, newStore func(t *testing.T) operations.Store, checks []check) {
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStore(t)
+			if s == nil {
+				t.Fatal("newStore returned nil")
 			}
+			c.run(t, s)
 		})
 	}
 }
