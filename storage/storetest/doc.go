@@ -1,6 +1,7 @@
 // Package storetest checks an [operations.Store] against the storage contract written on
 // that interface. It is public so that the author of any backend runs the same checks as
-// the backends of itemops (storage/memstore and storage/boltstore run it).
+// the backends of itemops (storage/memstore, storage/boltstore and storage/etcdstore run
+// it).
 //
 // # Usage
 //
@@ -52,6 +53,12 @@
 //     stored, each batch contiguous in the order; readers never see part of a batch.
 //   - Scale: one batch of 100,000 operations is stored, listed back in order, counted
 //     and spot-checked.
+//
+// [RunCancel] checks, beside the contract, that an [operations.Monitor] on the store
+// honours cancel requests: every unfinished operation of a cancelled run is cancelled
+// once and written Failed with the request's reason, whether its plugin cancels at once,
+// hangs or refuses, and the run fails; Recover does the same for a run it fails; a request
+// made during a pass is honoured by the next. memstore, boltstore and etcdstore run both.
 //
 // # Equality
 //
