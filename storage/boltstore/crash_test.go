@@ -263,29 +263,15 @@ func (m *crashModel) state() crashState {
 }
 
 // sameState reports whether a and b are equal as the contract compares them: a nil list
-// equals an empty one, times are equal instants. reflect.DeepEqual of the states with
-// empty lists made nil is exact and fast (the plan's times are all UTC, as the store
-// returns them); cmp, twenty times slower on these states, settles what it finds unequal.
+// equals an empty one, times are equal instants. reflect.DeepEqual is exact and fast
+// (the plan's times are all UTC, as the store returns them, and readCrashState keeps no
+// empty list); cmp, twenty times slower on these states, settles what it finds unequal.
 func sameState(a, b crashState) bool {
-	return reflect.DeepEqual(nilEmpty(a), nilEmpty(b)) || cmp.Equal(a, b, cmpopts.EquateEmpty())
+	return reflect.DeepEqual(a, b) || cmp.Equal(a, b, cmpopts.EquateEmpty())
 }
 
-// nilEmpty returns st with its empty lists of operations made nil.
-func nilEmpty(st crashState) crashState {
-	out := crashState{Runs: st.Runs, Ops: map[string][]operations.Operation{}, Unfinished: map[string][]operations.Operation{}}
-	for _, m := range []struct {
-		from, to map[string][]operations.Operation
-	}{{st.Ops, out.Ops}, {st.Unfinished, out.Unfinished}} {
-		for k, ops := range m.from {
-			if len(ops) == 0 {
-				ops = nil
-			}
-			m.to[k] = ops
-		}
-	}
-	return out
-}
-
+// readCrashState reads what the model's state holds, with empty lists made nil as the
+// model makes them.
 func readCrashState(ctx context.Context, s *Store) (crashState, error) {
 	st := crashState{Ops: map[string][]operations.Operation{}, Unfinished: map[string][]operations.Operation{}}
 	runs, err := s.ListRuns(ctx, operations.RunFilter{})
@@ -300,6 +286,11 @@ func readCrashState(ctx context.Context, s *Store) (crashState, error) {
 		}
 		if st.Unfinished[o.String()], err = s.ListOperations(ctx, o, unfinished); err != nil {
 			return st, err
+		}
+		for _, m := range []map[string][]operations.Operation{st.Ops, st.Unfinished} {
+			if len(m[o.String()]) == 0 {
+				m[o.String()] = nil
+			}
 		}
 	}
 	return st, nil
