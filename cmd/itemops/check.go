@@ -21,7 +21,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	name := fs.Arg(0)
-	s, err := boltstore.Open(name, &boltstore.Options{OpenFile: readOnly, Check: true})
+	s, err := boltstore.Open(name, &boltstore.Options{ReadOnly: true, Check: true})
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func runSalvage(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Lstat(to); err == nil {
 		return fmt.Errorf("%s exists; salvage writes a new file", to)
 	}
-	src, err := boltstore.Open(from, &boltstore.Options{OpenFile: readOnly})
+	src, err := boltstore.Open(from, &boltstore.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}

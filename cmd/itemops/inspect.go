@@ -26,7 +26,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: itemops inspect [-run NAME] FILE|DB")
 		fmt.Fprintln(stderr, "\nprints the operations of an itemoperations.json.gz file (backup or restore), one per row;")
 		fmt.Fprintln(stderr, "or the runs of a boltstore file, each with its phase history and its operations")
-		fmt.Fprintln(stderr, "(the store is opened read-only, and refused while another process has it open)\n\nflags:")
+		fmt.Fprintln(stderr, "(the store is opened read-only, and refused while another process writes to it)\n\nflags:")
 		fs.PrintDefaults()
 	}
 	var opts inspectOptions

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -28,20 +27,12 @@ func isBolt(head []byte) bool {
 	return binary.LittleEndian.Uint32(head[16:20]) == boltMagic || binary.BigEndian.Uint32(head[16:20]) == boltMagic
 }
 
-// readOnly opens a store's file for reading only, whatever boltstore asks for, so that
-// inspecting a store can never change it: a write would fail instead. boltstore still
-// takes the file's lock, so a store another process has open is refused with
-// boltstore.ErrLocked rather than read while it changes.
-func readOnly(name string, _ int, _ os.FileMode) (*os.File, error) {
-	return os.OpenFile(name, os.O_RDONLY, 0)
-}
-
 // inspectStore prints the runs of the boltstore file name: a line of counts, a table of
 // the runs, then each run with its phase history and its operations.
 func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
-	s, err := boltstore.Open(name, &boltstore.Options{OpenFile: readOnly, Check: true})
+	s, err := boltstore.Open(name, &boltstore.Options{ReadOnly: true, Check: true})
 	if errors.Is(err, boltstore.ErrLocked) {
-		return fmt.Errorf("%w; another process has the store open (a demo running on it?): inspect it once that process has stopped", err)
+		return fmt.Errorf("%w; another process is writing to the store (a demo running on it?): inspect it once that process has stopped", err)
 	}
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,22 @@ Restore restore-1.1: Failed
 	}
 }
 
+// TestInspectSchema1Store inspects a store written by a release of schema 1: it reads
+// through a migrated copy, and the file stays as it was.
+func TestInspectSchema1Store(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("..", "..", "storage", "boltstore", "testdata", "schema1.db"))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "schema1.db")
+	require.NoError(t, os.WriteFile(path, old, 0o600))
+	fixNow(t)
+	code, stdout, stderr := runCmd("inspect", path)
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	first, _, _ := strings.Cut(stdout, "\n")
+	// The runs of storage/boltstore's fixtureRuns, which wrote the file.
+	require.Equal(t, "boltstore "+path+": 5 runs (3 Backup, 2 Restore), 21 operations (7 New, 6 InProgress, 4 Completed, 4 Failed)", first)
+	require.Equal(t, sha256.Sum256(old), sha256File(t, path), "inspect changed a file of schema 1")
+}
+
 func sha256File(t *testing.T, path string) [32]byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -163,7 +180,7 @@ func TestInspectStoreFailures(t *testing.T) {
 				return []string{"inspect", path}
 			},
 			wantCode: 1,
-			wantErr:  "file is locked by another store (gave up after waiting 1s); another process has the store open",
+			wantErr:  "file is locked by another store (gave up after waiting 1s); another process is writing to the store",
 		},
 		{
 			name:     "no such run",
@@ -180,6 +197,17 @@ func TestInspectStoreFailures(t *testing.T) {
 		{
 			name:     "an empty store",
 			args:     func(t *testing.T) []string { return []string{"inspect", empty} },
+			wantCode: 0,
+			wantOut:  "boltstore " + empty + ": 0 runs (0 Backup, 0 Restore), 0 operations\n",
+		},
+		{
+			name: "a store another reader has open",
+			args: func(t *testing.T) []string {
+				s, err := boltstore.Open(empty, &boltstore.Options{ReadOnly: true})
+				require.NoError(t, err)
+				t.Cleanup(func() { s.Close() })
+				return []string{"inspect", empty}
+			},
 			wantCode: 0,
 			wantOut:  "boltstore " + empty + ": 0 runs (0 Backup, 0 Restore), 0 operations\n",
 		},

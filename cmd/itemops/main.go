@@ -27,7 +27,9 @@
 // cannot be read gives the decoder's error, saying where the file is broken, and exit
 // status 1. Given a boltstore file instead (told from its first bytes), it prints the
 // store's runs, then each run with its phase history and its operations. The store is
-// opened read-only; one that another process has open is refused (boltstore.ErrLocked).
+// opened read-only, so several inspections may run at once; a store that another process
+// writes to is refused (boltstore.ErrLocked). A store of an earlier schema is read
+// through a migrated copy, and the file is left as it is.
 //
 // phases prints the phase machines as Mermaid or Graphviz text: both kinds unless -kind
 // names one.

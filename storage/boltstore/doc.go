@@ -47,6 +47,14 @@
 // file is left as it was. A file of zero bytes, or a bbolt file without buckets, becomes
 // a new store.
 //
+// # Reading without writing
+//
+// [Options.ReadOnly] opens a file that is only to be read, as the itemops command's
+// inspect and check do: the lock is shared with other readers, the file is never
+// created, migrated or written, and every write fails with [ErrReadOnly]. A file of
+// schema 1 is then read through a copy migrated in the temporary directory, which Close
+// removes.
+//
 // # Damage
 //
 // bbolt panics when it meets a page that fails its checks, and a file cut short faults

@@ -50,6 +50,9 @@ func (d driver) Commit(ctx context.Context, conds []kv.Condition, writes []kv.Wr
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if d.s.readOnly {
+		return fmt.Errorf("boltstore: write %s: %w", d.s.path, ErrReadOnly)
+	}
 	if err := d.s.damaged(); err != nil {
 		return err
 	}

@@ -25,5 +25,8 @@ var ErrSchemaVersion = errors.New("unsupported schema version")
 // met it, it writes nothing more (see the package documentation, "Damage").
 var ErrCorrupt = operations.ErrCorrupt
 
+// ErrReadOnly is returned by every write of a [Store] opened with [Options.ReadOnly].
+var ErrReadOnly = errors.New("store is opened read-only")
+
 // ErrClosed is returned by every method of a [Store] after [Store.Close].
 var ErrClosed = errors.New("store is closed")

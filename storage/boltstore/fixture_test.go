@@ -112,32 +112,7 @@ func TestMigrateSchema1(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		s, err := boltstore.Open(path, nil)
 		require.NoError(t, err, "Open, round %d", round)
-		got, err := s.ListRuns(ctx, operations.RunFilter{})
-		require.NoError(t, err)
-		sortRuns := cmpopts.SortSlices(func(a, b operations.Run) bool {
-			return a.Owner.Kind < b.Owner.Kind || (a.Owner.Kind == b.Owner.Kind && a.Owner.Name < b.Owner.Name)
-		})
-		opt := cmp.Options{sortRuns, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })}
-		if d := cmp.Diff(runs, got, opt); d != "" {
-			t.Fatalf("runs after migration (-want +got):\n%s", d)
-		}
-		for _, r := range runs {
-			gotOps, err := s.ListOperations(ctx, r.Owner, operations.OperationFilter{})
-			require.NoError(t, err)
-			if d := cmp.Diff(ops[r.Owner], gotOps, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); d != "" {
-				t.Errorf("operations of %s after migration (-want +got):\n%s", r.Owner, d)
-			}
-			// PostOperationItems keep nil apart from empty.
-			require.Len(t, gotOps, len(ops[r.Owner]))
-			for i := range gotOps {
-				if (ops[r.Owner][i].PostOperationItems == nil) != (gotOps[i].PostOperationItems == nil) {
-					t.Errorf("operation %s of %s: PostOperationItems nil-ness changed", gotOps[i].ID, r.Owner)
-				}
-			}
-			waiting, err := s.ListRuns(ctx, operations.RunFilter{Kind: r.Owner.Kind, Phases: []phase.Phase{r.Phase}})
-			require.NoError(t, err)
-			require.True(t, containsRun(waiting, r.Owner), "ListRuns by phase %s misses %s", r.Phase, r.Owner)
-		}
+		checkFixture(t, s, runs, ops)
 		// The migrated store takes new writes.
 		o := runs[0].Owner
 		next := ops[o][0]
@@ -158,6 +133,69 @@ func TestMigrateSchema1(t *testing.T) {
 		}
 		return err
 	}))
+}
+
+// checkFixture checks that s holds runs and ops, the content of testdata/schema1.db
+// (with what a test added to it), each run's operations in first-put order.
+func checkFixture(t *testing.T, s *boltstore.Store, runs []operations.Run, ops map[operations.Owner][]operations.Operation) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.ListRuns(ctx, operations.RunFilter{})
+	require.NoError(t, err)
+	sortRuns := cmpopts.SortSlices(func(a, b operations.Run) bool {
+		return a.Owner.Kind < b.Owner.Kind || (a.Owner.Kind == b.Owner.Kind && a.Owner.Name < b.Owner.Name)
+	})
+	opt := cmp.Options{sortRuns, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })}
+	if d := cmp.Diff(runs, got, opt); d != "" {
+		t.Fatalf("runs after migration (-want +got):\n%s", d)
+	}
+	for _, r := range runs {
+		gotOps, err := s.ListOperations(ctx, r.Owner, operations.OperationFilter{})
+		require.NoError(t, err)
+		if d := cmp.Diff(ops[r.Owner], gotOps, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); d != "" {
+			t.Errorf("operations of %s after migration (-want +got):\n%s", r.Owner, d)
+		}
+		// PostOperationItems keep nil apart from empty.
+		require.Len(t, gotOps, len(ops[r.Owner]))
+		for i := range gotOps {
+			if (ops[r.Owner][i].PostOperationItems == nil) != (gotOps[i].PostOperationItems == nil) {
+				t.Errorf("operation %s of %s: PostOperationItems nil-ness changed", gotOps[i].ID, r.Owner)
+			}
+		}
+		waiting, err := s.ListRuns(ctx, operations.RunFilter{Kind: r.Owner.Kind, Phases: []phase.Phase{r.Phase}})
+		require.NoError(t, err)
+		require.True(t, containsRun(waiting, r.Owner), "ListRuns by phase %s misses %s", r.Phase, r.Owner)
+	}
+}
+
+// TestReadOnlySchema1 opens a file of schema 1 read-only: it reads as a migrated one
+// does, through a copy in the temporary directory that Close removes, and the file
+// itself is not changed.
+func TestReadOnlySchema1(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	path := filepath.Join(t.TempDir(), "store.db")
+	old, err := os.ReadFile(filepath.Join("testdata", "schema1.db"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, old, 0o600))
+
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, Check: true})
+	require.NoError(t, err)
+	runs, ops := fixtureRuns()
+	checkFixture(t, s, runs, ops)
+	copies, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Len(t, copies, 1, "the migrated copy in the temporary directory")
+	o := runs[0].Owner
+	require.ErrorIs(t, s.PutOperations(context.Background(), o, ops[o][:1]), boltstore.ErrReadOnly)
+	require.NoError(t, s.Close())
+
+	copies, err = os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, copies, "Close leaves the migrated copy behind")
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(old, got), "a read-only Open changed a file of schema 1")
 }
 
 func containsRun(runs []operations.Run, o operations.Owner) bool {

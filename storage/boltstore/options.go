@@ -38,6 +38,16 @@ type Options struct {
 	// gigabytes stays instant; the itemops command turns it on.
 	Check bool
 
+	// ReadOnly opens the file for reading only: Open never creates, migrates or writes
+	// it, and every write of the Store fails with [ErrReadOnly]. A file that does not
+	// exist fails Open with an error wrapping fs.ErrNotExist, and an empty one with
+	// [ErrNotStore]. The lock is shared: several read-only Stores, in this process or
+	// others, may hold the file at once, while a Store that writes waits for all of them
+	// to close (up to Timeout), as they wait for it. A file of schema 1, which a writable
+	// Open would migrate, is read through a migrated copy made at Open in the system's
+	// temporary directory ([os.TempDir]); Close removes the copy.
+	ReadOnly bool
+
 	// OpenFile opens the file, in place of os.OpenFile, which is the default when it is
 	// nil. It is a hook for hermetic tests: to inject failures or to see the flags and
 	// permission the file is opened with.

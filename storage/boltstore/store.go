@@ -29,6 +29,11 @@ type Store struct {
 	db   *bolt.DB
 	path string
 
+	// readOnly is Options.ReadOnly. copyPath, when not empty, is the migrated copy of a
+	// schema-1 file that db reads in its place; Close removes it.
+	readOnly bool
+	copyPath string
+
 	// damage holds the first damage of the file that a transaction met; from then on
 	// the Store writes nothing.
 	damage atomic.Pointer[error]
@@ -52,15 +57,20 @@ var damagedFiles sync.Map
 // Open fails with an error wrapping [ErrLocked] when another Store holds the file for
 // longer than [Options.Timeout], [ErrNotStore] when the file is not an itemops store, and
 // [ErrSchemaVersion] when its schema version is not the one this package reads; in those
-// cases the file is left as it was. Other errors come from the file system.
+// cases the file is left as it was. Other errors come from the file system. With
+// [Options.ReadOnly] set, Open writes nothing at all (see there).
 func Open(path string, o *Options) (*Store, error) {
 	opts := o.withDefaults()
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+	if opts.ReadOnly {
+		if info, err := os.Stat(path); err == nil && info.Size() == 0 {
+			return nil, fmt.Errorf("boltstore: open %s: %w: the file is empty, and a read-only Open does not make it a store", path, ErrNotStore)
+		}
+	} else if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		if err := create(path, opts); err != nil {
 			return nil, fmt.Errorf("boltstore: create %s: %w", path, err)
 		}
 	}
-	s := &Store{path: path}
+	s := &Store{path: path, readOnly: opts.ReadOnly}
 	var db *bolt.DB
 	// bbolt opens the file itself; keep it, to close it (and so release its lock) when
 	// bbolt panics on a damaged file before it returns a DB that could be closed.
@@ -105,19 +115,19 @@ func Open(path string, o *Options) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	s.db = db
-	if err := s.guard("open", func() error { return prepare(db) }); err != nil {
-		_ = db.Close()
+	if err := s.guard("open", func() error { return s.prepare(opts) }); err != nil {
+		_ = s.Close()
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	if opts.Check {
 		if err := s.Check(context.Background()); err != nil {
-			_ = db.Close()
+			_ = s.Close()
 			return nil, err
 		}
 	}
 	eng, err := kv.Open(context.Background(), driver{s})
 	if err != nil {
-		_ = db.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	s.Store = eng
@@ -128,6 +138,7 @@ func openDB(path string, opts Options) (*bolt.DB, error) {
 	return bolt.Open(path, opts.Mode, &bolt.Options{
 		Timeout:      opts.Timeout,
 		NoSync:       opts.NoSync,
+		ReadOnly:     opts.ReadOnly,
 		OpenFile:     opts.OpenFile,
 		FreelistType: bolt.FreelistMapType,
 	})
@@ -182,10 +193,36 @@ func syncDir(dir string) error {
 	return err
 }
 
-// prepare checks the schema of an opened file: it creates the store in a file that
-// holds nothing, and migrates a file of schema 1 to the current schema in one
-// transaction, so that a process killed meanwhile leaves the old file as it was.
-func prepare(db *bolt.DB) error {
+// prepare checks the schema of the file s.db holds. A writable Store creates the store
+// in a file that holds nothing and migrates a file of schema 1 (see upgrade). A
+// read-only Store reads a file of schema 1 through a migrated copy instead, and refuses
+// a file that is not yet a store.
+func (s *Store) prepare(opts Options) error {
+	version, err := schemaOf(s.db)
+	switch {
+	case err != nil || version == schemaVersion:
+		return err
+	case !s.readOnly:
+		return upgrade(s.db, version)
+	case version == 0:
+		return fmt.Errorf("%w: a bbolt file without buckets, which only a writable Open makes a store", ErrNotStore)
+	}
+	cp, err := migratedCopy(s.db, opts)
+	if err != nil {
+		return fmt.Errorf("read schema %d through a migrated copy: %w", version, err)
+	}
+	if err := s.db.Close(); err != nil {
+		_ = cp.Close()
+		_ = os.Remove(cp.Path())
+		return err
+	}
+	s.db, s.copyPath = cp, cp.Path()
+	return nil
+}
+
+// schemaOf returns the schema version of the store in db: 0 for a bbolt file without
+// buckets, which is not a store yet.
+func schemaOf(db *bolt.DB) (uint64, error) {
 	var version uint64
 	err := db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
@@ -211,9 +248,23 @@ func prepare(db *bolt.DB) error {
 		}
 		return nil
 	})
+	return version, err
+}
+
+// prepare makes the file db holds a store of the current schema, as a writable Open
+// does (see Store.prepare).
+func prepare(db *bolt.DB) error {
+	version, err := schemaOf(db)
 	if err != nil || version == schemaVersion {
 		return err
 	}
+	return upgrade(db, version)
+}
+
+// upgrade brings a file of schema version (0 for a file that holds nothing) to the
+// current schema in one transaction, so that a process killed meanwhile leaves the file
+// as it was. The engine's format key is written in the same transaction.
+func upgrade(db *bolt.DB, version uint64) error {
 	return db.Update(func(tx *bolt.Tx) error {
 		if version == 1 {
 			if err := migrate1(tx); err != nil {
@@ -230,18 +281,75 @@ func prepare(db *bolt.DB) error {
 		if err := meta.Put(keyVersion, binary.BigEndian.AppendUint64(nil, schemaVersion)); err != nil {
 			return err
 		}
-		_, err = tx.CreateBucketIfNotExists(bucketKV)
+		if _, err := tx.CreateBucketIfNotExists(bucketKV); err != nil {
+			return err
+		}
+		_, err = kv.Open(context.Background(), txBackend{tx})
 		return err
 	})
 }
 
+// migratedCopy copies the file db holds, a store of schema 1, to a temporary file,
+// migrates the copy and returns it opened read-only, for a read-only Store. The caller
+// closes it and removes its file; on failure nothing is left behind.
+func migratedCopy(db *bolt.DB, opts Options) (cp *bolt.DB, err error) {
+	f, err := os.CreateTemp("", "itemops-boltstore-*.db")
+	if err != nil {
+		return nil, err
+	}
+	name := f.Name()
+	done := false
+	defer func() { // also when the migration panics on a damaged page
+		if !done {
+			if cp != nil {
+				_ = cp.Close()
+			}
+			_ = os.Remove(name)
+		}
+	}()
+	err = db.View(func(tx *bolt.Tx) error {
+		_, err := tx.WriteTo(f)
+		return err
+	})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	copyOpts := Options{Timeout: opts.Timeout, Mode: DefaultMode, NoSync: true, OpenFile: os.OpenFile}
+	if cp, err = openDB(name, copyOpts); err != nil {
+		return nil, err
+	}
+	err = prepare(cp)
+	if cerr := cp.Close(); err == nil {
+		err = cerr
+	}
+	cp = nil
+	if err != nil {
+		return nil, err
+	}
+	copyOpts.ReadOnly = true
+	if cp, err = openDB(name, copyOpts); err != nil {
+		return nil, err
+	}
+	done = true
+	return cp, nil
+}
+
 // Close waits for the transactions in progress to end, then releases the file and its
-// lock. Only the first call does anything; later calls return nil. After Close every
+// lock (and removes the migrated copy a read-only Store may read, see
+// [Options.ReadOnly]). Only the first call does anything; later calls return nil. After Close every
 // method fails with [ErrClosed].
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.db != nil {
 			s.closeErr = s.db.Close()
+		}
+		if s.copyPath != "" {
+			if err := os.Remove(s.copyPath); s.closeErr == nil {
+				s.closeErr = err
+			}
 		}
 	})
 	return s.closeErr
