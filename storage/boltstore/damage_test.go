@@ -124,38 +124,101 @@ func useDamaged(t *testing.T, path string) {
 	}
 }
 
+// TestDamagedFilesNeverPanic applies each damage, with eight seeds, to both base files,
+// and reads and uses the result as FuzzDamagedFile does.
 func TestDamagedFilesNeverPanic(t *testing.T) {
-	good := storeFile(t)
-	for _, d := range damages {
-		for seed := uint64(0); seed < 8; seed++ {
-			t.Run(fmt.Sprintf("%s/%d", d.name, seed), func(t *testing.T) {
-				b := d.do(bytes.Clone(good), rand.New(rand.NewPCG(seed, 1)))
-				path := filepath.Join(t.TempDir(), "damaged.db")
-				require.NoError(t, os.WriteFile(path, b, 0o600))
-				useDamaged(t, path)
-			})
+	for _, base := range baseFiles(t) {
+		for _, d := range damages {
+			for seed := uint64(0); seed < 8; seed++ {
+				t.Run(fmt.Sprintf("%s/%s/%d", base.name, d.name, seed), func(t *testing.T) {
+					useDamagedBytes(t, d.do(bytes.Clone(base.b), rand.New(rand.NewPCG(seed, 1))))
+				})
+			}
 		}
 	}
 }
 
-// FuzzDamagedFile damages a real store file at fuzzed offsets and uses it: never a
-// panic, never a write after damage was seen.
+// baseFiles returns the sound files that the damage tests damage: a store of this
+// build's schema, and the file of schema 1 in testdata, which Open migrates.
+func baseFiles(t testing.TB) []struct {
+	name string
+	b    []byte
+} {
+	schema1, err := os.ReadFile(filepath.Join("testdata", "schema1.db"))
+	require.NoError(t, err)
+	return []struct {
+		name string
+		b    []byte
+	}{{"schema 2", storeFile(t)}, {"schema 1", schema1}}
+}
+
+// useDamagedBytes writes b, a damaged store file, twice: it reads one copy through a
+// read-only Store (readDamaged) and uses the other (useDamaged). Two copies, because a
+// Store that met damage at Open keeps the file's lock for the rest of the process.
+func useDamagedBytes(t *testing.T, b []byte) {
+	dir := t.TempDir()
+	ro, rw := filepath.Join(dir, "read-only.db"), filepath.Join(dir, "damaged.db")
+	require.NoError(t, os.WriteFile(ro, b, 0o600))
+	require.NoError(t, os.WriteFile(rw, b, 0o600))
+	readDamaged(t, ro)
+	useDamaged(t, rw)
+}
+
+// readDamaged opens the damaged file at path read-only and reads all it can: Open fails
+// with a typed error or reads succeed or fail without a panic, a write fails, and the
+// file is not changed.
+func readDamaged(t *testing.T, path string) {
+	t.Helper()
+	ctx := context.Background()
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true})
+	if err != nil {
+		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore) || errors.Is(err, boltstore.ErrSchemaVersion),
+			"read-only Open of a damaged file: %v, want ErrCorrupt, ErrNotStore or ErrSchemaVersion", err)
+	} else {
+		runs, _ := s.ListRuns(ctx, operations.RunFilter{})
+		for _, r := range runs {
+			_, _ = s.ListOperations(ctx, r.Owner, operations.OperationFilter{})
+		}
+		if len(runs) > 0 {
+			_, err := s.UpdateRun(ctx, runs[0].Owner, func(r *operations.Run) error { r.Warnings++; return nil })
+			require.Truef(t, errors.Is(err, boltstore.ErrReadOnly) || errors.Is(err, boltstore.ErrCorrupt),
+				"a write to a read-only Store: %v, want ErrReadOnly, or ErrCorrupt where reading the run met damage", err)
+		}
+		require.NoError(t, s.Close())
+	}
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(before, after), "a read-only Store changed the file")
+}
+
+// FuzzDamagedFile damages a real store file, of this build's schema or of schema 1, at
+// fuzzed offsets, then reads a copy read-only and uses another: never a panic, never a
+// write after damage was seen, and no change at all through the read-only Store.
 func FuzzDamagedFile(f *testing.F) {
-	good := storeFile(f)
-	f.Add(uint32(len(good)/2), uint32(0), []byte{}) // truncated to half
-	f.Add(uint32(len(good)), uint32(len(good)/2), bytes.Repeat([]byte{0xa5}, 64))
-	f.Add(uint32(len(good)), uint32(3*4096), make([]byte, 4096)) // a page zeroed
-	f.Add(uint32(len(good)), uint32(4096+16), []byte{0xff, 0xff, 0xff, 0xff})
-	f.Fuzz(func(t *testing.T, size, at uint32, patch []byte) {
-		b := bytes.Clone(good)
+	bases := baseFiles(f)
+	for _, schema1 := range []bool{false, true} {
+		good := bases[0].b
+		if schema1 {
+			good = bases[1].b
+		}
+		f.Add(schema1, uint32(len(good)/2), uint32(0), []byte{}) // truncated to half
+		f.Add(schema1, uint32(len(good)), uint32(len(good)/2), bytes.Repeat([]byte{0xa5}, 64))
+		f.Add(schema1, uint32(len(good)), uint32(3*4096), make([]byte, 4096)) // a page zeroed
+		f.Add(schema1, uint32(len(good)), uint32(4096+16), []byte{0xff, 0xff, 0xff, 0xff})
+	}
+	f.Fuzz(func(t *testing.T, schema1 bool, size, at uint32, patch []byte) {
+		b := bytes.Clone(bases[0].b)
+		if schema1 {
+			b = bytes.Clone(bases[1].b)
+		}
 		if int(size) < len(b) {
 			b = b[:size]
 		}
 		if int(at) < len(b) {
 			copy(b[at:], patch)
 		}
-		path := filepath.Join(t.TempDir(), "damaged.db")
-		require.NoError(t, os.WriteFile(path, b, 0o600))
-		useDamaged(t, path)
+		useDamagedBytes(t, b)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -311,6 +312,10 @@ func migratedCopy(db *bolt.DB, opts Options) (cp *bolt.DB, err error) {
 		_, err := tx.WriteTo(f)
 		return err
 	})
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// The file ends before the pages its meta page counts.
+		err = fmt.Errorf("copy: the file is shorter than its pages (%v): %w", err, ErrCorrupt)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
