@@ -343,9 +343,9 @@ func migratedCopy(db *bolt.DB, opts Options) (cp *bolt.DB, err error) {
 }
 
 // Close waits for the transactions in progress to end, then releases the file and its
-// lock (and removes the migrated copy a read-only Store may read, see
-// [Options.ReadOnly]). Only the first call does anything; later calls return nil. After Close every
-// method fails with [ErrClosed].
+// lock, and removes the migrated copy a read-only Store may read (see
+// [Options.ReadOnly]). Only the first call does anything; later calls return its result.
+// After Close every method fails with [ErrClosed].
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.db != nil {
