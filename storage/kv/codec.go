@@ -208,7 +208,7 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b[d.off:])
-	if n <= 0 {
+	if n <= 0 || overlong(d.b[d.off:d.off+n]) {
 		d.fail("bad unsigned varint")
 		return 0
 	}
@@ -221,13 +221,18 @@ func (d *decoder) varint() int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.b[d.off:])
-	if n <= 0 {
+	if n <= 0 || overlong(d.b[d.off:d.off+n]) {
 		d.fail("bad varint")
 		return 0
 	}
 	d.off += n
 	return v
 }
+
+// overlong reports whether the varint v (its bytes) has a shorter form: more than one
+// byte, the last of them zero. The encoder never writes one, so each value has one
+// encoding, and a record holding an overlong varint is damaged.
+func overlong(v []byte) bool { return len(v) > 1 && v[len(v)-1] == 0 }
 
 // int reads a varint that must fit an int.
 func (d *decoder) intv() int {
