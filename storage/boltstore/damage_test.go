@@ -3,6 +3,7 @@ package boltstore_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -70,12 +72,13 @@ var damages = []struct {
 	}},
 }
 
-// useDamaged opens a damaged file and uses it as a program would: list, read, write.
+// useDamaged opens a damaged file with opts and uses it as a program would: list, read,
+// write.
 // It must never panic; once a call has reported damage, no call writes to the file.
-func useDamaged(t *testing.T, path string) {
+func useDamaged(t *testing.T, path string, opts *boltstore.Options) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := boltstore.Open(path, nil)
+	s, err := boltstore.Open(path, opts)
 	if err != nil {
 		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore),
 			"Open of a damaged file: %v, want ErrCorrupt or ErrNotStore", err)
@@ -153,29 +156,33 @@ func baseFiles(t testing.TB) []struct {
 }
 
 // useDamagedBytes writes b, a damaged store file, twice: it reads one copy through a
-// read-only Store (readDamaged) and uses the other (useDamaged). Two copies, because a
-// Store that met damage at Open keeps the file's lock for the rest of the process.
+// read-only Store opened with Check, as itemops inspect does (readDamaged), and uses the
+// other (useDamaged). Two copies, because a Store that met damage at Open keeps the
+// file's lock for the rest of the process. When the check found damage, the second
+// Open checks too: without the check, a file whose pages form a cycle would make bbolt
+// loop forever (see Store.Check).
 func useDamagedBytes(t *testing.T, b []byte) {
 	dir := t.TempDir()
 	ro, rw := filepath.Join(dir, "read-only.db"), filepath.Join(dir, "damaged.db")
 	require.NoError(t, os.WriteFile(ro, b, 0o600))
 	require.NoError(t, os.WriteFile(rw, b, 0o600))
-	readDamaged(t, ro)
-	useDamaged(t, rw)
+	checked := readDamaged(t, ro)
+	useDamaged(t, rw, &boltstore.Options{Check: checked})
 }
 
-// readDamaged opens the damaged file at path read-only and reads all it can: Open fails
-// with a typed error or reads succeed or fail without a panic, a write fails, and the
-// file is not changed.
-func readDamaged(t *testing.T, path string) {
+// readDamaged opens the damaged file at path read-only, with Check, and reads all it
+// can: Open fails with a typed error or reads succeed or fail without a panic, a write
+// fails, and the file is not changed. It reports whether Open found damage.
+func readDamaged(t *testing.T, path string) (damaged bool) {
 	t.Helper()
 	ctx := context.Background()
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
-	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true})
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, Check: true})
 	if err != nil {
 		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore) || errors.Is(err, boltstore.ErrSchemaVersion),
 			"read-only Open of a damaged file: %v, want ErrCorrupt, ErrNotStore or ErrSchemaVersion", err)
+		damaged = errors.Is(err, boltstore.ErrCorrupt)
 	} else {
 		runs, _ := s.ListRuns(ctx, operations.RunFilter{})
 		for _, r := range runs {
@@ -191,6 +198,7 @@ func readDamaged(t *testing.T, path string) {
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(before, after), "a read-only Store changed the file")
+	return damaged
 }
 
 // FuzzDamagedFile damages a real store file, of this build's schema or of schema 1, at
@@ -221,4 +229,40 @@ func FuzzDamagedFile(f *testing.F) {
 		}
 		useDamagedBytes(t, b)
 	})
+}
+
+// TestCheckRefusesPageCycle points the first child of a branch page back at the page
+// itself. bbolt's cursors would descend into that cycle forever; Open with Check fails
+// with ErrCorrupt before any cursor reads the file.
+func TestCheckRefusesPageCycle(t *testing.T) {
+	b := storeFile(t)
+	path := filepath.Join(t.TempDir(), "cycle.db")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	db, err := bolt.Open(path, 0o600, nil) // read-only, bbolt would not list free pages
+	require.NoError(t, err)
+	pageSize, branch := db.Info().PageSize, 0
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		for id := 2; branch == 0; id++ {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return fmt.Errorf("no branch page in the test store (page %d: %v)", id, err)
+			}
+			if info.Type == "branch" {
+				branch = id
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, db.Close())
+
+	// The first branch element follows the 16-byte page header: pos and key size (4
+	// bytes each), then the child's page number.
+	binary.NativeEndian.PutUint64(b[branch*pageSize+16+8:], uint64(branch))
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	_, err = boltstore.Open(path, &boltstore.Options{Check: true})
+	require.ErrorIs(t, err, boltstore.ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("page %d is reached twice", branch))
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(b, after), "Open changed a damaged file")
 }

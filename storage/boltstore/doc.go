@@ -65,7 +65,9 @@
 // Store writes nothing more to the file (every write fails with that error), so nothing
 // is written on top of damage; reads go on, so that what can still be read can be saved.
 // [Options.Check] checks every page when the file is opened, and [Store.Check] does on
-// demand.
+// demand. One kind of damage only the check catches: page numbers changed so that the
+// pages form a cycle, which bbolt would follow forever. Open a file that may be damaged
+// with Options.Check.
 //
 // # Limits
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"slices"
 
@@ -222,19 +223,30 @@ func (s *Store) damaged() error {
 	return nil
 }
 
-// Check reads every page of the file that holds data, through every key of every
-// bucket, as [Options.Check] does at Open, so that bbolt checks each page as it reads
-// it. It returns nil for a sound file, or an error wrapping [ErrCorrupt] that says what
-// is wrong, after which the Store writes nothing more. (bbolt's own Tx.Check reads in a
-// goroutine of its own, where a damaged page would crash the process; this one reads in
-// the caller's.) It costs a read of the whole file (see docs/BENCHMARKS.md); a done ctx
-// stops it, within 1024 keys, with ctx.Err().
+// Check reads every page of the file that holds data, as [Options.Check] does at Open:
+// first it walks the page tree from the file itself, checking that every page it
+// points to lies in the file, is a branch or a leaf page that its elements fit in, and
+// is reached once (a cycle of pages would make bbolt's cursors descend forever); then it
+// reads every key of every bucket through bbolt, which checks each page as it reads it.
+// It returns nil for a sound file, or an error wrapping [ErrCorrupt] that says what is
+// wrong, after which the Store writes nothing more. (bbolt's own Tx.Check reads in a
+// goroutine of its own, where a damaged page would crash the process, and follows
+// cycles; this one reads in the caller's.) It costs two reads of the whole file (see
+// docs/BENCHMARKS.md); a done ctx stops it, within 1024 pages or keys, with ctx.Err().
 func (s *Store) Check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return s.guard("check", func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
+			f, err := os.Open(tx.DB().Path())
+			if err != nil {
+				return fmt.Errorf("boltstore: check %s: %w", s.path, err)
+			}
+			defer f.Close()
+			if err := checkTree(ctx, tx, f); err != nil {
+				return fmt.Errorf("boltstore: check %s: %w", s.path, err)
+			}
 			n := 0
 			var walk func(b *bolt.Bucket) error
 			walk = func(b *bolt.Bucket) error {

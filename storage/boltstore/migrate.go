@@ -3,6 +3,7 @@ package boltstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -46,7 +47,13 @@ func migrate1(tx *bolt.Tx) error {
 				return fmt.Errorf("operations of %s: %w", o, err)
 			}
 		}
-		return eng.CreateRunWithOperations(ctx, run, ops)
+		// The writes stay in tx until it commits, so an error here comes from the
+		// records themselves: records that decode but do not make a valid run.
+		err = eng.CreateRunWithOperations(ctx, run, ops)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			err = fmt.Errorf("run %s: %w: %w", o, ErrCorrupt, err)
+		}
+		return err
 	})
 	if err != nil {
 		return err

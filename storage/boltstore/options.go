@@ -30,12 +30,14 @@ type Options struct {
 	// only. The default, false, syncs every write.
 	NoSync bool
 
-	// Check makes Open read every page of the file and check bbolt's invariants before
-	// it returns (see [Store.Check]); a damaged file then fails Open with [ErrCorrupt],
-	// unchanged. It reads every page that holds data: about 0.3–1 ms per MiB from the
-	// page cache (0.1 ms of CPU), and a read of the file from disk when it is not cached
-	// (see docs/BENCHMARKS.md). It is off by default, so that opening a store of
-	// gigabytes stays instant; the itemops command turns it on.
+	// Check makes Open check the file before it reads anything else (see
+	// [Store.Check]): a damaged file then fails Open with [ErrCorrupt], unchanged. It
+	// reads every page that holds data: about 0.5 ms per MiB from the page cache, and a
+	// read of the file from disk when it is not cached (see docs/BENCHMARKS.md). It is
+	// off by default, so that opening a store of gigabytes stays instant; the itemops
+	// command's check and inspect turn it on. Without it, a file whose pages were
+	// damaged so that they form a cycle makes bbolt loop forever at the first read that
+	// meets the cycle; every other damage gives [ErrCorrupt] when it is met.
 	Check bool
 
 	// ReadOnly opens the file for reading only: Open never creates, migrates or writes

@@ -116,15 +116,16 @@ func Open(path string, o *Options) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	s.db = db
-	if err := s.guard("open", func() error { return s.prepare(opts) }); err != nil {
-		_ = s.Close()
-		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
-	}
+	// The check comes first, so that a damaged file fails before a migration reads it.
 	if opts.Check {
 		if err := s.Check(context.Background()); err != nil {
 			_ = s.Close()
 			return nil, err
 		}
+	}
+	if err := s.guard("open", func() error { return s.prepare(opts) }); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	eng, err := kv.Open(context.Background(), driver{s})
 	if err != nil {
