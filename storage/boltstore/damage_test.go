@@ -238,7 +238,7 @@ func TestCheckRefusesPageCycle(t *testing.T) {
 	b := storeFile(t)
 	path := filepath.Join(t.TempDir(), "cycle.db")
 	require.NoError(t, os.WriteFile(path, b, 0o600))
-	db, err := bolt.Open(path, 0o600, nil) // read-only, bbolt would not list free pages
+	db, err := bolt.Open(path, 0o600, nil) // writable: read-only, tx.Page fails (free pages not loaded)
 	require.NoError(t, err)
 	pageSize, branch := db.Info().PageSize, 0
 	require.NoError(t, db.View(func(tx *bolt.Tx) error {

@@ -123,7 +123,13 @@ func Open(path string, o *Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	if err := s.guard("open", func() error { return s.prepare(opts) }); err != nil {
+	err = s.guard("open", func() error {
+		if opts.ReadOnly {
+			return s.prepareReadOnly(opts)
+		}
+		return prepare(db)
+	})
+	if err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
@@ -195,17 +201,14 @@ func syncDir(dir string) error {
 	return err
 }
 
-// prepare checks the schema of the file s.db holds. A writable Store creates the store
-// in a file that holds nothing and migrates a file of schema 1 (see upgrade). A
-// read-only Store reads a file of schema 1 through a migrated copy instead, and refuses
-// a file that is not yet a store.
-func (s *Store) prepare(opts Options) error {
+// prepareReadOnly checks the schema of the file s.db holds, for a read-only Store, which
+// must not write it: a file of schema 1 is read through a migrated copy, and a file that
+// is not yet a store is refused. (A writable Store runs prepare instead.)
+func (s *Store) prepareReadOnly(opts Options) error {
 	version, err := schemaOf(s.db)
 	switch {
 	case err != nil || version == schemaVersion:
 		return err
-	case !s.readOnly:
-		return upgrade(s.db, version)
 	case version == 0:
 		return fmt.Errorf("%w: a bbolt file without buckets, which only a writable Open makes a store", ErrNotStore)
 	}
@@ -254,7 +257,8 @@ func schemaOf(db *bolt.DB) (uint64, error) {
 }
 
 // prepare makes the file db holds a store of the current schema, as a writable Open
-// does (see Store.prepare).
+// does: it creates the store in a file that holds nothing, and migrates a file of
+// schema 1 (see upgrade).
 func prepare(db *bolt.DB) error {
 	version, err := schemaOf(db)
 	if err != nil || version == schemaVersion {

@@ -74,10 +74,7 @@ func (w *treeWalk) visit(id uint64) error {
 	if id < 2 || id >= w.pages {
 		return fmt.Errorf("page %d is outside the file's %d pages", id, w.pages)
 	}
-	if cap(w.buf) < int(w.pageSize) {
-		w.buf = make([]byte, w.pageSize)
-	}
-	p := w.buf[:w.pageSize]
+	p := w.bytes(w.pageSize)
 	if err := w.read(id, p); err != nil {
 		return err
 	}
@@ -95,11 +92,7 @@ func (w *treeWalk) visit(id uint64) error {
 		w.seen[q/64] |= 1 << (q % 64)
 	}
 	if overflow > 0 {
-		size := (overflow + 1) * w.pageSize
-		if uint64(cap(w.buf)) < size {
-			w.buf = make([]byte, size)
-		}
-		p = w.buf[:size]
+		p = w.bytes((overflow + 1) * w.pageSize)
 		if err := w.read(id, p); err != nil {
 			return err
 		}
@@ -112,6 +105,14 @@ func (w *treeWalk) visit(id uint64) error {
 	default:
 		return fmt.Errorf("page %d has flags %#x where a branch or leaf page was expected", id, flags)
 	}
+}
+
+// bytes returns n bytes of the walk's buffer, which it grows when n needs more.
+func (w *treeWalk) bytes(n uint64) []byte {
+	if uint64(cap(w.buf)) < n {
+		w.buf = make([]byte, n)
+	}
+	return w.buf[:n]
 }
 
 // read reads page id, and the pages after it, into p.
