@@ -2,8 +2,10 @@ package etcdstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,6 +152,63 @@ func BenchmarkUpdateRun(b *testing.B) {
 				}
 			}
 			done()
+		})
+	}
+}
+
+// BenchmarkWritesOfOneRun has 8 goroutines put batches of 10 new operations to one run,
+// on etcd. In "one Store" they share a Store, whose writes of one run take turns (see
+// package storage/kv); in "a Store each" each has a Store (and client) of its own, as 8
+// processes would, so their writes race, read again when they lose, and may retry
+// 10,000 times. worst-ms is the longest single write.
+func BenchmarkWritesOfOneRun(b *testing.B) {
+	const writers, batch = 8, 10
+	for _, shared := range []bool{true, false} {
+		name := "one Store"
+		if !shared {
+			name = "a Store each"
+		}
+		b.Run(name, func(b *testing.B) {
+			srv, prefix := etcdstore.BenchServer(b), etcdstore.NewPrefix()
+			stores := make([]*etcdstore.Store, writers)
+			for i := range stores {
+				if i == 0 || !shared {
+					stores[i] = etcdstore.OpenStore(b, etcdstore.NewClient(b, srv), prefix, &etcdstore.Options{ConflictRetries: 10_000})
+				} else {
+					stores[i] = stores[0]
+				}
+			}
+			o := benchRun(b, stores[0], "contended")
+			var (
+				next, worst atomic.Int64
+				wg          sync.WaitGroup
+				errs        = make([]error, writers)
+			)
+			done := measure(b, batch)
+			for w, s := range stores {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						start := time.Now()
+						ops := benchOps(o, batch, operations.OperationNew, 0)
+						for j := range ops {
+							ops[j].ID = fmt.Sprintf("w%d-%d-%d", w, i, j)
+						}
+						if errs[w] = s.PutOperations(context.Background(), o, ops); errs[w] != nil {
+							return
+						}
+						for d, m := int64(time.Since(start)), worst.Load(); d > m && !worst.CompareAndSwap(m, d); m = worst.Load() {
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			done()
+			if err := errors.Join(errs...); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(worst.Load())/float64(time.Millisecond), "worst-ms")
 		})
 	}
 }

@@ -63,7 +63,9 @@ type Options struct {
 
 	// ConflictRetries is how many times UpdateRun, PutOperations and DeleteRun try again
 	// after another writer changed the same run between their read and their write,
-	// before they fail with [operations.ErrConflict]. Zero means
+	// before they fail with [operations.ErrConflict]. Only writers in other processes
+	// (other Stores) race a Store's writes: its own writes of one run take turns (see
+	// package storage/kv). Zero means
 	// [DefaultConflictRetries]; a negative value means no retry.
 	ConflictRetries int
 

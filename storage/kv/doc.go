@@ -57,6 +57,14 @@
 //
 // A Store is safe for concurrent use, and several Stores, in several processes, may
 // share one backend (etcd): every write is a conditional Commit, and a write that loses
-// a race reads again and retries, up to [DefaultRetries] times ([WithRetries]), after which it fails with
-// operations.ErrConflict.
+// a race reads again and retries, up to [DefaultRetries] times ([WithRetries]), after
+// which it fails with operations.ErrConflict.
+//
+// The writes of one Store to one run (UpdateRun, PutOperations, DeleteRun) take turns,
+// in the order they are called, so that goroutines of one process do not make each
+// other retry; writers in other processes still race. A write waiting for its turn ends
+// with ctx.Err() when ctx is done. While UpdateRun calls its update function it lends
+// its turn: a write of the run that starts meanwhile, from inside that function for one,
+// goes ahead and races as it would without turns, instead of waiting for UpdateRun to
+// end (a deadlock, when it comes from inside).
 package kv

@@ -70,6 +70,11 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
 	metaKey := with(prefix, opsMeta)
+	w, err := s.turns.wait(ctx, string(rk))
+	if err != nil {
+		return fmt.Errorf("put operations of %s: %w", o, err)
+	}
+	defer w.done()
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := s.retry(ctx, attempt); err != nil {

@@ -21,6 +21,7 @@ type Store struct {
 	b        Backend
 	limits   Limits
 	attempts int // see WithRetries
+	turns    turns
 }
 
 // An Option configures a [Store].
@@ -241,6 +242,11 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
 	}
 	rk := runKey(o)
+	w, err := s.turns.wait(ctx, string(rk))
+	if err != nil {
+		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
+	}
+	defer w.done()
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := s.retry(ctx, attempt); err != nil {
@@ -257,7 +263,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 			return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
 		}
 		work := before.Clone()
-		if err := update(&work); err != nil {
+		if err := w.lend(func() error { return update(&work) }); err != nil {
 			return operations.Run{}, err
 		}
 		after := work.Clone() // update may have kept the pointer it was given
@@ -358,6 +364,11 @@ func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
 		return fmt.Errorf("delete run %s: %w", o, err)
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
+	w, err := s.turns.wait(ctx, string(rk))
+	if err != nil {
+		return fmt.Errorf("delete run %s: %w", o, err)
+	}
+	defer w.done()
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := s.retry(ctx, attempt); err != nil {

@@ -1,0 +1,72 @@
+package kv_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/itemops/itemops/storage/kv"
+)
+
+// BenchmarkWritesOfOneRun has 8 goroutines put batches of 10 operations to one run, over
+// a backend whose every call takes 1 ms, as a call to etcd does. In "one Store" they
+// share a Store, so their writes take turns; in "a Store each" each has a Store of its
+// own over the same backend, so their writes race, as they did before turns. Both may
+// retry 10,000 times, so that no write fails. Besides the time per write it reports the
+// backend calls per write, the commits that lost a race per write, and the longest
+// single write in milliseconds.
+func BenchmarkWritesOfOneRun(b *testing.B) {
+	const writers, batch = 8, 10
+	for _, shared := range []bool{true, false} {
+		name := "one Store"
+		if !shared {
+			name = "a Store each"
+		}
+		b.Run(name, func(b *testing.B) {
+			be := newWatched(time.Millisecond)
+			stores := make([]*kv.Store, writers)
+			for i := range stores {
+				if i == 0 || !shared {
+					stores[i] = open(b, be, kv.WithRetries(10_000))
+				} else {
+					stores[i] = stores[0]
+				}
+			}
+			createRun(b, stores[0])
+			be.calls.Store(0)
+			var (
+				next, worst atomic.Int64
+				wg          sync.WaitGroup
+				errs        = make([]error, writers)
+			)
+			b.ResetTimer()
+			for w, s := range stores {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						start := time.Now()
+						if errs[w] = s.PutOperations(bg, owner, ops(fmt.Sprint("op", i, "-"), batch)); errs[w] != nil {
+							return
+						}
+						for d, m := int64(time.Since(start)), worst.Load(); d > m && !worst.CompareAndSwap(m, d); m = worst.Load() {
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			for _, err := range errs {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(be.calls.Load())/n, "calls/op")
+			b.ReportMetric(float64(be.lost.Load())/n, "lost/op")
+			b.ReportMetric(float64(worst.Load())/float64(time.Millisecond), "worst-ms")
+		})
+	}
+}

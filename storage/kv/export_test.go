@@ -1,0 +1,20 @@
+package kv
+
+import "github.com/itemops/itemops/operations"
+
+// WaitingWrites returns how many writes of o's run wait for their turn in s.
+func WaitingWrites(s *Store, o operations.Owner) int {
+	s.turns.mu.Lock()
+	defer s.turns.mu.Unlock()
+	if q := s.turns.runs[string(runKey(o))]; q != nil {
+		return len(q.waiting)
+	}
+	return 0
+}
+
+// RunsWritten returns how many runs s keeps a queue of turns for.
+func RunsWritten(s *Store) int {
+	s.turns.mu.Lock()
+	defer s.turns.mu.Unlock()
+	return len(s.turns.runs)
+}

@@ -1,0 +1,232 @@
+package kv_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/kv"
+	"github.com/itemops/itemops/storage/memstore"
+)
+
+var bg = context.Background()
+
+// watched is a backend that counts the commits whose conditions failed, can hold
+// commits until the test lets them go, and can make every call slow, as a backend over a
+// network is.
+type watched struct {
+	kv.Backend
+	latency time.Duration
+	calls   atomic.Int64 // Reads and Commits
+	lost    atomic.Int64
+
+	mu      sync.Mutex
+	gate    chan struct{} // when set, commits wait for it to close
+	entered chan struct{} // a commit that waits at the gate sends here first
+}
+
+func newWatched(latency time.Duration) *watched {
+	return &watched{Backend: memstore.NewBackend(kv.Limits{}), latency: latency}
+}
+
+func (w *watched) Read(ctx context.Context, fn func(kv.Reader) error) error {
+	w.calls.Add(1)
+	time.Sleep(w.latency)
+	return w.Backend.Read(ctx, fn)
+}
+
+func (w *watched) Commit(ctx context.Context, conds []kv.Condition, writes []kv.Write) error {
+	w.calls.Add(1)
+	time.Sleep(w.latency)
+	w.mu.Lock()
+	gate, entered := w.gate, w.entered
+	w.mu.Unlock()
+	if gate != nil {
+		entered <- struct{}{}
+		<-gate
+	}
+	err := w.Backend.Commit(ctx, conds, writes)
+	if errors.Is(err, kv.ErrConditionFailed) {
+		w.lost.Add(1)
+	}
+	return err
+}
+
+// hold makes the next commits wait until the returned function is called; each commit
+// that reaches the gate sends on entered first.
+func (w *watched) hold() (entered <-chan struct{}, release func()) {
+	gate, in := make(chan struct{}), make(chan struct{}, 16)
+	w.mu.Lock()
+	w.gate, w.entered = gate, in
+	w.mu.Unlock()
+	return in, func() {
+		w.mu.Lock()
+		w.gate = nil
+		w.mu.Unlock()
+		close(gate)
+	}
+}
+
+func open(t testing.TB, b kv.Backend, opts ...kv.Option) *kv.Store {
+	t.Helper()
+	s, err := kv.Open(bg, b, opts...)
+	require.NoError(t, err)
+	return s
+}
+
+var owner = operations.Owner{Kind: phase.Restore, Name: "r", UID: "u"}
+
+func createRun(t testing.TB, s *kv.Store) {
+	t.Helper()
+	require.NoError(t, s.CreateRun(bg, operations.Run{Owner: owner, Phase: phase.WaitingForPluginOperations}))
+}
+
+func ops(prefix string, n int) []operations.Operation {
+	out := make([]operations.Operation, n)
+	for i := range out {
+		out[i] = operations.Operation{Owner: owner, ID: fmt.Sprintf("%s%03d", prefix, i), Status: operations.Status{Phase: operations.OperationNew}}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, and fails the test if it does not within a
+// minute: that is a write that never came to wait.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not wait for its turn", what)
+		}
+	}
+}
+
+// Goroutines of one Store that write one run at once, over a backend as slow as a
+// network, take turns: no commit of theirs ever fails its condition, so none reads twice,
+// and every write is stored.
+func TestWritesOfOneRunTakeTurns(t *testing.T) {
+	const writers, rounds, batch = 8, 10, 5
+	b := newWatched(200 * time.Microsecond)
+	s := open(t, b)
+	createRun(t, s)
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				if r%2 == 0 {
+					if errs[w] = s.PutOperations(bg, owner, ops(fmt.Sprintf("w%d-r%d-", w, r), batch)); errs[w] != nil {
+						return
+					}
+					continue
+				}
+				if _, errs[w] = s.UpdateRun(bg, owner, func(r *operations.Run) error { r.ItemsDone++; return nil }); errs[w] != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	require.Zero(t, b.lost.Load(), "commits that lost a race to a write of the same Store")
+	run, err := s.GetRun(bg, owner)
+	require.NoError(t, err)
+	require.Equal(t, writers*rounds/2, run.ItemsDone)
+	got, err := s.ListOperations(bg, owner, operations.OperationFilter{})
+	require.NoError(t, err)
+	require.Len(t, got, writers*rounds/2*batch)
+	require.Zero(t, kv.RunsWritten(s), "queues left after the writes ended")
+}
+
+// Writes that wait take their turns in the order they came, and a write whose context
+// ends while it waits returns ctx.Err(), writes nothing, and gives up its place.
+func TestTurnsInOrder(t *testing.T) {
+	b := newWatched(0)
+	s := open(t, b)
+	createRun(t, s)
+	entered, release := b.hold()
+	results := make(chan error, 4)
+	put := func(ctx context.Context, id string) {
+		results <- s.PutOperations(ctx, owner, ops(id, 1))
+	}
+	go put(bg, "first-")
+	<-entered // first has the turn and is committing
+	go put(bg, "second-")
+	waitFor(t, "the second write", func() bool { return kv.WaitingWrites(s, owner) == 1 })
+	ctx, cancel := context.WithCancel(bg)
+	go put(ctx, "cancelled-")
+	waitFor(t, "the cancelled write", func() bool { return kv.WaitingWrites(s, owner) == 2 })
+	go put(bg, "third-")
+	waitFor(t, "the third write", func() bool { return kv.WaitingWrites(s, owner) == 3 })
+
+	cancel()
+	require.ErrorIs(t, <-results, context.Canceled)
+	require.Equal(t, 2, kv.WaitingWrites(s, owner), "the cancelled write still waits")
+	release()
+	for range 3 {
+		require.NoError(t, <-results)
+	}
+	want := []string{"first-000", "second-000", "third-000"}
+	var got []string
+	all, err := s.ListOperations(bg, owner, operations.OperationFilter{})
+	require.NoError(t, err)
+	for _, op := range all {
+		got = append(got, op.ID)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("operations in the order first put (-want +got):\n%s", d)
+	}
+	require.Zero(t, b.lost.Load())
+	require.Zero(t, kv.RunsWritten(s))
+}
+
+// UpdateRun lends its turn while update runs: a write of the same run from inside update
+// goes ahead instead of waiting for a turn that UpdateRun holds. A write of the run
+// itself makes the update run again on what is stored then, until the retries are used
+// up, as the contract says.
+func TestUpdateLendsItsTurn(t *testing.T) {
+	s := open(t, newWatched(0), kv.WithRetries(3))
+	createRun(t, s)
+	calls := 0
+	ctx, cancel := context.WithTimeout(bg, time.Minute) // a deadlock ends in DeadlineExceeded
+	defer cancel()
+	_, err := s.UpdateRun(ctx, owner, func(r *operations.Run) error {
+		calls++
+		if err := s.PutOperations(ctx, owner, ops(fmt.Sprint("call", calls, "-"), 1)); err != nil {
+			return err
+		}
+		_, err := s.UpdateRun(ctx, owner, func(r *operations.Run) error { r.ItemsDone++; return nil })
+		return err
+	})
+	require.ErrorIs(t, err, operations.ErrConflict)
+	require.Equal(t, 3, calls)
+	run, err := s.GetRun(bg, owner)
+	require.NoError(t, err)
+	require.Equal(t, 3, run.ItemsDone, "the writes from inside update")
+	require.Zero(t, kv.RunsWritten(s))
+}
+
+// An update function that panics ends its UpdateRun, and the run's next write gets its
+// turn.
+func TestPanicInUpdateEndsTheTurn(t *testing.T) {
+	s := open(t, newWatched(0))
+	createRun(t, s)
+	func() {
+		defer func() { require.Equal(t, "update", recover()) }()
+		_, _ = s.UpdateRun(bg, owner, func(*operations.Run) error { panic("update") })
+	}()
+	require.Zero(t, kv.RunsWritten(s))
+	ctx, cancel := context.WithTimeout(bg, time.Minute) // a turn never given back ends in DeadlineExceeded
+	defer cancel()
+	require.NoError(t, s.PutOperations(ctx, owner, ops("after-", 1)))
+}
