@@ -1,6 +1,7 @@
 package kv_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -58,10 +59,8 @@ func BenchmarkWritesOfOneRun(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
-			for _, err := range errs {
-				if err != nil {
-					b.Fatal(err)
-				}
+			if err := errors.Join(errs...); err != nil {
+				b.Fatal(err)
 			}
 			n := float64(b.N)
 			b.ReportMetric(float64(be.calls.Load())/n, "calls/op")

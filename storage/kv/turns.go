@@ -25,7 +25,8 @@ type turns struct {
 	runs map[string]*queue // by run key; an entry lives while some write of the run does
 }
 
-// queue is the state of one run's turns.
+// queue is the state of one run's turns. The waiting writes are a list, in the order
+// they came, rather than senders blocked on a channel, whose order Go does not promise.
 type queue struct {
 	busy    bool            // a write has the turn
 	lent    bool            // the write that has the turn lent it

@@ -20,9 +20,9 @@ import (
 
 var bg = context.Background()
 
-// watched is a backend that counts the commits whose conditions failed, can hold
-// commits until the test lets them go, and can make every call slow, as a backend over a
-// network is.
+// watched is a backend that counts its calls and the commits whose conditions failed,
+// can hold commits until the test lets them go, and can make every call slow, as a
+// backend over a network is.
 type watched struct {
 	kv.Backend
 	latency time.Duration
