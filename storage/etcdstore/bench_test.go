@@ -2,14 +2,13 @@ package etcdstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/itemops/itemops/internal/contend"
 	"github.com/itemops/itemops/internal/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -179,36 +178,15 @@ func BenchmarkWritesOfOneRun(b *testing.B) {
 				}
 			}
 			o := benchRun(b, stores[0], "contended")
-			var (
-				next, worst atomic.Int64
-				wg          sync.WaitGroup
-				errs        = make([]error, writers)
-			)
 			done := measure(b, batch)
-			for w, s := range stores {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-						start := time.Now()
-						ops := benchOps(o, batch, operations.OperationNew, 0)
-						for j := range ops {
-							ops[j].ID = fmt.Sprintf("w%d-%d-%d", w, i, j)
-						}
-						if errs[w] = s.PutOperations(context.Background(), o, ops); errs[w] != nil {
-							return
-						}
-						for d, m := int64(time.Since(start)), worst.Load(); d > m && !worst.CompareAndSwap(m, d); m = worst.Load() {
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			contend.Writes(b, writers, func(w, i int) error {
+				ops := benchOps(o, batch, operations.OperationNew, 0)
+				for j := range ops {
+					ops[j].ID = fmt.Sprintf("w%d-%d-%d", w, i, j)
+				}
+				return stores[w].PutOperations(context.Background(), o, ops)
+			})
 			done()
-			if err := errors.Join(errs...); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(worst.Load())/float64(time.Millisecond), "worst-ms")
 		})
 	}
 }

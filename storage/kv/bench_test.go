@@ -1,13 +1,11 @@
 package kv_test
 
 import (
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/itemops/itemops/internal/contend"
 	"github.com/itemops/itemops/storage/kv"
 )
 
@@ -37,35 +35,14 @@ func BenchmarkWritesOfOneRun(b *testing.B) {
 			}
 			createRun(b, stores[0])
 			be.calls.Store(0)
-			var (
-				next, worst atomic.Int64
-				wg          sync.WaitGroup
-				errs        = make([]error, writers)
-			)
 			b.ResetTimer()
-			for w, s := range stores {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-						start := time.Now()
-						if errs[w] = s.PutOperations(bg, owner, ops(fmt.Sprint("op", i, "-"), batch)); errs[w] != nil {
-							return
-						}
-						for d, m := int64(time.Since(start)), worst.Load(); d > m && !worst.CompareAndSwap(m, d); m = worst.Load() {
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			contend.Writes(b, writers, func(w, i int) error {
+				return stores[w].PutOperations(bg, owner, ops(fmt.Sprint("op", i, "-"), batch))
+			})
 			b.StopTimer()
-			if err := errors.Join(errs...); err != nil {
-				b.Fatal(err)
-			}
 			n := float64(b.N)
 			b.ReportMetric(float64(be.calls.Load())/n, "calls/op")
 			b.ReportMetric(float64(be.lost.Load())/n, "lost/op")
-			b.ReportMetric(float64(worst.Load())/float64(time.Millisecond), "worst-ms")
 		})
 	}
 }
