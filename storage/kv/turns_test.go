@@ -98,17 +98,6 @@ func ops(prefix string, n int) []operations.Operation {
 	return out
 }
 
-// waitFor polls cond until it holds, and fails the test if it does not within a
-// minute: that is a write that never came to wait.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not wait for its turn", what)
-		}
-	}
-}
-
 // Goroutines of one Store that write one run at once, over a backend as slow as a
 // network, take turns: no commit of theirs ever fails its condition, so none reads twice,
 // and every write is stored.
@@ -162,12 +151,12 @@ func TestTurnsInOrder(t *testing.T) {
 	go put(bg, "first-")
 	<-entered // first has the turn and is committing
 	go put(bg, "second-")
-	waitFor(t, "the second write", func() bool { return kv.WaitingWrites(s, owner) == 1 })
+	require.Eventually(t, func() bool { return kv.WaitingWrites(s, owner) == 1 }, time.Minute, time.Millisecond, "the second write did not wait for its turn")
 	ctx, cancel := context.WithCancel(bg)
 	go put(ctx, "cancelled-")
-	waitFor(t, "the cancelled write", func() bool { return kv.WaitingWrites(s, owner) == 2 })
+	require.Eventually(t, func() bool { return kv.WaitingWrites(s, owner) == 2 }, time.Minute, time.Millisecond, "the cancelled write did not wait for its turn")
 	go put(bg, "third-")
-	waitFor(t, "the third write", func() bool { return kv.WaitingWrites(s, owner) == 3 })
+	require.Eventually(t, func() bool { return kv.WaitingWrites(s, owner) == 3 }, time.Minute, time.Millisecond, "the third write did not wait for its turn")
 
 	cancel()
 	require.ErrorIs(t, <-results, context.Canceled)
