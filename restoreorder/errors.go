@@ -7,7 +7,7 @@ import "errors"
 var ErrInvalidPriorities = errors.New("invalid resource priorities")
 
 // ErrMalformed is returned when a backup archive or tree cannot be read as a Velero
-// backup: a stream that is not gzip or tar, an entry whose path escapes the archive
+// backup: a stream that is not gzip or tar, or is cut short or damaged, an entry whose path escapes the archive
 // (".." or absolute), a link or device entry, the same path twice, a file where the
 // layout wants a directory or the other way round, a resource whose only items are in
 // non-preferred version directories, or no resources directory at all.

@@ -297,3 +297,48 @@ func FuzzFromTarGz(f *testing.F) {
 		require.Len(t, slices.Compact(paths), c.Total(), "an item collected twice")
 	})
 }
+
+// FuzzFromTarGzCut cuts a backup of three items short, at a point of its tar and a point
+// of its gzip stream, and appends bytes after it: FromTarGz must then fail, or, if what
+// it reads is somehow a whole archive again, return all three items as they were. It
+// never returns fewer. The inputs it found are seeds in testdata/fuzz.
+func FuzzFromTarGzCut(f *testing.F) {
+	files := []tarFile{
+		{name: "resources/pods/namespaces/a/x.json", body: obj},
+		{name: "resources/pods/namespaces/a/y.json", body: obj},
+		{name: "resources/pods/cluster/z.json", body: obj},
+	}
+	whole := makeTar(f, files...)
+	n := uint(len(whole))
+	f.Add(n, ^uint(0), []byte(nil))             // the whole archive
+	f.Add(n-1024, ^uint(0), []byte(nil))        // cut before the end-of-archive marker
+	f.Add(n-512, ^uint(0), []byte(nil))         // one zero block
+	f.Add(n, uint(20), []byte(nil))             // the gzip stream cut
+	f.Add(n, ^uint(0), []byte("garbage"))       // bytes after the gzip stream
+	f.Add(n, ^uint(0), gz(f, make([]byte, 64))) // a second gzip member of zeros
+	f.Fuzz(func(t *testing.T, tarCut, gzCut uint, trailer []byte) {
+		tarCut = min(tarCut, n)
+		stream := gz(t, whole[:tarCut])
+		gzCut = min(gzCut, uint(len(stream)))
+		data := append(stream[:gzCut:gzCut], trailer...)
+		src, err := restoreorder.FromTarGz(bytes.NewReader(data))
+		if err != nil {
+			// Bytes after a cut are decompressed as if they belonged there, so they may
+			// also make an item that is not JSON.
+			if !errors.Is(err, restoreorder.ErrMalformed) && !errors.Is(err, restoreorder.ErrInvalidItem) {
+				t.Fatalf("FromTarGz: unexpected error class: %v", err)
+			}
+			return
+		}
+		require.False(t, len(trailer) == 0 && (tarCut < n || gzCut < uint(len(stream))), "a cut archive was accepted")
+		ctx := context.Background()
+		c, err := restoreorder.Collect(ctx, src, restoreorder.Priorities{}, restoreorder.Filter{})
+		require.NoError(t, err)
+		require.Equal(t, []string{"pods z", "pods a/x", "pods a/y"}, describeAll(c))
+		for it := range c.Items() {
+			b, err := restoreorder.ReadItem(ctx, src, it.Path)
+			require.NoError(t, err)
+			require.Equal(t, obj, string(b))
+		}
+	})
+}

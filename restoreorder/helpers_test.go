@@ -176,9 +176,25 @@ type tarFile struct {
 // makeTarGz builds a .tar.gz of files, in order.
 func makeTarGz(t testing.TB, files ...tarFile) []byte {
 	t.Helper()
+	return gz(t, makeTar(t, files...))
+}
+
+// gz compresses b as one gzip stream.
+func gz(t testing.TB, b []byte) []byte {
+	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
+	_, err := zw.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// makeTar builds a tar of files, in order, ending with the end-of-archive marker.
+func makeTar(t testing.TB, files ...tarFile) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
 	for _, f := range files {
 		hdr := &tar.Header{Name: f.name, Typeflag: f.typeflag, Mode: 0o644, Size: int64(len(f.body)), Linkname: f.linkname}
 		if hdr.Typeflag == 0 {
@@ -197,7 +213,6 @@ func makeTarGz(t testing.TB, files ...tarFile) []byte {
 		}
 	}
 	require.NoError(t, tw.Close())
-	require.NoError(t, zw.Close())
 	return buf.Bytes()
 }
 

@@ -3,7 +3,6 @@ package restoreorder_test
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"io"
 	"io/fs"
@@ -19,16 +18,6 @@ import (
 )
 
 const obj = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}`
-
-func gz(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	_, err := zw.Write(b)
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	return buf.Bytes()
-}
 
 func TestFromTarGzErrors(t *testing.T) {
 	valid := makeTarGz(t, tarFile{name: "resources/pods/namespaces/a/x.json", body: obj})
@@ -326,6 +315,65 @@ func TestFromTarGzAcceptsTarStyles(t *testing.T) {
 	c, err = restoreorder.Collect(context.Background(), src, restoreorder.Priorities{}, restoreorder.Filter{})
 	require.NoError(t, err)
 	require.Zero(t, c.Total())
+}
+
+// TestFromTarGzCutOrDamaged holds FromTarGz to reading a backup to its very end: a tar
+// cut between two entries, a damaged or cut gzip trailer, or bytes after the archive
+// must fail, never yield fewer items.
+func TestFromTarGzCutOrDamaged(t *testing.T) {
+	files := []tarFile{
+		{name: "resources/pods/namespaces/a/x.json", body: obj},
+		{name: "resources/pods/namespaces/a/y.json", body: obj},
+		{name: "resources/pods/namespaces/a/z.json", body: obj},
+	}
+	whole := makeTar(t, files...)
+	// The third header starts where the tar of the first two ends its entries, before
+	// the two zero blocks that end an archive.
+	third := len(makeTar(t, files[:2]...)) - 1024
+	require.Equal(t, makeTar(t, files[:2]...)[:third], whole[:third])
+	valid := gz(t, whole)
+	flip := func(b []byte, i int) []byte {
+		b = bytes.Clone(b)
+		b[i] ^= 0x5a
+		return b
+	}
+
+	tests := []struct {
+		name    string
+		archive []byte
+	}{
+		{name: "tar cut between two entries", archive: gz(t, whole[:third])},
+		{name: "tar cut inside an entry's padding", archive: gz(t, whole[:third-100])},
+		{name: "tar cut after one zero block", archive: gz(t, whole[:len(whole)-512])},
+		{name: "tar cut inside the zero blocks", archive: gz(t, whole[:len(whole)-100])},
+		{name: "data after the end-of-archive marker", archive: gz(t, append(bytes.Clone(whole), "x"...))},
+		{name: "bad gzip checksum", archive: flip(valid, len(valid)-8)},
+		{name: "bad gzip length", archive: flip(valid, len(valid)-1)},
+		{name: "gzip trailer cut in half", archive: valid[:len(valid)-4]},
+		{name: "gzip trailer missing", archive: valid[:len(valid)-8]},
+		{name: "garbage after the gzip stream", archive: append(bytes.Clone(valid), "garbage"...)},
+		{name: "one byte after the gzip stream", archive: append(bytes.Clone(valid), 0)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := restoreorder.FromTarGz(bytes.NewReader(tc.archive))
+			require.ErrorIs(t, err, restoreorder.ErrMalformed)
+			require.Nil(t, src)
+		})
+	}
+
+	// What tar itself writes after the marker, zeros up to its record size (10240 bytes
+	// for GNU tar), is part of a whole archive.
+	padded := append(bytes.Clone(whole), make([]byte, 10240-len(whole)%10240)...)
+	for name, archive := range map[string][]byte{"as written": valid, "padded to a tar record": gz(t, padded)} {
+		t.Run(name, func(t *testing.T) {
+			src, err := restoreorder.FromTarGz(bytes.NewReader(archive))
+			require.NoError(t, err)
+			c, err := restoreorder.Collect(context.Background(), src, restoreorder.Priorities{}, restoreorder.Filter{})
+			require.NoError(t, err)
+			require.Equal(t, []string{"pods a/x", "pods a/y", "pods a/z"}, describeAll(c))
+		})
+	}
 }
 
 func TestFromTarGzLimit(t *testing.T) {

@@ -40,10 +40,13 @@ func WithMaxBytes(n int64) TarGzOption {
 // (metadata/version, ...) are skipped. The layout and the choice of version directory
 // are those of [FromFS].
 //
-// FromTarGz fails with an error wrapping [ErrMalformed] if r is not a gzip'd tar, if an
-// entry's path is absolute or climbs out with "..", if an entry is a link, device or
-// other special file, if a path appears twice, if the items do not fit the layout, or if
-// there is no resources directory; with [ErrInvalidItem] if an item file is not a JSON
+// FromTarGz fails with an error wrapping [ErrMalformed] if r is not a gzip'd tar, if the
+// gzip stream is cut short, fails its checksum or is followed by other bytes, if the tar
+// ends without its end-of-archive marker (two zero blocks: a tar cut between two entries
+// would otherwise lose the rest silently) or holds data after it, if an entry's path is
+// absolute or climbs out with "..", if an entry is a link, device or other special file,
+// if a path appears twice, if the items do not fit the layout, or if there is no
+// resources directory; with [ErrInvalidItem] if an item file is not a JSON
 // object; and with [ErrTooLarge] past the limit of [WithMaxBytes]. It never panics on
 // bad input. It does not take a context: to stop it, make r fail (close the file or
 // connection it reads).
@@ -64,10 +67,20 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 	data := make(map[string][]byte)
 	sawResources := false
 	var total int64
-	tr := tar.NewReader(zr)
+	zc := &countingReader{r: zr}
+	tr := tar.NewReader(zc)
 	for {
+		// The rest of the previous entry is read here, not skipped inside Next, so that
+		// the next header's offset is known: the entry's end rounded up to a block.
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			return nil, fmt.Errorf("restoreorder: read backup: %w: %v", ErrMalformed, err)
+		}
+		header := (zc.n + tarBlock - 1) / tarBlock * tarBlock
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
+			if err := checkEnd(zc, header); err != nil {
+				return nil, err
+			}
 			break
 		}
 		if err != nil {
@@ -126,6 +139,56 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 		}
 	}
 	return &tarSource{index: x, data: data}, nil
+}
+
+// tarBlock is the size of a tar block; headers start on block boundaries, and the end
+// of an archive is two blocks of zeros.
+const tarBlock = 512
+
+// checkEnd checks how a tar stream ended: archive/tar's Next reports io.EOF alike for two
+// zero blocks, one zero block and then nothing, and nothing at all where a header should
+// be, so a tar cut between two entries would pass for a whole archive. header is the
+// offset at which Next looked for a header. Only two zero blocks end an archive. After
+// them, the rest of the gzip stream is read to its end, so that its checksum and length
+// are checked, and it may hold only zeros (tar pads an archive to its record size).
+func checkEnd(zc *countingReader, header int64) error {
+	if zc.n != header+2*tarBlock {
+		return fmt.Errorf("restoreorder: read backup: %w: the archive is cut short (no end-of-archive marker after byte %d)", ErrMalformed, header)
+	}
+	if _, err := io.Copy(zeroWriter{}, zc); err != nil {
+		if errors.Is(err, errNotZero) {
+			return fmt.Errorf("restoreorder: read backup: %w: data after the end of the archive", ErrMalformed)
+		}
+		return fmt.Errorf("restoreorder: read backup: %w: after the end of the archive: %v", ErrMalformed, err)
+	}
+	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+var errNotZero = errors.New("not zero")
+
+// zeroWriter is a writer that accepts only zero bytes: it fails with errNotZero at the
+// first other byte.
+type zeroWriter struct{}
+
+func (zeroWriter) Write(p []byte) (int, error) {
+	for i, c := range p {
+		if c != 0 {
+			return i, errNotZero
+		}
+	}
+	return len(p), nil
 }
 
 // readEntry reads the n bytes of the current entry. Items up to 1 MiB, nearly all of

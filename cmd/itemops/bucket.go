@@ -14,6 +14,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/restoreorder"
 )
 
 // A bucket is a directory laid out as Velero lays out its object-store bucket:
@@ -108,11 +109,16 @@ func (t *tarWriter) close() error {
 }
 
 // rewriteTarball replaces the tarball at path by a copy whose files pass through
-// change, which returns a file's new content (or the same).
+// change, which returns a file's new content (or the same). A tarball that
+// restoreorder.FromTarGz refuses (cut short, damaged) is left as it is and fails, so
+// that the copy never silently loses the entries after a cut.
 func rewriteTarball(path string, change func(name string, data []byte) ([]byte, error)) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err
+	}
+	if _, err := restoreorder.FromTarGz(bytes.NewReader(old), restoreorder.WithMaxBytes(0)); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(old))
 	if err != nil {
