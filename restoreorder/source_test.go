@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -85,6 +87,16 @@ func TestFromTarGzErrors(t *testing.T) {
 				return makeTarGz(t,
 					tarFile{name: "resources/pods/namespaces/a/x.json", body: obj},
 					tarFile{name: "./resources/pods/namespaces/a/x.json", body: obj})
+			},
+			want: restoreorder.ErrMalformed,
+		},
+		{
+			name: "same non-item path twice",
+			archive: func(t *testing.T) []byte {
+				return makeTarGz(t,
+					tarFile{name: "metadata/version", body: "1.1.0"},
+					tarFile{name: "resources/pods/namespaces/a/x.json", body: obj},
+					tarFile{name: "./metadata/version", body: "1.1.0"})
 			},
 			want: restoreorder.ErrMalformed,
 		},
@@ -374,6 +386,71 @@ func TestFromTarGzCutOrDamaged(t *testing.T) {
 			require.Equal(t, []string{"pods a/x", "pods a/y", "pods a/z"}, describeAll(c))
 		})
 	}
+}
+
+// TestFromTarGzGlobalHeader reads an archive that starts with a pax global header, as
+// git archive writes one.
+func TestFromTarGzGlobalHeader(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header",
+		PAXRecords: map[string]string{"comment": "0123abcd"}}))
+	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "resources/pods/cluster/x.json", Mode: 0o644, Size: int64(len(obj))}))
+	_, err := tw.Write([]byte(obj))
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	src, err := restoreorder.FromTarGz(bytes.NewReader(gz(t, buf.Bytes())))
+	require.NoError(t, err)
+	c, err := restoreorder.Collect(context.Background(), src, restoreorder.Priorities{}, restoreorder.Filter{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"pods x"}, describeAll(c))
+}
+
+// allocated returns the bytes allocated while f ran. The tests that call it do not run
+// in parallel, so nothing else allocates much meanwhile.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestFromTarGzMemory holds FromTarGz to its limit: reading a big item allocates about
+// the item once, not a buffer that doubles its way up to it, and an entry that does not
+// start with "{" or holds fewer bytes than its header says fails before it is held.
+func TestFromTarGzMemory(t *testing.T) {
+	const size = 32 << 20
+	big := `{"data":"` + strings.Repeat("x", size-len(`{"data":""}`)) + `"}`
+	archive := makeTarGz(t, tarFile{name: "resources/pods/cluster/big.json", body: big})
+	var (
+		src restoreorder.Source
+		err error
+	)
+	n := allocated(func() {
+		src, err = restoreorder.FromTarGz(bytes.NewReader(archive), restoreorder.WithMaxBytes(size))
+	})
+	require.NoError(t, err)
+	require.NotNil(t, src)
+	require.LessOrEqual(t, n, uint64(size+4<<20), "allocated %d bytes for an item of %d", n, size)
+
+	notObject := makeTarGz(t, tarFile{name: "resources/pods/cluster/big.json", body: strings.Repeat("x", size)})
+	n = allocated(func() { _, err = restoreorder.FromTarGz(bytes.NewReader(notObject)) })
+	require.ErrorIs(t, err, restoreorder.ErrInvalidItem)
+	require.LessOrEqual(t, n, uint64(4<<20), "allocated %d bytes to refuse an item that is not an object", n)
+
+	// A header that claims 32 MiB over 10 bytes, the archive cut after them.
+	var raw bytes.Buffer
+	tw := tar.NewWriter(&raw)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "resources/pods/cluster/x.json", Mode: 0o644, Size: size}))
+	_, err = tw.Write([]byte(`{"a":"b"} `))
+	require.NoError(t, err)
+	// The writer is not closed: it would refuse the short entry. What it wrote so far is
+	// the header and the 10 bytes.
+	lying := gz(t, raw.Bytes())
+	n = allocated(func() { _, err = restoreorder.FromTarGz(bytes.NewReader(lying)) })
+	require.ErrorIs(t, err, restoreorder.ErrMalformed)
+	require.LessOrEqual(t, n, uint64(4<<20), "allocated %d bytes for an entry that holds 10", n)
 }
 
 func TestFromTarGzLimit(t *testing.T) {

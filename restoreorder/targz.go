@@ -28,7 +28,8 @@ type tarGzConfig struct {
 }
 
 // WithMaxBytes limits the total size of the item files [FromTarGz] reads into memory,
-// after decompression; beyond it FromTarGz fails with [ErrTooLarge]. The default is
+// after decompression; beyond it FromTarGz fails with [ErrTooLarge]. While it reads an
+// item, FromTarGz holds at most 1 MiB more than the items it keeps. The default is
 // [DefaultMaxBytes]; n <= 0 removes the limit.
 func WithMaxBytes(n int64) TarGzOption {
 	return tarGzOptionFunc(func(c *tarGzConfig) { c.maxBytes = n })
@@ -45,7 +46,7 @@ func WithMaxBytes(n int64) TarGzOption {
 // ends without its end-of-archive marker (two zero blocks: a tar cut between two entries
 // would otherwise lose the rest silently) or holds data after it, if an entry's path is
 // absolute or climbs out with "..", if an entry is a link, device or other special file,
-// if a path appears twice, if the items do not fit the layout, or if there is no
+// if a file's path appears twice, if the items do not fit the layout, or if there is no
 // resources directory; with [ErrInvalidItem] if an item file is not a JSON
 // object; and with [ErrTooLarge] past the limit of [WithMaxBytes]. It never panics on
 // bad input. It does not take a context: to stop it, make r fail (close the file or
@@ -65,6 +66,7 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 
 	b := newBuilder()
 	data := make(map[string][]byte)
+	others := make(map[string]struct{}) // the files that are not items: metadata/version, ...
 	sawResources := false
 	var total int64
 	zc := &countingReader{r: zr}
@@ -85,6 +87,9 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("restoreorder: read backup: %w: %v", ErrMalformed, err)
+		}
+		if hdr.Typeflag == tar.TypeXGlobalHeader {
+			continue // pax records for the whole archive, as git archive writes them
 		}
 		name, err := entryPath(hdr.Name)
 		if err != nil {
@@ -111,16 +116,17 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 			return nil, err
 		}
 		if !isItem {
-			continue // tar.Reader skips the rest of the entry
+			if _, dup := others[name]; dup {
+				return nil, malformed(name, "the same path twice")
+			}
+			others[name] = struct{}{}
+			continue // the loop reads past the rest of the entry
 		}
 		if hdr.Size < 0 || (cfg.maxBytes > 0 && hdr.Size > cfg.maxBytes-total) {
 			return nil, fmt.Errorf("restoreorder: %s: %w: items exceed %d bytes", name, ErrTooLarge, cfg.maxBytes)
 		}
-		item, err := readEntry(tr, hdr.Size)
+		item, err := readItem(name, tr, hdr.Size)
 		if err != nil {
-			return nil, fmt.Errorf("restoreorder: read backup: %s: %w: %v", name, ErrMalformed, err)
-		}
-		if err := checkObject(name, item); err != nil {
 			return nil, err
 		}
 		total += hdr.Size
@@ -191,27 +197,36 @@ func (zeroWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// readEntry reads the n bytes of the current entry. Items up to 1 MiB, nearly all of
-// them, take one allocation of their exact size; bigger ones grow as they are read, so a
-// header that lies about its size costs no more than the bytes actually there.
-func readEntry(r io.Reader, n int64) ([]byte, error) {
-	const exact = 1 << 20
-	if n <= exact {
-		b := make([]byte, n)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, err
-		}
-		return b, nil
+// readItem reads the n bytes of the item at path, the current entry, and checks that they
+// hold a JSON object. The first chunk (1 MiB) is read and checked before the rest, so an
+// entry that does not start with "{" fails before more of it is held, and a header that
+// claims more bytes than the entry holds costs at most one chunk; a bigger item then
+// takes one allocation of its exact size, so that reading it holds at most one chunk
+// more than the item (a buffer that grows by doubling would hold up to twice as much).
+func readItem(path string, r io.Reader, n int64) ([]byte, error) {
+	const chunk = 1 << 20
+	first := make([]byte, min(n, chunk))
+	if _, err := io.ReadFull(r, first); err != nil {
+		return nil, fmt.Errorf("restoreorder: read backup: %s: %w: %v", path, ErrMalformed, err)
 	}
-	var buf bytes.Buffer
-	buf.Grow(exact)
-	if _, err := io.Copy(&buf, io.LimitReader(r, n)); err != nil {
+	b := first
+	if n > chunk {
+		// The brace is checked once the first chunk holds more than white space.
+		if len(bytes.TrimLeft(first, " \t\r\n")) > 0 {
+			if err := checkBrace(path, first); err != nil {
+				return nil, err
+			}
+		}
+		b = make([]byte, n)
+		copy(b, first)
+		if _, err := io.ReadFull(r, b[chunk:]); err != nil {
+			return nil, fmt.Errorf("restoreorder: read backup: %s: %w: %v", path, ErrMalformed, err)
+		}
+	}
+	if err := checkObject(path, b); err != nil {
 		return nil, err
 	}
-	if int64(buf.Len()) != n {
-		return nil, io.ErrUnexpectedEOF
-	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 // tarTypeName names the kinds of tar entry a backup must not hold.
