@@ -120,12 +120,14 @@ func TestImportLayers(t *testing.T) {
 	// store runs, uses the scriptable trackers of operationstest for its Monitor checks.
 	may := map[string][]string{
 		"phase":                     nil,
-		"progress":                  nil,
+		"clock":                     nil,
+		"clock/clocktest":           {"clock"},
+		"progress":                  {"clock"},
 		"restoreorder":              nil,
-		"operations":                {"phase", "progress"},
+		"operations":                {"phase", "clock"},
 		"operations/operationstest": {"operations", "phase"},
-		"adapters":                  {"operations", "phase"},
-		"adapters/adaptertest":      {"adapters", "operations", "phase"},
+		"adapters":                  {"operations", "phase", "clock"},
+		"adapters/adaptertest":      {"adapters", "operations", "phase", "clock"},
 		"storage/":                  {"operations", "phase", "storage/kv"},
 		"storage/storetest":         {"operations", "operations/operationstest", "phase"},
 	}

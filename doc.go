@@ -11,9 +11,12 @@
 //     codec of Velero's itemoperations.json.gz files, and the Monitor that polls
 //     operations through their plugins' Trackers and moves runs along. It builds on
 //     phase; operations/operationstest holds fakes for tests.
+//   - [github.com/itemops/itemops/clock]: the Clock that everything that stamps, times
+//     out or sleeps takes, and the system clock; clock/clocktest holds the fake that
+//     tests move by hand. It imports nothing of itemops.
 //   - [github.com/itemops/itemops/progress]: restore and backup item counters with
 //     Velero's arithmetic, and a Reporter that hands their snapshots to a sink without
-//     ever blocking the counting loop. It imports nothing of itemops.
+//     ever blocking the counting loop. It imports only clock.
 //   - [github.com/itemops/itemops/restoreorder]: pass one of a two-pass restore: a
 //     backup's contents (extracted or .tar.gz), Velero's priorities and restore filters,
 //     and the ordered collection pass two walks. It imports nothing of itemops.
@@ -33,7 +36,7 @@
 //   - integrations/velero, a module of its own: a Velero fork's records, plugins and
 //     bucket through itemops.
 //
-// Packages import one way only: phase, progress and restoreorder are leaves, operations
-// builds on phase, and the adapters and the stores build on operations (the stores
-// through storage/kv).
+// Packages import one way only: phase, clock and restoreorder are leaves, progress
+// builds on clock, operations builds on phase, and the adapters and the stores build on
+// operations (the stores through storage/kv).
 package itemops

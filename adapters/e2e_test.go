@@ -15,8 +15,8 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -36,7 +36,7 @@ func resourceOf(it item) operations.ResourceIdentifier {
 type host struct {
 	t     *testing.T
 	store *memstore.Store
-	clock *operationstest.Clock
+	clock *clocktest.Clock
 	reg   *registry
 
 	askedMu sync.Mutex         // guards asked: the Monitor polls operations at once
@@ -50,7 +50,7 @@ func (h *host) ask(o operations.Owner) {
 }
 
 func newHost(t *testing.T) *host {
-	h := &host{t: t, store: memstore.New(), clock: operationstest.NewClock(t0)}
+	h := &host{t: t, store: memstore.New(), clock: clocktest.NewClock(t0)}
 	h.reg = adapters.NewRegistry(
 		func(ctx context.Context, o operations.Owner) (*backup, error) {
 			h.ask(o)

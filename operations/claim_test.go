@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
@@ -99,7 +100,7 @@ func TestPollClaims(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newClaimingStore()
-			e := &env{t: t, store: s.Store, clock: operationstest.NewClock(t0), trackers: map[string]operations.Tracker{}}
+			e := &env{t: t, store: s.Store, clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
 			o := e.run(phase.Backup, "b", phase.WaitingForPluginOperations, phase.Profile{}, ops("x", "y")...)
 			if tc.heldByPeer {
 				s.hold(o)
@@ -142,7 +143,7 @@ func TestPollClaims(t *testing.T) {
 // TestPollNeedsNoClaimWhenNotWaiting checks that a run that is not waiting is not claimed.
 func TestPollNeedsNoClaimWhenNotWaiting(t *testing.T) {
 	s := newClaimingStore()
-	e := &env{t: t, store: s.Store, clock: operationstest.NewClock(t0), trackers: map[string]operations.Tracker{}}
+	e := &env{t: t, store: s.Store, clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
 	o := e.run(phase.Backup, "b", phase.Completed, phase.Profile{})
 	m := operations.NewMonitor(s, operationstest.Resolver(nil), operations.WithClock(e.clock))
 	got, err := m.Poll(context.Background(), o)
@@ -157,7 +158,7 @@ func TestPollNeedsNoClaimWhenNotWaiting(t *testing.T) {
 // are given up, the next pass polls and finalizes them.
 func TestRunSkipsClaimedRuns(t *testing.T) {
 	s := newClaimingStore()
-	e := &env{t: t, store: s.Store, clock: operationstest.NewClock(t0), trackers: map[string]operations.Tracker{}}
+	e := &env{t: t, store: s.Store, clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
 	e.trackers["p"] = scripted(map[string]operations.Progress{"a": done, "b": done}, nil)
 	free := e.run(phase.Backup, "free", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
 	heldWaiting := e.run(phase.Backup, "held-waiting", phase.WaitingForPluginOperations, phase.Profile{}, ops("b")...)

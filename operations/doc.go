@@ -109,6 +109,6 @@
 // [RunClaimer] (storage/etcdstore is), each run is polled and finalized by one Monitor at
 // a time, and the runs of a replica that died are taken over once its claims expire.
 //
-// Time comes from a [Clock] ([WithClock]), so tests can move it by hand with the fake in
-// package operationstest.
+// Time comes from a [clock.Clock] ([WithClock]), so tests can move it by hand with the
+// fake of package clock/clocktest.
 package operations

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
@@ -40,7 +41,7 @@ func ExampleMonitor_Poll() {
 		},
 	}
 	resolver := operationstest.Resolver(map[string]operations.Tracker{"example.io/data-mover": mover})
-	m := operations.NewMonitor(store, resolver, operations.WithClock(operationstest.NewClock(now.Add(time.Minute))))
+	m := operations.NewMonitor(store, resolver, operations.WithClock(clocktest.NewClock(now.Add(time.Minute))))
 
 	res, err := m.Poll(ctx, owner)
 	if err != nil {
@@ -59,7 +60,7 @@ func ExampleMonitor_Poll() {
 // plugin started, and each RunOnce is one pass of the Monitor, with no real waiting.
 func ExampleMonitor_RunOnce() {
 	ctx := context.Background()
-	clock := operationstest.NewClock(time.Date(2022, 12, 14, 12, 0, 0, 0, time.UTC))
+	clock := clocktest.NewClock(time.Date(2022, 12, 14, 12, 0, 0, 0, time.UTC))
 	store := memstore.New()
 	uploadDone := clock.Now().Add(10 * time.Minute)
 	mover := &operationstest.Tracker{

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
@@ -28,12 +29,12 @@ func TestMain(m *testing.M) {
 type env struct {
 	t        *testing.T
 	store    *memstore.Store
-	clock    *operationstest.Clock
+	clock    *clocktest.Clock
 	trackers map[string]operations.Tracker
 }
 
 func newEnv(t *testing.T) *env {
-	return &env{t: t, store: memstore.New(), clock: operationstest.NewClock(t0), trackers: map[string]operations.Tracker{}}
+	return &env{t: t, store: memstore.New(), clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
 }
 
 func (e *env) monitor(opts ...operations.MonitorOption) *operations.Monitor {

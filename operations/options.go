@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -30,7 +31,7 @@ type config struct {
 	workers          int
 	callTimeout      time.Duration
 	operationTimeout time.Duration
-	clock            Clock
+	clock            clock.Clock
 	logger           *slog.Logger
 	tolerance        int
 	finalizer        Finalizer
@@ -48,7 +49,7 @@ func newConfig(opts []MonitorOption) config {
 		callTimeout:      DefaultCallTimeout,
 		operationTimeout: DefaultOperationTimeout,
 		finalizeTimeout:  DefaultFinalizeTimeout,
-		clock:            systemClock{},
+		clock:            clock.System{},
 		logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	for _, o := range opts {
@@ -111,7 +112,7 @@ func WithDefaultOperationTimeout(d time.Duration) MonitorOption {
 
 // WithClock sets the clock that stamps records, decides operation timeouts and paces
 // [Monitor.Run]. The default is the system clock; nil keeps it.
-func WithClock(clk Clock) MonitorOption {
+func WithClock(clk clock.Clock) MonitorOption {
 	return optionFunc(func(c *config) {
 		if clk != nil {
 			c.clock = clk

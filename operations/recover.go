@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -26,7 +27,7 @@ type RecoverResult struct {
 // It stops at the first store error, or when ctx ends, returning what it did so far;
 // running it again finishes the work.
 func Recover(ctx context.Context, s Store) (RecoverResult, error) {
-	return recoverRuns(ctx, s, systemClock{}, nil)
+	return recoverRuns(ctx, s, clock.System{}, nil)
 }
 
 // Recover is [Recover] with the Monitor's store and clock, and with no orphans: before
@@ -39,7 +40,7 @@ func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
 	return recoverRuns(ctx, m.store, m.cfg.clock, m.cancelOperations)
 }
 
-func recoverRuns(ctx context.Context, s Store, clk Clock, cancel func(context.Context, Owner, string) error) (RecoverResult, error) {
+func recoverRuns(ctx context.Context, s Store, clk clock.Clock, cancel func(context.Context, Owner, string) error) (RecoverResult, error) {
 	var res RecoverResult
 	stuck, err := s.ListRuns(ctx, RunFilter{Phases: []phase.Phase{phase.InProgress}})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
@@ -23,7 +24,7 @@ func TestRestartOnBoltstore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "itemops.db")
 	s, err := boltstore.Open(path, nil)
 	require.NoError(t, err)
-	clock := operationstest.NewClock(t0)
+	clock := clocktest.NewClock(t0)
 	setup := func(kind phase.Kind, name string, p phase.Phase, profile phase.Profile, n int) operations.Owner {
 		o := operations.Owner{Kind: kind, Name: name, UID: "uid-" + name}
 		r := operations.Run{Owner: o, Phase: phase.New, Profile: profile, Created: t0}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -38,7 +39,7 @@ func main() {
 
 // newReconciler returns a reconciler on a fake client holding objs, a memstore (a
 // boltstore in a real operator: runs survive restarts), and an uploader timed by clock.
-func newReconciler(clock operations.Clock, objs ...client.Object) (*BackupReconciler, error) {
+func newReconciler(clock clock.Clock, objs ...client.Object) (*BackupReconciler, error) {
 	scheme := runtime.NewScheme()
 	if err := AddToScheme(scheme); err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func newBackup(uid types.UID) *AppBackup {
 // example reconciles one AppBackup to its end and writes each status it goes through to
 // w.
 func example(ctx context.Context, w io.Writer) error {
-	r, err := newReconciler(systemClock{}, newBackup("7c1e2f4a-0000-4000-8000-000000000001"))
+	r, err := newReconciler(clock.System{}, newBackup("7c1e2f4a-0000-4000-8000-000000000001"))
 	if err != nil {
 		return err
 	}
@@ -92,8 +93,3 @@ func example(ctx context.Context, w io.Writer) error {
 	<-monitorDone
 	return nil
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
+	"github.com/itemops/itemops/clock/clocktest"
 	recipes "github.com/itemops/itemops/examples/testing"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/operationstest"
@@ -32,7 +33,7 @@ func TestCountingStoreConformance(t *testing.T) {
 func TestSnapshotterConformance(t *testing.T) {
 	adaptertest.RunBackupItemAction(t, adaptertest.BackupItemActionHarness[string]{
 		New: func(t *testing.T) (adapters.BackupItemAction[string], adaptertest.FinishFunc) {
-			clock := operationstest.NewClock(t0)
+			clock := clocktest.NewClock(t0)
 			s := &recipes.Snapshotter{Clock: clock, Took: time.Minute}
 			return s, func(string) { clock.Advance(time.Minute) } // the FinishFunc ends an operation
 		},
@@ -88,7 +89,7 @@ func TestMonitorTimeouts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			store, clock := memstore.New(), operationstest.NewClock(t0)
+			store, clock := memstore.New(), clocktest.NewClock(t0)
 			o := operations.Owner{Kind: phase.Backup, Name: "nightly"}
 			run := operations.Run{Owner: o, Phase: phase.New, Created: t0, OperationTimeout: time.Hour}
 			require.NoError(t, run.SetPhase(phase.InProgress, "started", t0))
@@ -122,7 +123,7 @@ func TestMonitorTimeouts(t *testing.T) {
 
 // recipe: errors
 func TestUnknownSnapshot(t *testing.T) {
-	s := &recipes.Snapshotter{Clock: operationstest.NewClock(t0), Took: time.Minute}
+	s := &recipes.Snapshotter{Clock: clocktest.NewClock(t0), Took: time.Minute}
 	_, err := s.Progress(context.Background(), "snapshot-404", "nightly")
 	if !errors.Is(err, operations.ErrInvalidOperationID) {
 		t.Fatalf("Progress of an unknown ID = %v, want an error wrapping ErrInvalidOperationID", err)

@@ -17,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
@@ -117,7 +118,7 @@ func TestSourceEnqueuesChangedRuns(t *testing.T) {
 	tracker := &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
 		return operations.Progress{Completed: true}, nil
 	}}
-	clock := operationstest.NewClock(t0)
+	clock := clocktest.NewClock(t0)
 	m := newMonitor(store, operationstest.Resolver(map[string]operations.Tracker{"p": tracker}), logr.Discard(),
 		[]operations.MonitorOption{operations.WithClock(clock), operations.WithInterval(time.Hour)})
 

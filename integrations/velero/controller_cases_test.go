@@ -25,9 +25,9 @@ import (
 	riamocks "github.com/vmware-tanzu/velero/pkg/plugin/velero/mocks/restoreitemaction/v2"
 	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/integrations/velero"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -87,7 +87,7 @@ type harness struct {
 	plugins *pluginmocks.Manager
 	bia     *biamocks.BackupItemAction
 	ria     *riamocks.RestoreItemAction
-	clock   *operationstest.Clock
+	clock   *clocktest.Clock
 	backup  *velerov1api.Backup
 	restore *velerov1api.Restore
 	owner   operations.Owner
@@ -107,7 +107,7 @@ func newHarness(t *testing.T, kind phase.Kind, start phase.Phase, created time.T
 	h := &harness{
 		store: memstore.New(), bs: &persistencemocks.BackupStore{}, plugins: &pluginmocks.Manager{},
 		bia: &biamocks.BackupItemAction{}, ria: &riamocks.RestoreItemAction{},
-		clock: operationstest.NewClock(testNow), opID: "operation-1", action: "velero.io/test",
+		clock: clocktest.NewClock(testNow), opID: "operation-1", action: "velero.io/test",
 		files: map[string][]byte{},
 	}
 	metaCreated := metav1.NewTime(created)

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/operationstest"
@@ -77,7 +78,7 @@ func TestScrape(t *testing.T) {
 	require.NoError(t, metrics.Register(reg))
 	require.NoError(t, prommetrics.New().Register(reg), "a second Metrics shares the registered ones")
 	opts := append(metrics.MonitorOptions(),
-		operations.WithClock(operationstest.NewClock(t0)),
+		operations.WithClock(clocktest.NewClock(t0)),
 		operations.WithCallTimeout(20*time.Millisecond),
 		operations.WithFinalizer(operations.FinalizerFunc(func(context.Context, operations.Run, []operations.ResourceIdentifier) error {
 			return errors.New("object store unavailable")

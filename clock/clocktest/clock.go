@@ -1,11 +1,17 @@
-package operationstest
+// Package clocktest provides the fake clock of itemops: a [clock.Clock] whose time moves
+// only when a test says, with ways to wait until the code under test is asleep on it. It
+// is the module's one fake clock, for the tests of every package that takes a
+// [clock.Clock] (the Monitor's WithClock, the progress Reporter's, the adapters' waits).
+package clocktest
 
 import (
 	"sync"
 	"time"
+
+	"github.com/itemops/itemops/clock"
 )
 
-// A Clock is a fake operations.Clock whose time moves only when told. It is safe for
+// A Clock is a fake [clock.Clock] whose time moves only when told. It is safe for
 // concurrent use; its zero value is not usable: call [NewClock].
 type Clock struct {
 	mu      sync.Mutex
@@ -14,6 +20,8 @@ type Clock struct {
 	afters  int // calls of After so far
 	waiters []waiter
 }
+
+var _ clock.Clock = (*Clock)(nil)
 
 type waiter struct {
 	at time.Time
