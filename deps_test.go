@@ -126,6 +126,7 @@ func TestImportLayers(t *testing.T) {
 		"restoreorder":              nil,
 		"operations":                {"phase", "clock"},
 		"operations/operationstest": {"operations", "phase"},
+		"operations/opsfile":        {"operations", "phase"},
 		"adapters":                  {"operations", "phase", "clock"},
 		"adapters/adaptertest":      {"adapters", "operations", "phase", "clock"},
 		"storage/":                  {"operations", "phase", "storage/kv"},

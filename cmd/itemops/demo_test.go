@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/restoreorder"
 	"github.com/itemops/itemops/storage/boltstore"
@@ -107,7 +108,7 @@ func TestDemo(t *testing.T) {
 
 		f, err := os.Open(b.operationsFile(r.Owner))
 		require.NoError(t, err, "the bucket holds the run's itemoperations file")
-		decoded, err := operations.Decode(f, operations.ExpectKind(r.Owner.Kind))
+		decoded, err := opsfile.Decode(f, opsfile.ExpectKind(r.Owner.Kind))
 		f.Close()
 		require.NoError(t, err)
 		require.Len(t, decoded, len(ops))

@@ -28,6 +28,7 @@ import (
 	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/integrations/velero"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -221,7 +222,7 @@ func TestVeleroControllerCases(t *testing.T) {
 			require.Equal(t, wantErrors, res.Failed, "failed operations (Velero: itemOperationsFailed)")
 			require.True(t, op.Status.Created.Equal(testNow), "created time kept: %v", op.Status.Created)
 
-			got, err := operations.Decode(bytes.NewReader(h.files[h.owner.Name]))
+			got, err := opsfile.Decode(bytes.NewReader(h.files[h.owner.Name]))
 			require.NoError(t, err)
 			if diff := cmp.Diff([]operations.Operation{op}, got); diff != "" {
 				t.Errorf("uploaded file (-stored +uploaded):\n%s", diff)

@@ -18,12 +18,12 @@
 // Velero's status holds times as pointers, and a pointer to the zero time comes back
 // as nil (Velero writes both as null).
 //
-// The module's tests hold the codec of package operations to Velero's own code: the
+// The module's tests hold the codec of package operations/opsfile to Velero's own code: the
 // file Velero's item-operations map uploads through its object-store BackupStore is,
-// compressed byte for byte, what [operations.Encode] writes for the converted records;
-// [operations.Decode] reads what Velero's encode.ToJSONGzip writes; and Velero's
+// compressed byte for byte, what [opsfile.Encode] writes for the converted records;
+// [opsfile.Decode] reads what Velero's encode.ToJSONGzip writes; and Velero's
 // BackupStore reads what [Save] uploads. The hand-written copies of Velero's types in
-// operations/velero_test.go stay, as a second check: the library's module cannot
+// operations/opsfile/velero_test.go stay, as a second check: the library's module cannot
 // import Velero, and they keep the codec's own tests (escapes, limits, large files)
 // next to the codec.
 //

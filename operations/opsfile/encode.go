@@ -1,4 +1,4 @@
-package operations
+package opsfile
 
 import (
 	"compress/gzip"
@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -16,18 +17,18 @@ import (
 // writes it (see the package documentation, "Itemoperations files"). The kind of the
 // file is the kind of the operations' owners; an empty ops writes an empty array.
 //
-// Every operation is checked before anything is written: all owners must have the kind
-// of the first, and each operation must pass [Operation.Validate], carry no
+// Every operation is checked before anything is written: all owners must have the kind of
+// the first, and each operation must pass [operations.Operation.Validate], carry no
 // post-operation items when it is a restore's, and have times within years 0000 to 9999.
-// The first that fails gives an error wrapping [ErrInvalid] that names its index, and w
-// is left untouched. An error from w is returned as is, after which w holds an
-// incomplete file. Encode does not close w.
+// The first that fails gives an error wrapping [operations.ErrInvalid] that names its
+// index, and w is left untouched. An error from w is returned as is, after which w holds
+// an incomplete file. Encode does not close w.
 //
 // Encode takes no context: to stop it early, make w fail (close the connection it
 // writes to, or wrap it in a writer that fails once a context is done); Encode then
 // returns that error. Encode may be called from several goroutines at once with
 // different writers.
-func Encode(w io.Writer, ops []Operation) error {
+func Encode(w io.Writer, ops []operations.Operation) error {
 	kind := phase.Backup // any valid kind writes an empty list the same way
 	if len(ops) > 0 {
 		kind = ops[0].Owner.Kind
@@ -74,12 +75,13 @@ func NewEncoder(w io.Writer, kind phase.Kind) *Encoder {
 }
 
 // Encode appends op to the file. op is checked first, as [Encode] checks each operation:
-// an operation that is not of the Encoder's kind, fails [Operation.Validate], is a
-// restore's with post-operation items, or has a time outside years 0000 to 9999, gives
-// an error wrapping [ErrInvalid], and nothing is written for it; the Encoder stays
-// usable. An error from the underlying writer is returned, and returned again by every
-// later call: the file is then incomplete. Encode after [Encoder.Close] returns an error.
-func (e *Encoder) Encode(op Operation) error {
+// an operation that is not of the Encoder's kind, fails [operations.Operation.Validate],
+// is a restore's with post-operation items, or has a time outside years 0000 to 9999,
+// gives an error wrapping [operations.ErrInvalid], and nothing is written for it; the
+// Encoder stays usable. An error from the underlying writer is returned, and returned
+// again by every later call: the file is then incomplete. Encode after [Encoder.Close]
+// returns an error.
+func (e *Encoder) Encode(op operations.Operation) error {
 	if e.err != nil {
 		return e.err
 	}
@@ -94,7 +96,7 @@ func (e *Encoder) Encode(op Operation) error {
 }
 
 // encode appends a checked op and compresses the text gathered once there is enough.
-func (e *Encoder) encode(op *Operation) {
+func (e *Encoder) encode(op *operations.Operation) {
 	if e.err != nil {
 		return
 	}
@@ -148,25 +150,25 @@ func (e *Encoder) Close() error {
 
 // checkEncodable reports why op cannot be written in a file of kind kind, wrapping
 // ErrInvalid, or nil.
-func checkEncodable(kind phase.Kind, op *Operation) error {
+func checkEncodable(kind phase.Kind, op *operations.Operation) error {
 	if err := op.Validate(); err != nil {
 		return err
 	}
 	if kind != phase.Backup && kind != phase.Restore {
-		return fmt.Errorf("encoder kind %q is not Backup or Restore: %w", kind, ErrInvalid)
+		return fmt.Errorf("encoder kind %q is not Backup or Restore: %w", kind, operations.ErrInvalid)
 	}
 	if op.Owner.Kind != kind {
-		return fmt.Errorf("operation %q belongs to %s, not to a %s: %w", op.ID, op.Owner, kind, ErrInvalid)
+		return fmt.Errorf("operation %q belongs to %s, not to a %s: %w", op.ID, op.Owner, kind, operations.ErrInvalid)
 	}
 	if kind == phase.Restore && len(op.PostOperationItems) > 0 {
-		return fmt.Errorf("operation %q of %s: a restore's operation cannot have post-operation items: %w", op.ID, op.Owner, ErrInvalid)
+		return fmt.Errorf("operation %q of %s: a restore's operation cannot have post-operation items: %w", op.ID, op.Owner, operations.ErrInvalid)
 	}
 	for _, t := range [...]struct {
 		name string
 		t    time.Time
 	}{{"created", op.Status.Created}, {"started", op.Status.Started}, {"updated", op.Status.Updated}} {
 		if !t.t.IsZero() && !timeInRange(t.t) {
-			return fmt.Errorf("operation %q of %s: %s time %s is outside years 0000 to 9999: %w", op.ID, op.Owner, t.name, t.t.UTC().Format(time.RFC3339), ErrInvalid)
+			return fmt.Errorf("operation %q of %s: %s time %s is outside years 0000 to 9999: %w", op.ID, op.Owner, t.name, t.t.UTC().Format(time.RFC3339), operations.ErrInvalid)
 		}
 	}
 	return nil
@@ -180,7 +182,7 @@ func timeInRange(t time.Time) bool {
 
 // appendRecord appends op as one element of the JSON array: what encoding/json writes
 // for Velero's BackupOperation or RestoreOperation, field for field.
-func appendRecord(b []byte, kind phase.Kind, op *Operation) []byte {
+func appendRecord(b []byte, kind phase.Kind, op *operations.Operation) []byte {
 	backup := kind == phase.Backup
 	if backup {
 		b = append(b, `{"spec":{"backupName":`...)
@@ -270,7 +272,7 @@ func appendKey(b []byte, mark int, key string) []byte {
 
 // appendResource appends r as encoding/json writes Velero's ResourceIdentifier, whose
 // fields have no JSON tags.
-func appendResource(b []byte, r *ResourceIdentifier) []byte {
+func appendResource(b []byte, r *operations.ResourceIdentifier) []byte {
 	b = append(b, `{"Group":`...)
 	b = appendString(b, r.Group)
 	b = append(b, `,"Resource":`...)

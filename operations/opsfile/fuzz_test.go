@@ -1,4 +1,4 @@
-package operations_test
+package opsfile_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -52,14 +53,14 @@ func FuzzDecode(f *testing.F) {
 		if !raw {
 			file = gzipBytes(t, data)
 		}
-		opts := []operations.DecodeOption{operations.WithSizeLimit(1 << 20), operations.WithRecordSizeLimit(64 << 10)}
-		ops, err := operations.Decode(bytes.NewReader(file), opts...)
+		opts := []opsfile.DecodeOption{opsfile.WithSizeLimit(1 << 20), opsfile.WithRecordSizeLimit(64 << 10)}
+		ops, err := opsfile.Decode(bytes.NewReader(file), opts...)
 		if err != nil {
-			var de *operations.DecodeError
+			var de *opsfile.DecodeError
 			if !errors.As(err, &de) {
 				t.Fatalf("Decode error %v (%T) is not a *DecodeError", err, err)
 			}
-			if !errors.Is(err, operations.ErrMalformed) && !errors.Is(err, operations.ErrTooLarge) && !errors.Is(err, operations.ErrInvalid) {
+			if !errors.Is(err, opsfile.ErrMalformed) && !errors.Is(err, opsfile.ErrTooLarge) && !errors.Is(err, operations.ErrInvalid) {
 				t.Fatalf("Decode error %v wraps none of ErrMalformed, ErrTooLarge, ErrInvalid", err)
 			}
 			if ops != nil {
@@ -75,10 +76,10 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		var again bytes.Buffer
-		if err := operations.Encode(&again, ops); err != nil {
+		if err := opsfile.Encode(&again, ops); err != nil {
 			t.Fatalf("Encode of decoded records: %v", err)
 		}
-		ops2, err := operations.Decode(bytes.NewReader(again.Bytes()), opts...)
+		ops2, err := opsfile.Decode(bytes.NewReader(again.Bytes()), opts...)
 		if err != nil {
 			t.Fatalf("Decode of re-encoded records: %v", err)
 		}
@@ -86,7 +87,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("records changed in a round trip (-first +second):\n%s", diff)
 		}
 		var third bytes.Buffer
-		if err := operations.Encode(&third, ops2); err != nil {
+		if err := opsfile.Encode(&third, ops2); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(again.Bytes(), third.Bytes()) {
@@ -125,7 +126,7 @@ func FuzzEncode(f *testing.F) {
 		}
 		ops := []operations.Operation{op}
 		var buf bytes.Buffer
-		err := operations.Encode(&buf, ops)
+		err := opsfile.Encode(&buf, ops)
 		if err != nil {
 			if !errors.Is(err, operations.ErrInvalid) {
 				t.Fatalf("Encode error %v does not wrap ErrInvalid", err)
@@ -141,15 +142,15 @@ func FuzzEncode(f *testing.F) {
 		// Invalid UTF-8 is written as the escape \ufffd and decodes to U+FFFD, which is
 		// written as itself: the first round trip may change the bytes, but from then on
 		// records and bytes are stable.
-		decoded, err := operations.Decode(bytes.NewReader(buf.Bytes()))
+		decoded, err := opsfile.Decode(bytes.NewReader(buf.Bytes()))
 		if err != nil {
 			t.Fatalf("Decode of encoded record: %v", err)
 		}
 		var again bytes.Buffer
-		if err := operations.Encode(&again, decoded); err != nil {
+		if err := opsfile.Encode(&again, decoded); err != nil {
 			t.Fatal(err)
 		}
-		decoded2, err := operations.Decode(bytes.NewReader(again.Bytes()))
+		decoded2, err := opsfile.Decode(bytes.NewReader(again.Bytes()))
 		if err != nil {
 			t.Fatal(err)
 		}

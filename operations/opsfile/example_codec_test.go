@@ -1,4 +1,4 @@
-package operations_test
+package opsfile_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -37,7 +38,7 @@ func exampleOps() []operations.Operation {
 // Encode writes the file Velero would write; gunzipped, it is one line of JSON.
 func ExampleEncode() {
 	var file bytes.Buffer
-	if err := operations.Encode(&file, exampleOps()[:1]); err != nil {
+	if err := opsfile.Encode(&file, exampleOps()[:1]); err != nil {
 		log.Fatal(err)
 	}
 	zr, err := gzip.NewReader(&file)
@@ -55,10 +56,10 @@ func ExampleEncode() {
 
 func ExampleDecode() {
 	var file bytes.Buffer
-	if err := operations.Encode(&file, exampleOps()); err != nil {
+	if err := opsfile.Encode(&file, exampleOps()); err != nil {
 		log.Fatal(err)
 	}
-	ops, err := operations.Decode(&file, operations.ExpectKind(phase.Backup))
+	ops, err := opsfile.Decode(&file, opsfile.ExpectKind(phase.Backup))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,15 +75,15 @@ func ExampleDecode() {
 // says where, and wraps a sentinel to branch on.
 func ExampleDecode_errors() {
 	var file bytes.Buffer
-	if err := operations.Encode(&file, exampleOps()); err != nil {
+	if err := opsfile.Encode(&file, exampleOps()); err != nil {
 		log.Fatal(err)
 	}
 	truncated := file.Bytes()[:file.Len()-4]
-	_, err := operations.Decode(bytes.NewReader(truncated))
-	fmt.Println(errors.Is(err, operations.ErrMalformed), err)
+	_, err := opsfile.Decode(bytes.NewReader(truncated))
+	fmt.Println(errors.Is(err, opsfile.ErrMalformed), err)
 
-	_, err = operations.Decode(bytes.NewReader(file.Bytes()), operations.WithSizeLimit(100))
-	fmt.Println(errors.Is(err, operations.ErrTooLarge), err)
+	_, err = opsfile.Decode(bytes.NewReader(file.Bytes()), opsfile.WithSizeLimit(100))
+	fmt.Println(errors.Is(err, opsfile.ErrTooLarge), err)
 	// Output:
 	// true decode operations: json offset 768: malformed operations file: the gzip data is truncated: unexpected EOF
 	// true decode operations: json offset 101: the decompressed file is larger than the size limit of 100 bytes: input too large
@@ -91,7 +92,7 @@ func ExampleDecode_errors() {
 // An Encoder writes records as they come, for lists too long to hold in memory.
 func ExampleNewEncoder() {
 	var file bytes.Buffer
-	enc := operations.NewEncoder(&file, phase.Backup)
+	enc := opsfile.NewEncoder(&file, phase.Backup)
 	for _, op := range exampleOps() {
 		if err := enc.Encode(op); err != nil {
 			log.Fatal(err)
@@ -100,7 +101,7 @@ func ExampleNewEncoder() {
 	if err := enc.Close(); err != nil { // ends the array and the gzip stream
 		log.Fatal(err)
 	}
-	ops, err := operations.Decode(&file)
+	ops, err := opsfile.Decode(&file)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -112,10 +113,10 @@ func ExampleNewEncoder() {
 // A Decoder reads one record at a time and tells the kind of the file from its content.
 func ExampleNewDecoder() {
 	var file bytes.Buffer
-	if err := operations.Encode(&file, exampleOps()); err != nil {
+	if err := opsfile.Encode(&file, exampleOps()); err != nil {
 		log.Fatal(err)
 	}
-	dec, err := operations.NewDecoder(&file)
+	dec, err := opsfile.NewDecoder(&file)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -139,10 +140,10 @@ func ExampleNewDecoder() {
 // All ranges over the records; the loop sees an error at most once, last.
 func ExampleDecoder_All() {
 	var file bytes.Buffer
-	if err := operations.Encode(&file, exampleOps()); err != nil {
+	if err := opsfile.Encode(&file, exampleOps()); err != nil {
 		log.Fatal(err)
 	}
-	dec, err := operations.NewDecoder(&file)
+	dec, err := opsfile.NewDecoder(&file)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -161,10 +162,10 @@ func ExampleDecoder_All() {
 }
 
 func ExampleBackupOperationsKey() {
-	fmt.Println(operations.BackupOperationsKey("backup-1"))
-	fmt.Println(operations.RestoreOperationsKey("restore-1"))
+	fmt.Println(opsfile.BackupOperationsKey("backup-1"))
+	fmt.Println(opsfile.RestoreOperationsKey("restore-1"))
 	// A bucket prefix goes in front.
-	fmt.Println(strings.Join([]string{"velero", operations.BackupOperationsKey("backup-1")}, "/"))
+	fmt.Println(strings.Join([]string{"velero", opsfile.BackupOperationsKey("backup-1")}, "/"))
 	// Output:
 	// backups/backup-1/backup-1-itemoperations.json.gz
 	// restores/restore-1/restore-restore-1-itemoperations.json.gz

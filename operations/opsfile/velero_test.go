@@ -1,4 +1,4 @@
-package operations_test
+package opsfile_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -210,7 +211,7 @@ func gunzip(t testing.TB, b []byte) []byte {
 func encode(t testing.TB, ops []operations.Operation) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	require.NoError(t, operations.Encode(&buf, ops))
+	require.NoError(t, opsfile.Encode(&buf, ops))
 	return buf.Bytes()
 }
 

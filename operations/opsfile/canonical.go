@@ -1,8 +1,10 @@
-package operations
+package opsfile
 
 import (
 	"math"
 	"unicode/utf8"
+
+	"github.com/itemops/itemops/operations"
 )
 
 // The decoder's fast path. Velero's writer and ours write every record in one form: keys
@@ -110,7 +112,7 @@ func (p *canonical) rawString() ([]byte, bool) {
 }
 
 // resource reads a ResourceIdentifier with its keys in their order.
-func (p *canonical) resource(r *ResourceIdentifier) bool {
+func (p *canonical) resource(r *operations.ResourceIdentifier) bool {
 	return p.lit(`{"Group":`) && p.str(&r.Group, true) &&
 		p.lit(`,"Resource":`) && p.str(&r.Resource, true) &&
 		p.lit(`,"Namespace":`) && p.str(&r.Namespace, true) &&
@@ -119,20 +121,20 @@ func (p *canonical) resource(r *ResourceIdentifier) bool {
 
 // items reads null, or a list of ResourceIdentifiers; [] gives an empty, non-nil list,
 // as encoding/json gives.
-func (p *canonical) items(dst *[]ResourceIdentifier) bool {
+func (p *canonical) items(dst *[]operations.ResourceIdentifier) bool {
 	if p.lit(`null`) {
 		return true
 	}
 	if !p.lit(`[`) {
 		return false
 	}
-	items := []ResourceIdentifier{}
+	items := []operations.ResourceIdentifier{}
 	if p.lit(`]`) {
 		*dst = items
 		return true
 	}
 	for {
-		var r ResourceIdentifier
+		var r operations.ResourceIdentifier
 		if !p.resource(&r) {
 			return false
 		}
@@ -169,7 +171,7 @@ func (p *canonical) status(w *wireStatus) bool {
 		if !p.str(&phase, true) {
 			return false
 		}
-		w.Phase = OperationPhase(phase)
+		w.Phase = operations.OperationPhase(phase)
 	}
 	if key(`"error":`) && !p.str(&w.Error, false) {
 		return false

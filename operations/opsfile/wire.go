@@ -1,4 +1,4 @@
-package operations
+package opsfile
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/itemops/itemops/operations"
 )
 
 // The wire records: every key of Velero's BackupOperation and RestoreOperation, so that
@@ -16,27 +18,27 @@ type wireRecord struct {
 }
 
 type wireSpec struct {
-	BackupName         string               `json:"backupName"`
-	BackupUID          string               `json:"backupUID"`
-	BackupItemAction   string               `json:"backupItemAction"`
-	RestoreName        string               `json:"restoreName"`
-	RestoreUID         string               `json:"restoreUID"`
-	RestoreItemAction  string               `json:"restoreItemAction"`
-	ResourceIdentifier ResourceIdentifier   `json:"resourceIdentifier"`
-	OperationID        string               `json:"operationID"`
-	PostOperationItems []ResourceIdentifier `json:"postOperationItems"`
+	BackupName         string                          `json:"backupName"`
+	BackupUID          string                          `json:"backupUID"`
+	BackupItemAction   string                          `json:"backupItemAction"`
+	RestoreName        string                          `json:"restoreName"`
+	RestoreUID         string                          `json:"restoreUID"`
+	RestoreItemAction  string                          `json:"restoreItemAction"`
+	ResourceIdentifier operations.ResourceIdentifier   `json:"resourceIdentifier"`
+	OperationID        string                          `json:"operationID"`
+	PostOperationItems []operations.ResourceIdentifier `json:"postOperationItems"`
 }
 
 type wireStatus struct {
-	Phase          OperationPhase `json:"phase"`
-	Error          string         `json:"error"`
-	NCompleted     int64          `json:"nCompleted"`
-	NTotal         int64          `json:"nTotal"`
-	OperationUnits string         `json:"operationUnits"`
-	Description    string         `json:"description"`
-	Created        wireTime       `json:"created"`
-	Started        wireTime       `json:"started"`
-	Updated        wireTime       `json:"updated"`
+	Phase          operations.OperationPhase `json:"phase"`
+	Error          string                    `json:"error"`
+	NCompleted     int64                     `json:"nCompleted"`
+	NTotal         int64                     `json:"nTotal"`
+	OperationUnits string                    `json:"operationUnits"`
+	Description    string                    `json:"description"`
+	Created        wireTime                  `json:"created"`
+	Started        wireTime                  `json:"started"`
+	Updated        wireTime                  `json:"updated"`
 }
 
 // wireTime decodes a time as Kubernetes' metav1.Time does (null or an RFC 3339 string),

@@ -1,4 +1,4 @@
-package operations_test
+package opsfile_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -133,12 +134,12 @@ func TestDecodeGolden(t *testing.T) {
 				want = tc.ops
 			}
 			file := gzipBytes(t, readGolden(t, tc.golden))
-			got, err := operations.Decode(bytes.NewReader(file))
+			got, err := opsfile.Decode(bytes.NewReader(file))
 			require.NoError(t, err)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Decode (-want +got):\n%s", diff)
 			}
-			d, err := operations.NewDecoder(bytes.NewReader(file))
+			d, err := opsfile.NewDecoder(bytes.NewReader(file))
 			require.NoError(t, err)
 			if d.Kind() != tc.kind {
 				t.Errorf("Kind() = %q, want %q", d.Kind(), tc.kind)
@@ -235,7 +236,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := operations.Decode(bytes.NewReader(encode(t, tc.ops)))
+			got, err := opsfile.Decode(bytes.NewReader(encode(t, tc.ops)))
 			require.NoError(t, err)
 			// cmp tells a nil slice from an empty one, so this also checks that the
 			// distinction survives.
@@ -249,7 +250,7 @@ func TestRoundTrip(t *testing.T) {
 func TestDecodeTimes(t *testing.T) {
 	text := `[{"spec":{"backupName":"b","operationID":"op"},"status":{"phase":"New",` +
 		`"created":"2022-12-14T13:00:00.999+01:00","started":"2022-12-14T11:30:05-00:30","updated":null}}]`
-	got, err := operations.Decode(bytes.NewReader(gzipBytes(t, []byte(text))))
+	got, err := opsfile.Decode(bytes.NewReader(gzipBytes(t, []byte(text))))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	s := got[0].Status
@@ -298,7 +299,7 @@ func TestDecodeErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		input   io.Reader
-		opts    []operations.DecodeOption
+		opts    []opsfile.DecodeOption
 		want    []error // errors.Is each
 		notWant error   // !errors.Is
 		record  int
@@ -306,57 +307,57 @@ func TestDecodeErrors(t *testing.T) {
 		msg     string // in the error's text
 	}{
 		// The gzip layer.
-		{name: "empty input", input: bytes.NewReader(nil), want: []error{operations.ErrMalformed}, record: -1, offset: 0, msg: "empty input, want gzip data"},
-		{name: "not gzip", input: strings.NewReader("[" + record + "]"), want: []error{operations.ErrMalformed, gzip.ErrHeader}, record: -1, offset: 0, msg: "not gzip data"},
-		{name: "a short file, not gzip", input: strings.NewReader("[]\n"), want: []error{operations.ErrMalformed, gzip.ErrHeader}, record: -1, offset: 0, msg: "not gzip data"},
-		{name: "truncated gzip header", input: bytes.NewReader(golden[:5]), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: 0, msg: "gzip header is truncated"},
-		{name: "gzip trailer cut off", input: bytes.NewReader(golden[:len(golden)-8]), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: goldenLen, msg: "gzip data is truncated"},
-		{name: "gzip trailer cut short", input: bytes.NewReader(golden[:len(golden)-3]), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: goldenLen, msg: "gzip data is truncated"},
-		{name: "gzip data cut in the middle", input: bytes.NewReader(big[:len(big)/2]), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: any, offset: any, msg: "gzip data is truncated"},
-		{name: "bad checksum", input: bytes.NewReader(badCRC), want: []error{operations.ErrMalformed, gzip.ErrChecksum}, record: -1, offset: goldenLen, msg: "corrupt gzip data"},
-		{name: "bad size in trailer", input: bytes.NewReader(badSize), want: []error{operations.ErrMalformed, gzip.ErrChecksum}, record: -1, offset: goldenLen, msg: "corrupt gzip data"},
-		{name: "read error", input: io.MultiReader(bytes.NewReader(big[:len(big)/2]), iotest.ErrReader(readFailure)), want: []error{readFailure}, notWant: operations.ErrMalformed, record: any, offset: any, msg: "read: connection reset"},
-		{name: "read error in the header", input: iotest.ErrReader(readFailure), want: []error{readFailure}, notWant: operations.ErrMalformed, record: -1, offset: 0, msg: "read: connection reset"},
+		{name: "empty input", input: bytes.NewReader(nil), want: []error{opsfile.ErrMalformed}, record: -1, offset: 0, msg: "empty input, want gzip data"},
+		{name: "not gzip", input: strings.NewReader("[" + record + "]"), want: []error{opsfile.ErrMalformed, gzip.ErrHeader}, record: -1, offset: 0, msg: "not gzip data"},
+		{name: "a short file, not gzip", input: strings.NewReader("[]\n"), want: []error{opsfile.ErrMalformed, gzip.ErrHeader}, record: -1, offset: 0, msg: "not gzip data"},
+		{name: "truncated gzip header", input: bytes.NewReader(golden[:5]), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: 0, msg: "gzip header is truncated"},
+		{name: "gzip trailer cut off", input: bytes.NewReader(golden[:len(golden)-8]), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: goldenLen, msg: "gzip data is truncated"},
+		{name: "gzip trailer cut short", input: bytes.NewReader(golden[:len(golden)-3]), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: goldenLen, msg: "gzip data is truncated"},
+		{name: "gzip data cut in the middle", input: bytes.NewReader(big[:len(big)/2]), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: any, offset: any, msg: "gzip data is truncated"},
+		{name: "bad checksum", input: bytes.NewReader(badCRC), want: []error{opsfile.ErrMalformed, gzip.ErrChecksum}, record: -1, offset: goldenLen, msg: "corrupt gzip data"},
+		{name: "bad size in trailer", input: bytes.NewReader(badSize), want: []error{opsfile.ErrMalformed, gzip.ErrChecksum}, record: -1, offset: goldenLen, msg: "corrupt gzip data"},
+		{name: "read error", input: io.MultiReader(bytes.NewReader(big[:len(big)/2]), iotest.ErrReader(readFailure)), want: []error{readFailure}, notWant: opsfile.ErrMalformed, record: any, offset: any, msg: "read: connection reset"},
+		{name: "read error in the header", input: iotest.ErrReader(readFailure), want: []error{readFailure}, notWant: opsfile.ErrMalformed, record: -1, offset: 0, msg: "read: connection reset"},
 
 		// The JSON text.
-		{name: "empty JSON text", input: bytes.NewReader(gz("")), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: 0, msg: "the JSON text is empty"},
-		{name: "white space only", input: bytes.NewReader(gz(" \n\t ")), want: []error{operations.ErrMalformed}, record: -1, offset: 4, msg: "the JSON text is empty"},
-		{name: "an object, not an array", input: bytes.NewReader(gz(record)), want: []error{operations.ErrMalformed}, record: -1, offset: 0, msg: "the file holds a JSON object, want a JSON array"},
-		{name: "null", input: bytes.NewReader(gz(" null")), want: []error{operations.ErrMalformed}, record: -1, offset: 1, msg: "the file holds JSON null"},
-		{name: "garbage", input: bytes.NewReader(gz("\x01")), want: []error{operations.ErrMalformed}, record: -1, offset: 0, msg: "invalid character byte 0x01"},
-		{name: "array never closed", input: bytes.NewReader(gz("[" + record)), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: recordAt(1) - 1, msg: "the JSON text ends inside the array, after 1 records"},
-		{name: "ends after a comma", input: bytes.NewReader(gz(twoRecords + ",")), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: 2, offset: recordAt(2), msg: "the JSON text ends after a comma"},
-		{name: "ends inside a record", input: bytes.NewReader(gz(twoRecords[:recordAt(1)+20])), want: []error{operations.ErrMalformed, io.ErrUnexpectedEOF}, record: 1, offset: recordAt(1) + 20, msg: "the JSON text ends inside the record"},
-		{name: "cut record with an earlier syntax error", input: bytes.NewReader(gz("[" + record + `,{"spec":{"backupName":@"b","backupUID`)), want: []error{operations.ErrMalformed}, record: 1, offset: recordAt(1) + 22, msg: "invalid character '@'"},
-		{name: "invalid JSON inside record 1", input: bytes.NewReader(gz(twoRecords[:recordAt(1)+8] + "}" + twoRecords[recordAt(1)+8:] + "]")), want: []error{operations.ErrMalformed}, record: 1, offset: recordAt(1) + 8, msg: `invalid JSON: invalid character '}' looking for beginning of value`},
-		{name: "missing comma", input: bytes.NewReader(gz("[" + record + " " + record + "]")), want: []error{operations.ErrMalformed}, record: 1, offset: recordAt(1), msg: "invalid character '{' after record 0, want , or ]"},
-		{name: "trailing comma", input: bytes.NewReader(gz("[" + record + ",]")), want: []error{operations.ErrMalformed}, record: 1, offset: recordAt(1), msg: "invalid character ']' after a comma"},
-		{name: "data after the array", input: bytes.NewReader(gz("[" + record + "]\n[]")), want: []error{operations.ErrMalformed}, record: -1, offset: recordAt(1) + 1, msg: "another JSON array follows the array"},
-		{name: "a record that is not an object", input: bytes.NewReader(gz("[" + record + `,"op"]`)), want: []error{operations.ErrMalformed}, record: 1, offset: recordAt(1) + 4, msg: "the record: found JSON string, want an object"},
-		{name: "a number where a string belongs", input: bytes.NewReader(gz(withSpec(`"backupName":"b"`, `"backupName":7`))), want: []error{operations.ErrMalformed}, record: 0, offset: int64(len(`[{"spec":{"backupName":7`)), msg: "spec.backupName: found JSON number, want a string"},
-		{name: "a fraction where an integer belongs", input: bytes.NewReader(gz(withStatus(`{"phase":"New","nTotal":1.5}`))), want: []error{operations.ErrMalformed}, record: 0, offset: int64(strings.Index(withStatus(`{"phase":"New","nTotal":1.5}`), "1.5") + 3), msg: "status.nTotal: found JSON number 1.5, want an integer"},
-		{name: "post-operation items not a list", input: bytes.NewReader(gz(withSpec(`"postOperationItems":null`, `"postOperationItems":{}`))), want: []error{operations.ErrMalformed}, record: 0, offset: any, msg: "spec.postOperationItems: found JSON object, want an array"},
-		{name: "time not RFC 3339", input: bytes.NewReader(gz(withStatus(`{"phase":"New","started":"yesterday"}`))), want: []error{operations.ErrMalformed}, record: 0, offset: 1, msg: `status.started: "yesterday" is not an RFC 3339 time`},
-		{name: "time not a string", input: bytes.NewReader(gz(withStatus(`{"phase":"New","updated":12}`))), want: []error{operations.ErrMalformed}, record: 0, offset: 1, msg: "status.updated: found 12, want an RFC 3339 time string"},
-		{name: "time past year 9999 in UTC", input: bytes.NewReader(gz(withStatus(`{"phase":"New","created":"9999-12-31T23:00:00-02:00"}`))), want: []error{operations.ErrMalformed}, record: 0, offset: 1, msg: "outside years 0000 to 9999"},
+		{name: "empty JSON text", input: bytes.NewReader(gz("")), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: 0, msg: "the JSON text is empty"},
+		{name: "white space only", input: bytes.NewReader(gz(" \n\t ")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 4, msg: "the JSON text is empty"},
+		{name: "an object, not an array", input: bytes.NewReader(gz(record)), want: []error{opsfile.ErrMalformed}, record: -1, offset: 0, msg: "the file holds a JSON object, want a JSON array"},
+		{name: "null", input: bytes.NewReader(gz(" null")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 1, msg: "the file holds JSON null"},
+		{name: "garbage", input: bytes.NewReader(gz("\x01")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 0, msg: "invalid character byte 0x01"},
+		{name: "array never closed", input: bytes.NewReader(gz("[" + record)), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: recordAt(1) - 1, msg: "the JSON text ends inside the array, after 1 records"},
+		{name: "ends after a comma", input: bytes.NewReader(gz(twoRecords + ",")), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: 2, offset: recordAt(2), msg: "the JSON text ends after a comma"},
+		{name: "ends inside a record", input: bytes.NewReader(gz(twoRecords[:recordAt(1)+20])), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: 1, offset: recordAt(1) + 20, msg: "the JSON text ends inside the record"},
+		{name: "cut record with an earlier syntax error", input: bytes.NewReader(gz("[" + record + `,{"spec":{"backupName":@"b","backupUID`)), want: []error{opsfile.ErrMalformed}, record: 1, offset: recordAt(1) + 22, msg: "invalid character '@'"},
+		{name: "invalid JSON inside record 1", input: bytes.NewReader(gz(twoRecords[:recordAt(1)+8] + "}" + twoRecords[recordAt(1)+8:] + "]")), want: []error{opsfile.ErrMalformed}, record: 1, offset: recordAt(1) + 8, msg: `invalid JSON: invalid character '}' looking for beginning of value`},
+		{name: "missing comma", input: bytes.NewReader(gz("[" + record + " " + record + "]")), want: []error{opsfile.ErrMalformed}, record: 1, offset: recordAt(1), msg: "invalid character '{' after record 0, want , or ]"},
+		{name: "trailing comma", input: bytes.NewReader(gz("[" + record + ",]")), want: []error{opsfile.ErrMalformed}, record: 1, offset: recordAt(1), msg: "invalid character ']' after a comma"},
+		{name: "data after the array", input: bytes.NewReader(gz("[" + record + "]\n[]")), want: []error{opsfile.ErrMalformed}, record: -1, offset: recordAt(1) + 1, msg: "another JSON array follows the array"},
+		{name: "a record that is not an object", input: bytes.NewReader(gz("[" + record + `,"op"]`)), want: []error{opsfile.ErrMalformed}, record: 1, offset: recordAt(1) + 4, msg: "the record: found JSON string, want an object"},
+		{name: "a number where a string belongs", input: bytes.NewReader(gz(withSpec(`"backupName":"b"`, `"backupName":7`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: int64(len(`[{"spec":{"backupName":7`)), msg: "spec.backupName: found JSON number, want a string"},
+		{name: "a fraction where an integer belongs", input: bytes.NewReader(gz(withStatus(`{"phase":"New","nTotal":1.5}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: int64(strings.Index(withStatus(`{"phase":"New","nTotal":1.5}`), "1.5") + 3), msg: "status.nTotal: found JSON number 1.5, want an integer"},
+		{name: "post-operation items not a list", input: bytes.NewReader(gz(withSpec(`"postOperationItems":null`, `"postOperationItems":{}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: any, msg: "spec.postOperationItems: found JSON object, want an array"},
+		{name: "time not RFC 3339", input: bytes.NewReader(gz(withStatus(`{"phase":"New","started":"yesterday"}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: `status.started: "yesterday" is not an RFC 3339 time`},
+		{name: "time not a string", input: bytes.NewReader(gz(withStatus(`{"phase":"New","updated":12}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: "status.updated: found 12, want an RFC 3339 time string"},
+		{name: "time past year 9999 in UTC", input: bytes.NewReader(gz(withStatus(`{"phase":"New","created":"9999-12-31T23:00:00-02:00"}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: "outside years 0000 to 9999"},
 
 		// Records refused.
-		{name: "unknown phase", input: bytes.NewReader(gz(twoRecords + "," + strings.Replace(record, `"New"`, `"Running"`, 1) + "]")), want: []error{operations.ErrInvalid}, notWant: operations.ErrMalformed, record: 2, offset: recordAt(2), msg: `unknown phase "Running"`},
+		{name: "unknown phase", input: bytes.NewReader(gz(twoRecords + "," + strings.Replace(record, `"New"`, `"Running"`, 1) + "]")), want: []error{operations.ErrInvalid}, notWant: opsfile.ErrMalformed, record: 2, offset: recordAt(2), msg: `unknown phase "Running"`},
 		{name: "no phase", input: bytes.NewReader(gz(withStatus(`{}`))), want: []error{operations.ErrInvalid}, record: 0, offset: 1, msg: `unknown phase ""`},
 		{name: "no operation ID", input: bytes.NewReader(gz(withSpec(`"operationID":"op-1"`, `"operationID":""`))), want: []error{operations.ErrInvalid}, record: 0, offset: 1, msg: "empty ID"},
-		{name: "empty spec", input: bytes.NewReader(gz(`[{"spec":{},"status":{"phase":"New"}}]`)), want: []error{operations.ErrMalformed}, record: 0, offset: 1, msg: "the record has no backupName or restoreName"},
-		{name: "backup and restore keys in one record", input: bytes.NewReader(gz(withSpec(`"backupUID":"u"`, `"backupUID":"u","restoreName":"r"`))), want: []error{operations.ErrMalformed}, record: 0, offset: 1, msg: "the record has both backup keys"},
-		{name: "a restore record with post-operation items", input: bytes.NewReader(gz("[" + strings.Replace(restoreRecord, `"operationID":"op-1"`, `"operationID":"op-1","postOperationItems":[]`, 1) + "]")), want: []error{operations.ErrMalformed}, record: 0, offset: 1, msg: "has both backup keys"},
+		{name: "empty spec", input: bytes.NewReader(gz(`[{"spec":{},"status":{"phase":"New"}}]`)), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: "the record has no backupName or restoreName"},
+		{name: "backup and restore keys in one record", input: bytes.NewReader(gz(withSpec(`"backupUID":"u"`, `"backupUID":"u","restoreName":"r"`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: "the record has both backup keys"},
+		{name: "a restore record with post-operation items", input: bytes.NewReader(gz("[" + strings.Replace(restoreRecord, `"operationID":"op-1"`, `"operationID":"op-1","postOperationItems":[]`, 1) + "]")), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: "has both backup keys"},
 		{name: "a restore record in a backup file", input: bytes.NewReader(gz(twoRecords + "," + restoreRecord + "]")), want: []error{operations.ErrInvalid}, record: 2, offset: recordAt(2), msg: "a Restore operation in a file of Backup operations"},
-		{name: "a backup record where restores are expected", input: bytes.NewReader(gz("[" + record + "]")), opts: []operations.DecodeOption{operations.ExpectKind(phase.Restore)}, want: []error{operations.ErrInvalid}, record: 0, offset: 1, msg: "a Backup operation, want Restore operations"},
+		{name: "a backup record where restores are expected", input: bytes.NewReader(gz("[" + record + "]")), opts: []opsfile.DecodeOption{opsfile.ExpectKind(phase.Restore)}, want: []error{operations.ErrInvalid}, record: 0, offset: 1, msg: "a Backup operation, want Restore operations"},
 
 		// Limits.
-		{name: "file larger than the size limit", input: bytes.NewReader(gz(twoRecords + "]")), opts: []operations.DecodeOption{operations.WithSizeLimit(recordAt(2) - 1)}, want: []error{operations.ErrTooLarge}, notWant: operations.ErrMalformed, record: -1, offset: recordAt(2), msg: fmt.Sprintf("larger than the size limit of %d bytes", recordAt(2)-1)},
-		{name: "record larger than the record limit", input: bytes.NewReader(gz(twoRecords + "]")), opts: []operations.DecodeOption{operations.WithRecordSizeLimit(int64(len(record)) - 1)}, want: []error{operations.ErrTooLarge}, record: 0, offset: any, msg: fmt.Sprintf("larger than the record size limit of %d bytes", len(record)-1)},
+		{name: "file larger than the size limit", input: bytes.NewReader(gz(twoRecords + "]")), opts: []opsfile.DecodeOption{opsfile.WithSizeLimit(recordAt(2) - 1)}, want: []error{opsfile.ErrTooLarge}, notWant: opsfile.ErrMalformed, record: -1, offset: recordAt(2), msg: fmt.Sprintf("larger than the size limit of %d bytes", recordAt(2)-1)},
+		{name: "record larger than the record limit", input: bytes.NewReader(gz(twoRecords + "]")), opts: []opsfile.DecodeOption{opsfile.WithRecordSizeLimit(int64(len(record)) - 1)}, want: []error{opsfile.ErrTooLarge}, record: 0, offset: any, msg: fmt.Sprintf("larger than the record size limit of %d bytes", len(record)-1)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ops, err := operations.Decode(tc.input, tc.opts...)
+			ops, err := opsfile.Decode(tc.input, tc.opts...)
 			require.Error(t, err)
 			require.Nil(t, ops)
 			for _, w := range tc.want {
@@ -365,7 +366,7 @@ func TestDecodeErrors(t *testing.T) {
 			if tc.notWant != nil {
 				require.NotErrorIs(t, err, tc.notWant)
 			}
-			var de *operations.DecodeError
+			var de *opsfile.DecodeError
 			require.ErrorAs(t, err, &de)
 			if tc.record != any && de.Record != tc.record {
 				t.Errorf("Record = %d, want %d (%v)", de.Record, tc.record, err)
@@ -396,9 +397,9 @@ func TestDecodeSizeLimitBoundary(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ops, err := operations.Decode(bytes.NewReader(file), operations.WithSizeLimit(tc.limit), operations.WithRecordSizeLimit(tc.recordLimit))
+			ops, err := opsfile.Decode(bytes.NewReader(file), opsfile.WithSizeLimit(tc.limit), opsfile.WithRecordSizeLimit(tc.recordLimit))
 			if tc.wantErr {
-				require.ErrorIs(t, err, operations.ErrTooLarge)
+				require.ErrorIs(t, err, opsfile.ErrTooLarge)
 				return
 			}
 			require.NoError(t, err)
@@ -429,7 +430,7 @@ func TestDecodeGzipBomb(t *testing.T) {
 	tests := []struct {
 		name     string
 		file     []byte
-		opts     []operations.DecodeOption
+		opts     []opsfile.DecodeOption
 		msg      string
 		maxAlloc uint64
 	}{
@@ -439,7 +440,7 @@ func TestDecodeGzipBomb(t *testing.T) {
 		},
 		{
 			name: "endless white space, size limit", file: bomb(t, "[", ' ', gib),
-			opts: []operations.DecodeOption{operations.WithSizeLimit(32 << 20)},
+			opts: []opsfile.DecodeOption{opsfile.WithSizeLimit(32 << 20)},
 			msg:  "size limit of 33554432 bytes", maxAlloc: 1 << 20,
 		},
 		{
@@ -448,7 +449,7 @@ func TestDecodeGzipBomb(t *testing.T) {
 		},
 		{
 			name: "valid records past the size limit", file: append(gzipBytes(t, []byte("[")), bytes.Repeat(gzipBytes(t, []byte(records)), 1024)...),
-			opts: []operations.DecodeOption{operations.WithSizeLimit(4 << 20)},
+			opts: []opsfile.DecodeOption{opsfile.WithSizeLimit(4 << 20)},
 			msg:  "size limit of 4194304 bytes", maxAlloc: 16 << 20,
 		},
 	}
@@ -457,12 +458,12 @@ func TestDecodeGzipBomb(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			d, err := operations.NewDecoder(bytes.NewReader(tc.file), tc.opts...)
+			d, err := opsfile.NewDecoder(bytes.NewReader(tc.file), tc.opts...)
 			for err == nil {
 				_, err = d.Next()
 			}
 			runtime.ReadMemStats(&after)
-			require.ErrorIs(t, err, operations.ErrTooLarge)
+			require.ErrorIs(t, err, opsfile.ErrTooLarge)
 			require.ErrorContains(t, err, tc.msg)
 			alloc := after.TotalAlloc - before.TotalAlloc
 			t.Logf("allocated %d bytes to refuse a %d-byte file", alloc, len(tc.file))
@@ -482,7 +483,7 @@ func TestDecoderHoldsOneRecord(t *testing.T) {
 	}
 	ops := manyOps(phase.Backup, 100_000)
 	file := encode(t, ops)
-	d, err := operations.NewDecoder(bytes.NewReader(file), operations.WithRecordSizeLimit(1<<10))
+	d, err := opsfile.NewDecoder(bytes.NewReader(file), opsfile.WithRecordSizeLimit(1<<10))
 	require.NoError(t, err)
 	n := 0
 	for op, err := range d.All() {
@@ -505,7 +506,7 @@ func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return le
 func TestEncoderStreams(t *testing.T) {
 	ops := manyOps(phase.Backup, 20_000)
 	var w countingWriter
-	e := operations.NewEncoder(&w, phase.Backup)
+	e := opsfile.NewEncoder(&w, phase.Backup)
 	for _, op := range ops {
 		require.NoError(t, e.Encode(op))
 	}
@@ -520,7 +521,7 @@ func TestEncoderStreams(t *testing.T) {
 func TestEncoderMatchesEncode(t *testing.T) {
 	ops := manyOps(phase.Restore, 5000)
 	var buf bytes.Buffer
-	e := operations.NewEncoder(&buf, phase.Restore)
+	e := opsfile.NewEncoder(&buf, phase.Restore)
 	for _, op := range ops {
 		require.NoError(t, e.Encode(op))
 	}
@@ -551,7 +552,7 @@ func TestEncodeRejects(t *testing.T) {
 			ops := []operations.Operation{goldenOp(), goldenOp()}
 			tc.op(&ops[1])
 			var buf bytes.Buffer
-			err := operations.Encode(&buf, ops)
+			err := opsfile.Encode(&buf, ops)
 			require.ErrorIs(t, err, operations.ErrInvalid)
 			require.ErrorContains(t, err, "record 1")
 			require.ErrorContains(t, err, tc.msg)
@@ -560,7 +561,7 @@ func TestEncodeRejects(t *testing.T) {
 			// The streaming Encoder refuses the same operation, writes nothing for it and
 			// stays usable.
 			buf.Reset()
-			e := operations.NewEncoder(&buf, phase.Backup)
+			e := opsfile.NewEncoder(&buf, phase.Backup)
 			require.NoError(t, e.Encode(ops[0]))
 			err = e.Encode(ops[1])
 			require.ErrorIs(t, err, operations.ErrInvalid)
@@ -573,13 +574,13 @@ func TestEncodeRejects(t *testing.T) {
 	t.Run("a restore operation with post-operation items", func(t *testing.T) {
 		op := restore
 		op.PostOperationItems = []operations.ResourceIdentifier{{Resource: "pods", Name: "p"}}
-		err := operations.Encode(io.Discard, []operations.Operation{op})
+		err := opsfile.Encode(io.Discard, []operations.Operation{op})
 		require.ErrorIs(t, err, operations.ErrInvalid)
 		require.ErrorContains(t, err, "cannot have post-operation items")
 	})
 	t.Run("an encoder of an unknown kind", func(t *testing.T) {
 		var buf bytes.Buffer
-		e := operations.NewEncoder(&buf, "")
+		e := opsfile.NewEncoder(&buf, "")
 		err := e.Encode(goldenOp())
 		require.ErrorIs(t, err, operations.ErrInvalid)
 		require.ErrorContains(t, err, `encoder kind "" is not Backup or Restore`)
@@ -612,7 +613,7 @@ func TestEncoderWriteErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := operations.NewEncoder(&failingWriter{n: tc.budget}, phase.Backup)
+			e := opsfile.NewEncoder(&failingWriter{n: tc.budget}, phase.Backup)
 			var err error
 			for _, op := range ops {
 				if err = e.Encode(op); err != nil {
@@ -632,7 +633,7 @@ func TestEncoderWriteErrors(t *testing.T) {
 
 func TestEncoderClose(t *testing.T) {
 	var buf bytes.Buffer
-	e := operations.NewEncoder(&buf, phase.Backup)
+	e := opsfile.NewEncoder(&buf, phase.Backup)
 	require.NoError(t, e.Encode(goldenOp()))
 	require.NoError(t, e.Close())
 	n := buf.Len()
@@ -647,7 +648,7 @@ func TestDecoder(t *testing.T) {
 	file := encode(t, ops)
 
 	t.Run("Next until io.EOF, which is sticky", func(t *testing.T) {
-		d, err := operations.NewDecoder(bytes.NewReader(file))
+		d, err := opsfile.NewDecoder(bytes.NewReader(file))
 		require.NoError(t, err)
 		require.Equal(t, phase.Restore, d.Kind())
 		var got []operations.Operation
@@ -666,7 +667,7 @@ func TestDecoder(t *testing.T) {
 		require.Equal(t, io.EOF, err)
 	})
 	t.Run("All stops when the loop breaks", func(t *testing.T) {
-		d, err := operations.NewDecoder(bytes.NewReader(file))
+		d, err := opsfile.NewDecoder(bytes.NewReader(file))
 		require.NoError(t, err)
 		for op, err := range d.All() {
 			require.NoError(t, err)
@@ -679,7 +680,7 @@ func TestDecoder(t *testing.T) {
 	})
 	t.Run("All yields records, then the error", func(t *testing.T) {
 		text := "[" + record + "," + record + ",{]"
-		d, err := operations.NewDecoder(bytes.NewReader(gzipBytes(t, []byte(text))))
+		d, err := opsfile.NewDecoder(bytes.NewReader(gzipBytes(t, []byte(text))))
 		require.NoError(t, err)
 		var ids []string
 		var last error
@@ -691,42 +692,42 @@ func TestDecoder(t *testing.T) {
 			ids = append(ids, op.ID)
 		}
 		require.Equal(t, []string{"op-1", "op-1"}, ids)
-		require.ErrorIs(t, last, operations.ErrMalformed)
+		require.ErrorIs(t, last, opsfile.ErrMalformed)
 		_, err = d.Next()
 		require.Equal(t, last, err, "the error is sticky")
 	})
 	t.Run("empty file", func(t *testing.T) {
 		empty := encode(t, nil)
-		d, err := operations.NewDecoder(bytes.NewReader(empty))
+		d, err := opsfile.NewDecoder(bytes.NewReader(empty))
 		require.NoError(t, err)
 		require.Equal(t, phase.Kind(""), d.Kind())
 		_, err = d.Next()
 		require.Equal(t, io.EOF, err)
 
-		d, err = operations.NewDecoder(bytes.NewReader(empty), operations.ExpectKind(phase.Backup))
+		d, err = opsfile.NewDecoder(bytes.NewReader(empty), opsfile.ExpectKind(phase.Backup))
 		require.NoError(t, err)
 		require.Equal(t, phase.Backup, d.Kind())
 
-		got, err := operations.Decode(bytes.NewReader(empty))
+		got, err := opsfile.Decode(bytes.NewReader(empty))
 		require.NoError(t, err)
 		require.Nil(t, got)
 	})
 	t.Run("NewDecoder reports a bad first record", func(t *testing.T) {
-		_, err := operations.NewDecoder(bytes.NewReader(gzipBytes(t, []byte(`[{"spec":{}}]`))))
-		require.ErrorIs(t, err, operations.ErrMalformed)
+		_, err := opsfile.NewDecoder(bytes.NewReader(gzipBytes(t, []byte(`[{"spec":{}}]`))))
+		require.ErrorIs(t, err, opsfile.ErrMalformed)
 	})
 	t.Run("nil options are ignored", func(t *testing.T) {
-		got, err := operations.Decode(bytes.NewReader(file), nil, operations.ExpectKind(phase.Restore), nil)
+		got, err := opsfile.Decode(bytes.NewReader(file), nil, opsfile.ExpectKind(phase.Restore), nil)
 		require.NoError(t, err)
 		require.Len(t, got, len(ops))
 	})
 	t.Run("ExpectKind with an unknown kind", func(t *testing.T) {
-		_, err := operations.NewDecoder(bytes.NewReader(file), operations.ExpectKind("Snapshot"))
+		_, err := opsfile.NewDecoder(bytes.NewReader(file), opsfile.ExpectKind("Snapshot"))
 		require.ErrorIs(t, err, phase.ErrUnknownKind)
 	})
 	t.Run("unknown keys and white space are accepted", func(t *testing.T) {
 		text := " \n[ \n" + strings.Replace(record, `"status":{`, `"extra":[1,{"x":"]"}],"status":{"future":true,`, 1) + " ,\r\n\t" + record + " ] \n\n"
-		got, err := operations.Decode(bytes.NewReader(gzipBytes(t, []byte(text))))
+		got, err := opsfile.Decode(bytes.NewReader(gzipBytes(t, []byte(text))))
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 	})
@@ -734,11 +735,11 @@ func TestDecoder(t *testing.T) {
 
 func TestDecodeErrorMessage(t *testing.T) {
 	tests := []struct {
-		err  *operations.DecodeError
+		err  *opsfile.DecodeError
 		want string
 	}{
-		{&operations.DecodeError{Record: 3, Offset: 1234, Err: operations.ErrMalformed}, "decode operations: record 3 at json offset 1234: malformed operations file"},
-		{&operations.DecodeError{Record: -1, Offset: 7, Err: operations.ErrTooLarge}, "decode operations: json offset 7: input too large"},
+		{&opsfile.DecodeError{Record: 3, Offset: 1234, Err: opsfile.ErrMalformed}, "decode operations: record 3 at json offset 1234: malformed operations file"},
+		{&opsfile.DecodeError{Record: -1, Offset: 7, Err: opsfile.ErrTooLarge}, "decode operations: json offset 7: input too large"},
 	}
 	for _, tc := range tests {
 		if got := tc.err.Error(); got != tc.want {
@@ -753,9 +754,9 @@ func TestKeys(t *testing.T) {
 		got  string
 		want string
 	}{
-		{"backup", operations.BackupOperationsKey("backup-1"), "backups/backup-1/backup-1-itemoperations.json.gz"},
-		{"restore", operations.RestoreOperationsKey("restore-1"), "restores/restore-1/restore-restore-1-itemoperations.json.gz"},
-		{"restore named like a backup", operations.RestoreOperationsKey("backup-1-20240101"), "restores/backup-1-20240101/restore-backup-1-20240101-itemoperations.json.gz"},
+		{"backup", opsfile.BackupOperationsKey("backup-1"), "backups/backup-1/backup-1-itemoperations.json.gz"},
+		{"restore", opsfile.RestoreOperationsKey("restore-1"), "restores/restore-1/restore-restore-1-itemoperations.json.gz"},
+		{"restore named like a backup", opsfile.RestoreOperationsKey("backup-1-20240101"), "restores/backup-1-20240101/restore-backup-1-20240101-itemoperations.json.gz"},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {

@@ -1,4 +1,4 @@
-package operations_test
+package opsfile_test
 
 import (
 	"compress/gzip"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/itemops/itemops/internal/cputime"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -117,7 +118,7 @@ func BenchmarkEncode(b *testing.B) {
 			s := startHeapSampler()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				e := operations.NewEncoder(io.Discard, phase.Backup)
+				e := opsfile.NewEncoder(io.Discard, phase.Backup)
 				for _, op := range ops {
 					if err := e.Encode(op); err != nil {
 						b.Fatal(err)
@@ -193,7 +194,7 @@ func BenchmarkDecode(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				sinkOps = nil // keep one result alive at a time
 				f := open(b, path)
-				out, err := operations.Decode(f)
+				out, err := opsfile.Decode(f)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -213,7 +214,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				f := open(b, path)
-				d, err := operations.NewDecoder(f)
+				d, err := opsfile.NewDecoder(f)
 				if err != nil {
 					b.Fatal(err)
 				}

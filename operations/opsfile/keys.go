@@ -1,4 +1,4 @@
-package operations
+package opsfile
 
 // BackupOperationsKey returns the object-store key of the itemoperations file of backup
 // backup, as Velero lays out its bucket: "backups/<backup>/<backup>-itemoperations.json.gz".

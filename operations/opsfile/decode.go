@@ -1,4 +1,4 @@
-package operations
+package opsfile
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"iter"
 	"reflect"
 
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -61,9 +62,9 @@ func WithRecordSizeLimit(n int64) DecodeOption {
 }
 
 // ExpectKind makes the decoder refuse a file whose records are not of kind k
-// (phase.Backup or phase.Restore), with an error wrapping [ErrInvalid], and gives an
-// empty file that kind (see [Decoder.Kind]). By default the kind is that of the first
-// record.
+// (phase.Backup or phase.Restore), with an error wrapping [operations.ErrInvalid], and
+// gives an empty file that kind (see [Decoder.Kind]). By default the kind is that of the
+// first record.
 func ExpectKind(k phase.Kind) DecodeOption {
 	return decodeOptionFunc(func(c *decodeConfig) { c.kind = k })
 }
@@ -78,7 +79,7 @@ func ExpectKind(k phase.Kind) DecodeOption {
 // from, or wrap it in a reader that fails once a context is done); Decode then returns
 // that error inside a [*DecodeError]. Decode may be called from several goroutines at
 // once with different readers.
-func Decode(r io.Reader, opts ...DecodeOption) ([]Operation, error) {
+func Decode(r io.Reader, opts ...DecodeOption) ([]operations.Operation, error) {
 	d, err := NewDecoder(r, opts...)
 	if err != nil {
 		return nil, err
@@ -86,8 +87,8 @@ func Decode(r io.Reader, opts ...DecodeOption) ([]Operation, error) {
 	// Records are gathered in chunks and copied once into a slice of the right size:
 	// growing one slice would copy every record about twice.
 	var (
-		chunks [][]Operation
-		chunk  []Operation
+		chunks [][]operations.Operation
+		chunk  []operations.Operation
 		total  int
 	)
 	for {
@@ -102,7 +103,7 @@ func Decode(r io.Reader, opts ...DecodeOption) ([]Operation, error) {
 			if len(chunk) > 0 {
 				chunks = append(chunks, chunk)
 			}
-			chunk = make([]Operation, 0, min(max(2*cap(chunk), 16), decodeChunk))
+			chunk = make([]operations.Operation, 0, min(max(2*cap(chunk), 16), decodeChunk))
 		}
 		chunk = append(chunk, op)
 		total++
@@ -113,7 +114,7 @@ func Decode(r io.Reader, opts ...DecodeOption) ([]Operation, error) {
 	if len(chunks) == 0 {
 		return chunk, nil
 	}
-	ops := make([]Operation, 0, total)
+	ops := make([]operations.Operation, 0, total)
 	for _, c := range chunks {
 		ops = append(ops, c...)
 	}
@@ -145,9 +146,9 @@ type Decoder struct {
 	expected bool
 	rec      wireRecord // reused for every record
 	intern   interner
-	next     int        // index of the next record to read
-	pending  *Operation // the first record, read by NewDecoder
-	err      error      // sticky: io.EOF after the last record, or a *DecodeError
+	next     int                   // index of the next record to read
+	pending  *operations.Operation // the first record, read by NewDecoder
+	err      error                 // sticky: io.EOF after the last record, or a *DecodeError
 }
 
 // NewDecoder returns a Decoder reading the file in r. It reads the gzip header, the
@@ -209,15 +210,15 @@ func (d *Decoder) Kind() phase.Kind { return d.kind }
 // that cannot be read gives a [*DecodeError] naming the record and the offset in the
 // decompressed JSON text; its Err wraps [ErrMalformed] (not gzip, truncated or corrupt
 // gzip data, invalid JSON, the wrong shape, a record with neither backup nor restore
-// keys, a time that is not RFC 3339), [ErrTooLarge] (past a size limit), [ErrInvalid]
-// (a well-formed record refused: an unknown operation phase, an empty name or operation
-// ID, another kind than the file's), or the error of the underlying reader. Errors and
-// io.EOF are sticky: every later call returns the same.
+// keys, a time that is not RFC 3339), [ErrTooLarge] (past a size limit),
+// [operations.ErrInvalid] (a well-formed record refused: an unknown operation phase, an
+// empty name or operation ID, another kind than the file's), or the error of the
+// underlying reader. Errors and io.EOF are sticky: every later call returns the same.
 //
 // Times are returned in UTC, to the second; PostOperationItems is nil for a backup
 // record whose list is null or absent and empty for one whose list is [], and always
 // nil for a restore's.
-func (d *Decoder) Next() (Operation, error) {
+func (d *Decoder) Next() (operations.Operation, error) {
 	if op := d.pending; op != nil {
 		d.pending = nil
 		return *op, nil
@@ -236,8 +237,8 @@ func (d *Decoder) Next() (Operation, error) {
 //		}
 //		...
 //	}
-func (d *Decoder) All() iter.Seq2[Operation, error] {
-	return func(yield func(Operation, error) bool) {
+func (d *Decoder) All() iter.Seq2[operations.Operation, error] {
+	return func(yield func(operations.Operation, error) bool) {
 		for {
 			op, err := d.Next()
 			if err == io.EOF {
@@ -251,9 +252,9 @@ func (d *Decoder) All() iter.Seq2[Operation, error] {
 }
 
 // read decodes the next record, or checks the end of the file and returns io.EOF.
-func (d *Decoder) read() (Operation, error) {
+func (d *Decoder) read() (operations.Operation, error) {
 	if d.err != nil {
-		return Operation{}, d.err
+		return operations.Operation{}, d.err
 	}
 	op, err := d.readRecord()
 	if err != nil {
@@ -262,32 +263,32 @@ func (d *Decoder) read() (Operation, error) {
 	return op, err
 }
 
-func (d *Decoder) readRecord() (Operation, error) {
+func (d *Decoder) readRecord() (operations.Operation, error) {
 	in, i := &d.in, d.next
 	c, err := in.peek()
 	if err != nil {
-		return Operation{}, d.readError(-1, err, fmt.Sprintf("the JSON text ends inside the array, after %d records", i))
+		return operations.Operation{}, d.readError(-1, err, fmt.Sprintf("the JSON text ends inside the array, after %d records", i))
 	}
 	if c == ']' {
 		in.lo++
-		return Operation{}, d.finish()
+		return operations.Operation{}, d.finish()
 	}
 	if i > 0 {
 		if c != ',' {
-			return Operation{}, d.syntaxError(i, in.offset(in.lo), fmt.Sprintf("invalid character %s after record %d, want , or ]", quoteChar(c), i-1))
+			return operations.Operation{}, d.syntaxError(i, in.offset(in.lo), fmt.Sprintf("invalid character %s after record %d, want , or ]", quoteChar(c), i-1))
 		}
 		in.lo++
 		if c, err = in.peek(); err != nil {
-			return Operation{}, d.readError(i, err, "the JSON text ends after a comma")
+			return operations.Operation{}, d.readError(i, err, "the JSON text ends after a comma")
 		}
 		if c == ']' {
-			return Operation{}, d.syntaxError(i, in.offset(in.lo), "invalid character ']' after a comma, want a record")
+			return operations.Operation{}, d.syntaxError(i, in.offset(in.lo), "invalid character ']' after a comma, want a record")
 		}
 	}
 	start := in.offset(in.lo)
 	b, complete, err := in.value()
 	if err != nil {
-		return Operation{}, d.readError(i, err, "")
+		return operations.Operation{}, d.readError(i, err, "")
 	}
 	if !complete {
 		// The input ended inside the record: say so, unless the record has a syntax
@@ -296,9 +297,9 @@ func (d *Decoder) readRecord() (Operation, error) {
 		var raw json.RawMessage
 		var syntax *json.SyntaxError
 		if err := json.Unmarshal(append(b, ' '), &raw); errors.As(err, &syntax) && syntax.Offset <= int64(len(b)) {
-			return Operation{}, d.syntaxError(i, start+syntax.Offset-1, "invalid JSON: "+syntax.Error())
+			return operations.Operation{}, d.syntaxError(i, start+syntax.Offset-1, "invalid JSON: "+syntax.Error())
 		}
-		return Operation{}, &DecodeError{Record: i, Offset: in.offset(in.hi),
+		return operations.Operation{}, &DecodeError{Record: i, Offset: in.offset(in.hi),
 			Err: fmt.Errorf("%w: the JSON text ends inside the record: %w", ErrMalformed, io.ErrUnexpectedEOF)}
 	}
 	d.rec = wireRecord{}
@@ -313,20 +314,20 @@ func (d *Decoder) readRecord() (Operation, error) {
 		)
 		switch {
 		case errors.As(err, &syntax):
-			return Operation{}, d.syntaxError(i, start+syntax.Offset-1, "invalid JSON: "+syntax.Error())
+			return operations.Operation{}, d.syntaxError(i, start+syntax.Offset-1, "invalid JSON: "+syntax.Error())
 		case errors.As(err, &typ):
 			field := "the record"
 			if typ.Field != "" {
 				field = typ.Field
 			}
-			return Operation{}, &DecodeError{Record: i, Offset: start + typ.Offset,
+			return operations.Operation{}, &DecodeError{Record: i, Offset: start + typ.Offset,
 				Err: fmt.Errorf("%w: %s: found JSON %s, want %s", ErrMalformed, field, typ.Value, jsonType(typ.Type))}
 		}
-		return Operation{}, &DecodeError{Record: i, Offset: start, Err: fmt.Errorf("%w: %w", ErrMalformed, err)}
+		return operations.Operation{}, &DecodeError{Record: i, Offset: start, Err: fmt.Errorf("%w: %w", ErrMalformed, err)}
 	}
 	op, err := d.operation(&d.rec)
 	if err != nil {
-		return Operation{}, &DecodeError{Record: i, Offset: start, Err: err}
+		return operations.Operation{}, &DecodeError{Record: i, Offset: start, Err: err}
 	}
 	d.next++
 	return op, nil
@@ -387,20 +388,20 @@ func (d *Decoder) syntaxError(record int, offset int64, msg string) error {
 }
 
 // operation converts a decoded record, checking it as the package documentation says.
-func (d *Decoder) operation(rec *wireRecord) (Operation, error) {
+func (d *Decoder) operation(rec *wireRecord) (operations.Operation, error) {
 	s := &rec.Spec
 	backup := s.BackupName != "" || s.BackupUID != "" || s.BackupItemAction != "" || s.PostOperationItems != nil
 	restore := s.RestoreName != "" || s.RestoreUID != "" || s.RestoreItemAction != ""
-	var op Operation
+	var op operations.Operation
 	switch {
 	case backup && restore:
 		return op, fmt.Errorf("%w: the record has both backup keys (backupName, backupUID, backupItemAction, postOperationItems) and restore keys (restoreName, restoreUID, restoreItemAction)", ErrMalformed)
 	case backup:
-		op.Owner = Owner{Kind: phase.Backup, Name: s.BackupName, UID: s.BackupUID}
+		op.Owner = operations.Owner{Kind: phase.Backup, Name: s.BackupName, UID: s.BackupUID}
 		op.Action = s.BackupItemAction
 		op.PostOperationItems = s.PostOperationItems
 	case restore:
-		op.Owner = Owner{Kind: phase.Restore, Name: s.RestoreName, UID: s.RestoreUID}
+		op.Owner = operations.Owner{Kind: phase.Restore, Name: s.RestoreName, UID: s.RestoreUID}
 		op.Action = s.RestoreItemAction
 	default:
 		return op, fmt.Errorf("%w: the record has no backupName or restoreName", ErrMalformed)
@@ -409,9 +410,9 @@ func (d *Decoder) operation(rec *wireRecord) (Operation, error) {
 	case d.kind == "":
 		d.kind = op.Owner.Kind
 	case op.Owner.Kind != d.kind && d.expected:
-		return op, fmt.Errorf("a %s operation, want %s operations: %w", op.Owner.Kind, d.kind, ErrInvalid)
+		return op, fmt.Errorf("a %s operation, want %s operations: %w", op.Owner.Kind, d.kind, operations.ErrInvalid)
 	case op.Owner.Kind != d.kind:
-		return op, fmt.Errorf("a %s operation in a file of %s operations (as record 0 says): %w", op.Owner.Kind, d.kind, ErrInvalid)
+		return op, fmt.Errorf("a %s operation in a file of %s operations (as record 0 says): %w", op.Owner.Kind, d.kind, operations.ErrInvalid)
 	}
 	op.Resource = s.ResourceIdentifier
 	op.ID = s.OperationID
@@ -424,7 +425,7 @@ func (d *Decoder) operation(rec *wireRecord) (Operation, error) {
 			return op, fmt.Errorf("%w: status.%s: %s", ErrMalformed, t.name, t.t.bad)
 		}
 	}
-	op.Status = Status{
+	op.Status = operations.Status{
 		Phase:          w.Phase,
 		Error:          w.Error,
 		NCompleted:     w.NCompleted,

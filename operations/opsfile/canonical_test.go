@@ -1,4 +1,4 @@
-package operations
+package opsfile
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -49,7 +50,7 @@ func records(t testing.TB, text []byte) [][]byte {
 }
 
 // encodedText returns the decompressed text Encode writes for ops.
-func encodedText(t testing.TB, ops []Operation) []byte {
+func encodedText(t testing.TB, ops []operations.Operation) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := Encode(&buf, ops); err != nil {
@@ -88,20 +89,20 @@ func checkCanonical(t *testing.T, b []byte) bool {
 // path, and give what encoding/json gives, except those with a string that needs an
 // escape, which encoding/json reads.
 func TestCanonicalReadsWhatEncodeWrites(t *testing.T) {
-	owner := Owner{Kind: phase.Backup, Name: "backup-1", UID: "f8c72709"}
-	full := Operation{
+	owner := operations.Owner{Kind: phase.Backup, Name: "backup-1", UID: "f8c72709"}
+	full := operations.Operation{
 		Owner: owner, Action: "velero.io/csi-pvc-backupper", ID: "op-1",
-		Resource: ResourceIdentifier{Group: "g", Resource: "persistentvolumeclaims", Namespace: "ns", Name: "data-0"},
-		Status: Status{Phase: OperationFailed, Error: "ünïcödé 🚀", NCompleted: math.MinInt64, NTotal: math.MaxInt64,
+		Resource: operations.ResourceIdentifier{Group: "g", Resource: "persistentvolumeclaims", Namespace: "ns", Name: "data-0"},
+		Status: operations.Status{Phase: operations.OperationFailed, Error: "ünïcödé 🚀", NCompleted: math.MinInt64, NTotal: math.MaxInt64,
 			OperationUnits: "Bytes", Description: "d",
 			Created: time.Date(2022, 12, 14, 12, 0, 0, 0, time.UTC), Started: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
 			Updated: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)},
 	}
-	bare := Operation{Owner: Owner{Kind: phase.Backup, Name: "b"}, ID: "x", Status: Status{Phase: OperationNew}}
+	bare := operations.Operation{Owner: operations.Owner{Kind: phase.Backup, Name: "b"}, ID: "x", Status: operations.Status{Phase: operations.OperationNew}}
 	items := full
-	items.PostOperationItems = []ResourceIdentifier{{Resource: "pods", Name: "a"}, {Group: "velero.io", Resource: "datauploads", Namespace: "velero", Name: "b"}}
+	items.PostOperationItems = []operations.ResourceIdentifier{{Resource: "pods", Name: "a"}, {Group: "velero.io", Resource: "datauploads", Namespace: "velero", Name: "b"}}
 	empty := bare
-	empty.PostOperationItems = []ResourceIdentifier{}
+	empty.PostOperationItems = []operations.ResourceIdentifier{}
 	restore := full
 	restore.Owner.Kind = phase.Restore
 	escaped := full
@@ -109,15 +110,15 @@ func TestCanonicalReadsWhatEncodeWrites(t *testing.T) {
 
 	tests := []struct {
 		name string
-		ops  []Operation
+		ops  []operations.Operation
 		fast bool
 	}{
-		{"every status field", []Operation{full}, true},
-		{"only a phase", []Operation{bare}, true},
-		{"post-operation items", []Operation{items}, true},
-		{"empty post-operation items", []Operation{empty}, true},
-		{"a restore", []Operation{restore}, true},
-		{"a string with escapes", []Operation{escaped}, false},
+		{"every status field", []operations.Operation{full}, true},
+		{"only a phase", []operations.Operation{bare}, true},
+		{"post-operation items", []operations.Operation{items}, true},
+		{"empty post-operation items", []operations.Operation{empty}, true},
+		{"a restore", []operations.Operation{restore}, true},
+		{"a string with escapes", []operations.Operation{escaped}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,10 +132,10 @@ func TestCanonicalReadsWhatEncodeWrites(t *testing.T) {
 }
 
 func TestCanonicalInterns(t *testing.T) {
-	ops := make([]Operation, 3)
+	ops := make([]operations.Operation, 3)
 	for i := range ops {
-		ops[i] = Operation{Owner: Owner{Kind: phase.Backup, Name: "backup-1", UID: "u"}, Action: "p", ID: strings.Repeat("x", i+1),
-			Resource: ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: "n"}, Status: Status{Phase: OperationNew, OperationUnits: "Bytes"}}
+		ops[i] = operations.Operation{Owner: operations.Owner{Kind: phase.Backup, Name: "backup-1", UID: "u"}, Action: "p", ID: strings.Repeat("x", i+1),
+			Resource: operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: "n"}, Status: operations.Status{Phase: operations.OperationNew, OperationUnits: "Bytes"}}
 	}
 	var in interner
 	for i, b := range records(t, encodedText(t, ops)) {
