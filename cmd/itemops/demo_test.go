@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/restoreorder"
@@ -181,7 +182,7 @@ func TestDemoFailRate(t *testing.T) {
 			reasons[op.Status.Error]++
 		}
 	}
-	require.Positive(t, reasons[operations.TimedOut], "some operations stalled and timed out: %v", reasons)
+	require.Positive(t, reasons[monitor.TimedOut], "some operations stalled and timed out: %v", reasons)
 	require.Positive(t, reasons["connection to the object store reset (failure injected by -fail-rate)"], "some failed: %v", reasons)
 }
 

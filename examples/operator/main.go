@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/itemops/itemops/clock"
-	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -63,12 +63,12 @@ func example(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	changes := make(chan operations.RunChange, 1)
-	monitor := operations.NewMonitor(r.Store, r.Plugins, operations.WithInterval(50*time.Millisecond), operations.WithRunChanges(changes))
+	changes := make(chan monitor.RunChange, 1)
+	m := monitor.New(r.Store, r.Plugins, monitor.WithInterval(50*time.Millisecond), monitor.WithRunChanges(changes))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	monitorDone := make(chan error, 1)
-	go func() { monitorDone <- monitor.Run(ctx) }()
+	go func() { monitorDone <- m.Run(ctx) }()
 
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "nightly"}}
 	for {

@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/itemops/itemops/clock/clocktest"
-	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 )
 
 // The AppBackup goes from WaitingForPluginOperations to Completed while the Monitor polls
@@ -36,7 +36,7 @@ var key = types.NamespacedName{Namespace: "shop", Name: "nightly"}
 func toCompleted(t *testing.T, r *BackupReconciler, clock *clocktest.Clock) AppBackup {
 	t.Helper()
 	ctx := context.Background()
-	m := operations.NewMonitor(r.Store, r.Plugins, operations.WithClock(clock))
+	m := monitor.New(r.Store, r.Plugins, monitor.WithClock(clock))
 	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 	require.NoError(t, err)
 	_, err = m.RunOnce(ctx)

@@ -14,6 +14,7 @@ import (
 	"github.com/itemops/itemops/clock/clocktest"
 	recipes "github.com/itemops/itemops/examples/testing"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -80,7 +81,7 @@ func TestMonitorTimeouts(t *testing.T) {
 		{name: "still running, within its timeout", after: 30 * time.Minute, report: operations.Progress{NCompleted: 1, NTotal: 2},
 			wantOp: operations.OperationNew, wantRun: phase.WaitingForPluginOperations},
 		{name: "still running past its timeout", after: time.Hour + time.Second, report: operations.Progress{NCompleted: 1, NTotal: 2},
-			wantOp: operations.OperationFailed, wantErr: operations.TimedOut, wantRun: phase.FinalizingPartiallyFailed, wantCancs: 1},
+			wantOp: operations.OperationFailed, wantErr: monitor.TimedOut, wantRun: phase.FinalizingPartiallyFailed, wantCancs: 1},
 		{name: "done in time", after: time.Minute, report: operations.Progress{Completed: true, NCompleted: 2, NTotal: 2},
 			wantOp: operations.OperationCompleted, wantRun: phase.Finalizing},
 		{name: "failed", after: time.Minute, report: operations.Progress{Completed: true, Err: "disk full"},
@@ -104,8 +105,8 @@ func TestMonitorTimeouts(t *testing.T) {
 			plugin := &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
 				return tc.report, nil
 			}}
-			m := operations.NewMonitor(store, operationstest.Resolver(map[string]operations.Tracker{"example.io/snapshotter": plugin}),
-				operations.WithClock(clock))
+			m := monitor.New(store, operationstest.Resolver(map[string]operations.Tracker{"example.io/snapshotter": plugin}),
+				monitor.WithClock(clock))
 			clock.Advance(tc.after)
 			res, err := m.Poll(ctx, o) // one pass, no goroutine to wait for
 			require.NoError(t, err)

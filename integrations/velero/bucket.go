@@ -112,7 +112,7 @@ func load(ctx context.Context, s operations.Store, run operations.Run, to phase.
 // Save uploads the itemoperations file of the run of o to bs: every operation s holds
 // for it, encoded by [opsfile.Encoder] (byte for byte what Velero uploads), through
 // PutBackupItemOperations or PutRestoreItemOperations. Call it after a pass changed the
-// run's operations (see operations.WithObserver), as Velero's operations controllers
+// run's operations (see monitor.WithObserver), as Velero's operations controllers
 // upload the file after a reconcile that found errors or an end.
 //
 // A run without operations uploads nothing, as in Velero, which writes no file for a

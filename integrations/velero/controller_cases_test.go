@@ -28,6 +28,7 @@ import (
 	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/integrations/velero"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -184,10 +185,10 @@ func (h *harness) resolver() *velero.Resolver {
 
 // poll runs one Monitor pass over the run, as one reconcile of Velero's controller,
 // then uploads the file, and returns what the pass found and the operation after it.
-func (h *harness) poll(t *testing.T, opts ...operations.MonitorOption) (operations.PollResult, operations.Run, operations.Operation) {
+func (h *harness) poll(t *testing.T, opts ...monitor.Option) (monitor.PollResult, operations.Run, operations.Operation) {
 	t.Helper()
 	ctx := context.Background()
-	m := operations.NewMonitor(h.store, h.resolver(), append([]operations.MonitorOption{operations.WithClock(h.clock)}, opts...)...)
+	m := monitor.New(h.store, h.resolver(), append([]monitor.Option{monitor.WithClock(h.clock)}, opts...)...)
 	res, err := m.Poll(ctx, h.owner)
 	require.NoError(t, err)
 	require.NoError(t, velero.Save(ctx, h.store, h.bs, h.owner))
@@ -325,7 +326,7 @@ func TestResolverMapsVeleroPluginErrors(t *testing.T) {
 					require.Equal(t, operations.OperationError{Action: h.action, OperationID: h.opID, Err: tc.sentinel}, *oe)
 				}
 
-				_, _, got := h.poll(t, operations.WithProgressErrorTolerance(3))
+				_, _, got := h.poll(t, monitor.WithProgressErrorTolerance(3))
 				require.Equal(t, operations.OperationFailed, got.Status.Phase, "a tolerated error count does not apply to %s", tc.name)
 				require.Equal(t, progressPrefix+pluginErr.Error(), got.Status.Error)
 			})
@@ -339,7 +340,7 @@ func TestResolverMapsVeleroPluginErrors(t *testing.T) {
 		op, _ := h.store.GetOperation(context.Background(), h.owner, h.opID)
 		_, err := tr.Progress(context.Background(), op)
 		require.Same(t, plain, err)
-		_, _, got := h.poll(t, operations.WithProgressErrorTolerance(1))
+		_, _, got := h.poll(t, monitor.WithProgressErrorTolerance(1))
 		require.Equal(t, operations.OperationNew, got.Status.Phase, "one plain error is tolerated")
 	})
 	t.Run("a cancelled context calls no plugin", func(t *testing.T) {

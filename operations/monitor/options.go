@@ -1,4 +1,4 @@
-package operations
+package monitor
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/itemops/itemops/clock"
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
-// A MonitorOption configures a [Monitor].
-type MonitorOption interface{ apply(*config) }
+// An Option configures a [Monitor].
+type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
 
@@ -42,7 +43,7 @@ type config struct {
 	hooks            Hooks
 }
 
-func newConfig(opts []MonitorOption) config {
+func newConfig(opts []Option) config {
 	c := config{
 		interval:         DefaultInterval,
 		workers:          DefaultWorkers,
@@ -65,7 +66,7 @@ func newConfig(opts []MonitorOption) config {
 
 // WithInterval sets the delay between the passes of [Monitor.Run]. The default is
 // [DefaultInterval]; a value ≤ 0 keeps it.
-func WithInterval(d time.Duration) MonitorOption {
+func WithInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
 			c.interval = d
@@ -77,7 +78,7 @@ func WithInterval(d time.Duration) MonitorOption {
 // operations of all runs a Monitor polls; a call given up after the call timeout (see
 // [WithCallTimeout]) no longer counts. The default is [DefaultWorkers]; a value ≤ 0 keeps
 // it.
-func WithWorkers(n int) MonitorOption {
+func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
 			c.workers = n
@@ -91,7 +92,7 @@ func WithWorkers(n int) MonitorOption {
 // own operation, and its worker goes on with the next one at once. A plugin that ignores its
 // context keeps only the goroutine it was called in, until it returns; its late answer is
 // dropped. The default is [DefaultCallTimeout]; a value ≤ 0 keeps it.
-func WithCallTimeout(d time.Duration) MonitorOption {
+func WithCallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
 			c.callTimeout = d
@@ -102,7 +103,7 @@ func WithCallTimeout(d time.Duration) MonitorOption {
 // WithDefaultOperationTimeout sets how long an operation may run, counted from its Created
 // time, when its run sets no OperationTimeout. The default is [DefaultOperationTimeout],
 // Velero's four hours; a value ≤ 0 keeps it.
-func WithDefaultOperationTimeout(d time.Duration) MonitorOption {
+func WithDefaultOperationTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
 			c.operationTimeout = d
@@ -112,7 +113,7 @@ func WithDefaultOperationTimeout(d time.Duration) MonitorOption {
 
 // WithClock sets the clock that stamps records, decides operation timeouts and paces
 // [Monitor.Run]. The default is the system clock; nil keeps it.
-func WithClock(clk clock.Clock) MonitorOption {
+func WithClock(clk clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if clk != nil {
 			c.clock = clk
@@ -121,7 +122,7 @@ func WithClock(clk clock.Clock) MonitorOption {
 }
 
 // WithLogger sets where the Monitor logs what it does. The default discards; nil keeps it.
-func WithLogger(l *slog.Logger) MonitorOption {
+func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {
 			c.logger = l
@@ -132,9 +133,10 @@ func WithLogger(l *slog.Logger) MonitorOption {
 // WithProgressErrorTolerance sets how many consecutive Progress errors (or failures to
 // resolve the plugin) an operation survives: the error after n in a row fails it. The
 // default is 0, Velero's behaviour: the first error fails the operation. Errors that
-// cannot heal, [ErrInvalidOperationID] and [ErrAsyncOperationsNotSupported], fail it at
-// once whatever n is. The count lives in the Monitor's memory and restarts with it.
-func WithProgressErrorTolerance(n int) MonitorOption {
+// cannot heal, [operations.ErrInvalidOperationID] and
+// [operations.ErrAsyncOperationsNotSupported], fail it at once whatever n is. The count
+// lives in the Monitor's memory and restarts with it.
+func WithProgressErrorTolerance(n int) Option {
 	return optionFunc(func(c *config) {
 		if n >= 0 {
 			c.tolerance = n
@@ -145,7 +147,7 @@ func WithProgressErrorTolerance(n int) MonitorOption {
 // WithFinalizer sets the work [Monitor.Run] does for a run in Finalizing or
 // FinalizingPartiallyFailed before moving it to its terminal phase. Without one, such runs
 // move straight on.
-func WithFinalizer(f Finalizer) MonitorOption {
+func WithFinalizer(f Finalizer) Option {
 	return optionFunc(func(c *config) { c.finalizer = f })
 }
 
@@ -155,7 +157,7 @@ func WithFinalizer(f Finalizer) MonitorOption {
 // and the pass goes on. A finalizer that ignores its context keeps only the goroutine it
 // was called in, until it returns; its late result is dropped. The default is
 // [DefaultFinalizeTimeout]; a value ≤ 0 keeps it.
-func WithFinalizeTimeout(d time.Duration) MonitorOption {
+func WithFinalizeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
 			c.finalizeTimeout = d
@@ -168,7 +170,7 @@ func WithFinalizeTimeout(d time.Duration) MonitorOption {
 // also bounds the pass's store calls in flight: a pass over 1,000 waiting runs makes at
 // most n store calls at a time rather than 1,000. The default is the worker count (see
 // [WithWorkers]); a value ≤ 0 keeps it.
-func WithStoreConcurrency(n int) MonitorOption {
+func WithStoreConcurrency(n int) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
 			c.storeWork = n
@@ -180,7 +182,7 @@ func WithStoreConcurrency(n int) MonitorOption {
 // [Monitor.RunOnce]) with what the pass did, for metrics. Each WithObserver adds one; they
 // are called in order, from the goroutine of Run, and should return quickly. A nil f
 // adds nothing.
-func WithObserver(f func(PassStats)) MonitorOption {
+func WithObserver(f func(PassStats)) Option {
 	return optionFunc(func(c *config) {
 		c.observer = both(c.observer, f)
 	})
@@ -199,14 +201,14 @@ type Finalizer interface {
 	// may finalize the same run at once (only one advances it), so Finalize must be
 	// idempotent; and a Monitor finalizes several runs at once (up to
 	// [WithStoreConcurrency]), so Finalize must be safe for concurrent use.
-	Finalize(ctx context.Context, r Run, items []ResourceIdentifier) error
+	Finalize(ctx context.Context, r operations.Run, items []operations.ResourceIdentifier) error
 }
 
 // FinalizerFunc adapts a function to a [Finalizer].
-type FinalizerFunc func(ctx context.Context, r Run, items []ResourceIdentifier) error
+type FinalizerFunc func(ctx context.Context, r operations.Run, items []operations.ResourceIdentifier) error
 
 // Finalize calls f(ctx, r, items).
-func (f FinalizerFunc) Finalize(ctx context.Context, r Run, items []ResourceIdentifier) error {
+func (f FinalizerFunc) Finalize(ctx context.Context, r operations.Run, items []operations.ResourceIdentifier) error {
 	return f(ctx, r, items)
 }
 
@@ -221,7 +223,7 @@ type PassStats struct {
 	// Finalized is the number of runs the pass moved out of a finalizing phase.
 	Finalized int
 	// Skipped is the number of runs the pass left alone because another Monitor held
-	// their claim (see [RunClaimer]).
+	// their claim (see [operations.RunClaimer]).
 	Skipped int
 	// RunPhases counts the runs the pass found waiting or finalizing, by kind and phase,
 	// as it found them (a run it moved from waiting to finalizing is counted once, as

@@ -1,8 +1,9 @@
-package operations
+package monitor
 
 import (
 	"sync"
 
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -11,7 +12,7 @@ import (
 // it has after; they are equal when only operations ended. Running counts the run's
 // operations still unfinished; Completed and Failed count those that ended since From.
 type RunChange struct {
-	Owner     Owner
+	Owner     operations.Owner
 	From, To  phase.Phase
 	Running   int
 	Completed int
@@ -30,7 +31,7 @@ type RunChange struct {
 // and at the start and end of every RunOnce. They are dropped when the Monitor is no
 // longer run. A change may reach ch more than once when RunOnce is called from several
 // goroutines at once. The Monitor never closes ch.
-func WithRunChanges(ch chan<- RunChange) MonitorOption {
+func WithRunChanges(ch chan<- RunChange) Option {
 	return optionFunc(func(c *config) { c.changes = ch })
 }
 

@@ -1,4 +1,4 @@
-package operations
+package monitor
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/itemops/itemops/operations"
 )
 
 // checks is the work of one [Monitor.Poll]: the run's unfinished operations, checked by
@@ -13,8 +15,8 @@ import (
 type checks struct {
 	m       *Monitor
 	ctx     context.Context
-	ops     []Operation // each replaced by what its check found
-	changed []bool      // whether the check changed ops[i]
+	ops     []operations.Operation // each replaced by what its check found
+	changed []bool                 // whether the check changed ops[i]
 	timeout time.Duration
 	// cancelReason, when set, makes every check cancel its operation instead of asking
 	// for its progress: the run's cancel was requested, or the run failed on a restart.
@@ -73,10 +75,10 @@ const (
 
 // A pending plugin call: what a watchdog needs to give it up.
 type pending struct {
-	i      int       // the index of the operation
-	op     Operation // for Progress, the operation as listed; for Cancel, as its report left it
-	now    time.Time // when its check started
-	cancel bool      // a Cancel call; else a Progress call
+	i      int                  // the index of the operation
+	op     operations.Operation // for Progress, the operation as listed; for Cancel, as its report left it
+	now    time.Time            // when its check started
+	cancel bool                 // a Cancel call; else a Progress call
 }
 
 func (p *pending) what() string {

@@ -1,4 +1,4 @@
-package operations_test
+package monitor_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -37,9 +38,9 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, store: memstore.New(), clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
 }
 
-func (e *env) monitor(opts ...operations.MonitorOption) *operations.Monitor {
-	opts = append([]operations.MonitorOption{operations.WithClock(e.clock)}, opts...)
-	return operations.NewMonitor(e.store, operationstest.Resolver(e.trackers), opts...)
+func (e *env) monitor(opts ...monitor.Option) *monitor.Monitor {
+	opts = append([]monitor.Option{monitor.WithClock(e.clock)}, opts...)
+	return monitor.New(e.store, operationstest.Resolver(e.trackers), opts...)
 }
 
 // run stores a run of kind in phase p (reached through the machine's path from New) and
@@ -104,6 +105,7 @@ func ops(ids ...string) []operations.Operation {
 }
 
 var (
+	t0      = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	started = t0.Add(time.Minute)
 	running = operations.Progress{NCompleted: 10, NTotal: 100, OperationUnits: "Bytes", Started: started, Updated: t0.Add(2 * time.Minute)}
 	done    = operations.Progress{Completed: true, NCompleted: 100, NTotal: 100, OperationUnits: "Bytes", Started: started, Updated: t0.Add(3 * time.Minute)}
@@ -130,7 +132,7 @@ func TestPollVeleroCases(t *testing.T) {
 		ids       []string
 		answers   map[string]operations.Progress
 		advance   time.Duration // clock moved before the poll
-		want      operations.PollResult
+		want      monitor.PollResult
 		wantPhase func(kindCase) phase.Phase
 		wantOps   map[string]operations.OperationPhase
 		wantErrs  int
@@ -138,14 +140,14 @@ func TestPollVeleroCases(t *testing.T) {
 	}{
 		{
 			name:      "no operations",
-			want:      operations.PollResult{},
+			want:      monitor.PollResult{},
 			wantPhase: func(k kindCase) phase.Phase { return k.ended },
 		},
 		{
 			name:      "one still running",
 			ids:       []string{"a"},
 			answers:   map[string]operations.Progress{"a": running},
-			want:      operations.PollResult{Running: 1},
+			want:      monitor.PollResult{Running: 1},
 			wantPhase: func(kindCase) phase.Phase { return wait },
 			wantOps:   map[string]operations.OperationPhase{"a": operations.OperationInProgress},
 		},
@@ -153,7 +155,7 @@ func TestPollVeleroCases(t *testing.T) {
 			name:      "one completed",
 			ids:       []string{"a"},
 			answers:   map[string]operations.Progress{"a": done},
-			want:      operations.PollResult{Completed: 1},
+			want:      monitor.PollResult{Completed: 1},
 			wantPhase: func(k kindCase) phase.Phase { return k.ended },
 			wantOps:   map[string]operations.OperationPhase{"a": operations.OperationCompleted},
 		},
@@ -161,7 +163,7 @@ func TestPollVeleroCases(t *testing.T) {
 			name:      "one failed",
 			ids:       []string{"a"},
 			answers:   map[string]operations.Progress{"a": broken},
-			want:      operations.PollResult{Failed: 1, NewErrors: 1},
+			want:      monitor.PollResult{Failed: 1, NewErrors: 1},
 			wantPhase: func(k kindCase) phase.Phase { return k.endedPF },
 			wantOps:   map[string]operations.OperationPhase{"a": operations.OperationFailed},
 			wantErrs:  1,
@@ -170,7 +172,7 @@ func TestPollVeleroCases(t *testing.T) {
 			name:      "a mix",
 			ids:       []string{"a", "b", "c"},
 			answers:   map[string]operations.Progress{"a": running, "b": done, "c": broken},
-			want:      operations.PollResult{Running: 1, Completed: 1, Failed: 1, NewErrors: 1},
+			want:      monitor.PollResult{Running: 1, Completed: 1, Failed: 1, NewErrors: 1},
 			wantPhase: func(kindCase) phase.Phase { return waitPF },
 			wantOps:   map[string]operations.OperationPhase{"a": operations.OperationInProgress, "b": operations.OperationCompleted, "c": operations.OperationFailed},
 			wantErrs:  1,
@@ -180,7 +182,7 @@ func TestPollVeleroCases(t *testing.T) {
 			ids:       []string{"a", "b"},
 			answers:   map[string]operations.Progress{"a": running, "b": done},
 			advance:   time.Hour + time.Second,
-			want:      operations.PollResult{Completed: 1, Failed: 1, NewErrors: 1},
+			want:      monitor.PollResult{Completed: 1, Failed: 1, NewErrors: 1},
 			wantPhase: func(k kindCase) phase.Phase { return k.endedPF },
 			wantOps:   map[string]operations.OperationPhase{"a": operations.OperationFailed, "b": operations.OperationCompleted},
 			wantErrs:  1,
@@ -191,7 +193,7 @@ func TestPollVeleroCases(t *testing.T) {
 			ids:       []string{"a"},
 			answers:   map[string]operations.Progress{"a": running},
 			advance:   time.Hour,
-			want:      operations.PollResult{Running: 1},
+			want:      monitor.PollResult{Running: 1},
 			wantPhase: func(kindCase) phase.Phase { return wait },
 			wantOps:   map[string]operations.OperationPhase{"a": operations.OperationInProgress},
 		},
@@ -323,10 +325,10 @@ func TestPollMisbehavingPlugins(t *testing.T) {
 		append(ops("errors", "hangs", "ignores-context", "panics", "overshoots", "negative", "unknown-id", "not-async", "healthy"),
 			operations.Operation{ID: "no-plugin", Action: "velero.io/missing"})...)
 
-	m := e.monitor(operations.WithCallTimeout(50*time.Millisecond), operations.WithWorkers(4))
+	m := e.monitor(monitor.WithCallTimeout(50*time.Millisecond), monitor.WithWorkers(4))
 	res, err := m.Poll(context.Background(), o)
 	require.NoError(t, err)
-	require.Equal(t, operations.PollResult{Completed: 1, Failed: 9, NewErrors: 9, Phase: phase.PartiallyFailed}, res)
+	require.Equal(t, monitor.PollResult{Completed: 1, Failed: 9, NewErrors: 9, Phase: phase.PartiallyFailed}, res)
 
 	wantErrs := map[string]string{
 		"errors":          "progress: connection refused",
@@ -370,15 +372,15 @@ func TestPollCancelMisbehaves(t *testing.T) {
 	}
 	e.trackers["p"] = tr
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("cancel-errors", "cancel-hangs", "cancel-panics", "cancel-ok")...)
-	e.clock.Advance(operations.DefaultOperationTimeout + time.Second)
-	res, err := e.monitor(operations.WithCallTimeout(50*time.Millisecond)).Poll(context.Background(), o)
+	e.clock.Advance(monitor.DefaultOperationTimeout + time.Second)
+	res, err := e.monitor(monitor.WithCallTimeout(50*time.Millisecond)).Poll(context.Background(), o)
 	require.NoError(t, err)
-	require.Equal(t, operations.PollResult{Failed: 4, NewErrors: 4, Phase: phase.FinalizingPartiallyFailed}, res)
+	require.Equal(t, monitor.PollResult{Failed: 4, NewErrors: 4, Phase: phase.FinalizingPartiallyFailed}, res)
 	for id, want := range map[string]string{
-		"cancel-errors": operations.TimedOut + "; cancel: permission denied",
-		"cancel-hangs":  operations.TimedOut + "; cancel: no answer within 50ms",
-		"cancel-panics": operations.TimedOut + "; cancel: plugin panicked: boom",
-		"cancel-ok":     operations.TimedOut,
+		"cancel-errors": monitor.TimedOut + "; cancel: permission denied",
+		"cancel-hangs":  monitor.TimedOut + "; cancel: no answer within 50ms",
+		"cancel-panics": monitor.TimedOut + "; cancel: plugin panicked: boom",
+		"cancel-ok":     monitor.TimedOut,
 	} {
 		require.Equal(t, want, e.op(o, id).Status.Error, id)
 		require.Equal(t, 1, tr.CancelCalls(id), id)
@@ -401,11 +403,11 @@ func TestPollHungPluginsHoldNoWorker(t *testing.T) {
 	}}
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "stuck-1", "b", "stuck-2", "c")...)
 	other := e.run(phase.Backup, "b2", phase.WaitingForPluginOperations, phase.Profile{}, ops("d")...)
-	m := e.monitor(operations.WithWorkers(1), operations.WithCallTimeout(20*time.Millisecond))
+	m := e.monitor(monitor.WithWorkers(1), monitor.WithCallTimeout(20*time.Millisecond))
 
 	res, err := m.Poll(context.Background(), o)
 	require.NoError(t, err)
-	require.Equal(t, operations.PollResult{Completed: 3, Failed: 2, NewErrors: 2, Phase: phase.FinalizingPartiallyFailed}, res)
+	require.Equal(t, monitor.PollResult{Completed: 3, Failed: 2, NewErrors: 2, Phase: phase.FinalizingPartiallyFailed}, res)
 	require.Equal(t, int32(2), stuck.Load(), "both plugin calls are still hanging")
 	require.Zero(t, m.TokensHeld(), "the hanging calls hold no worker")
 	for _, id := range []string{"stuck-1", "stuck-2"} {
@@ -414,7 +416,7 @@ func TestPollHungPluginsHoldNoWorker(t *testing.T) {
 	// The only worker goes on to the next run.
 	res, err = m.Poll(context.Background(), other)
 	require.NoError(t, err)
-	require.Equal(t, operations.PollResult{Completed: 1, Phase: phase.Finalizing}, res)
+	require.Equal(t, monitor.PollResult{Completed: 1, Phase: phase.Finalizing}, res)
 }
 
 // TestPluginCallContext checks the context a plugin gets: it carries the call's deadline,
@@ -435,7 +437,7 @@ func TestPluginCallContext(t *testing.T) {
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
 	const timeout = 5 * time.Minute
 	before := time.Now()
-	_, err := e.monitor(operations.WithCallTimeout(timeout)).Poll(context.Background(), o)
+	_, err := e.monitor(monitor.WithCallTimeout(timeout)).Poll(context.Background(), o)
 	after := time.Now()
 	require.NoError(t, err)
 	require.Equal(t, operations.OperationCompleted, e.op(o, "a").Status.Phase)
@@ -450,7 +452,7 @@ func TestPluginCallContext(t *testing.T) {
 		return operations.Progress{}, derived.Err()
 	}}
 	o = e.run(phase.Backup, "b2", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
-	_, err = e.monitor(operations.WithCallTimeout(20*time.Millisecond)).Poll(context.Background(), o)
+	_, err = e.monitor(monitor.WithCallTimeout(20*time.Millisecond)).Poll(context.Background(), o)
 	require.NoError(t, err)
 	require.Equal(t, "progress: no answer within 20ms", e.op(o, "a").Status.Error)
 	require.ErrorIs(t, <-derivedErr, context.DeadlineExceeded)
@@ -470,7 +472,7 @@ func TestPollCancelledWhilePluginHangs(t *testing.T) {
 		return done, nil
 	}}
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "stuck")...)
-	m := e.monitor(operations.WithWorkers(1), operations.WithCallTimeout(time.Hour))
+	m := e.monitor(monitor.WithWorkers(1), monitor.WithCallTimeout(time.Hour))
 	ctx, cancel := context.WithCancel(context.Background())
 	polled := make(chan error, 1)
 	go func() {
@@ -504,7 +506,7 @@ func TestPollAnswersAtTheDeadline(t *testing.T) {
 		ids[i] = fmt.Sprintf("op-%03d", i)
 	}
 	o := e.run(phase.Restore, "r1", phase.WaitingForPluginOperations, phase.Profile{}, ops(ids...)...)
-	m := e.monitor(operations.WithWorkers(3), operations.WithCallTimeout(time.Millisecond))
+	m := e.monitor(monitor.WithWorkers(3), monitor.WithCallTimeout(time.Millisecond))
 	res, err := m.Poll(context.Background(), o)
 	require.NoError(t, err)
 	require.Equal(t, n, res.Completed+res.Failed)
@@ -543,7 +545,7 @@ func TestProgressErrorTolerance(t *testing.T) {
 	}}
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
 	bad := e.run(phase.Backup, "b2", phase.WaitingForPluginOperations, phase.Profile{}, ops("bad-id")...)
-	m := e.monitor(operations.WithProgressErrorTolerance(2))
+	m := e.monitor(monitor.WithProgressErrorTolerance(2))
 
 	// Calls 1, 2: errors tolerated; 3: success; 4, 5: tolerated; 6: the third in a row fails it.
 	for poll := 1; poll <= 5; poll++ {
@@ -554,7 +556,7 @@ func TestProgressErrorTolerance(t *testing.T) {
 	}
 	res, err := m.Poll(context.Background(), o)
 	require.NoError(t, err)
-	require.Equal(t, operations.PollResult{Failed: 1, NewErrors: 1, Phase: phase.FinalizingPartiallyFailed}, res)
+	require.Equal(t, monitor.PollResult{Failed: 1, NewErrors: 1, Phase: phase.FinalizingPartiallyFailed}, res)
 	require.Equal(t, "progress: transient", e.op(o, "a").Status.Error)
 
 	// An unknown operation ID cannot heal: it fails at once, whatever the tolerance.
@@ -572,7 +574,7 @@ func TestPollLeavesOtherPhasesAlone(t *testing.T) {
 		before := e.get(o)
 		res, err := e.monitor().Poll(context.Background(), o)
 		require.NoError(t, err)
-		require.Equal(t, operations.PollResult{Phase: p}, res)
+		require.Equal(t, monitor.PollResult{Phase: p}, res)
 		require.Equal(t, before, e.get(o))
 		require.Equal(t, operations.OperationNew, e.op(o, "a").Status.Phase)
 	}
@@ -617,7 +619,7 @@ func TestTwoMonitors(t *testing.T) {
 		}
 		owners = append(owners, e.run(phase.Backup, fmt.Sprintf("b%d", i), phase.WaitingForPluginOperations, phase.Profile{}, ops(ids...)...))
 	}
-	monitors := []*operations.Monitor{e.monitor(operations.WithWorkers(3)), e.monitor(operations.WithWorkers(5))}
+	monitors := []*monitor.Monitor{e.monitor(monitor.WithWorkers(3)), e.monitor(monitor.WithWorkers(5))}
 	for round := 0; round < 50; round++ {
 		var wg sync.WaitGroup
 		for _, m := range monitors {
@@ -671,7 +673,7 @@ func TestRunLoop(t *testing.T) {
 		mu        sync.Mutex
 		finalized = map[string][]operations.ResourceIdentifier{}
 	)
-	finalizer := operations.FinalizerFunc(func(ctx context.Context, r operations.Run, got []operations.ResourceIdentifier) error {
+	finalizer := monitor.FinalizerFunc(func(ctx context.Context, r operations.Run, got []operations.ResourceIdentifier) error {
 		if r.Owner.Name == "b2" {
 			return errors.New("object store unavailable")
 		}
@@ -680,9 +682,9 @@ func TestRunLoop(t *testing.T) {
 		finalized[r.Owner.Name] = got
 		return nil
 	})
-	passes := make(chan operations.PassStats)
-	m := e.monitor(operations.WithFinalizer(finalizer), operations.WithInterval(time.Minute),
-		operations.WithObserver(func(s operations.PassStats) { passes <- s }))
+	passes := make(chan monitor.PassStats)
+	m := e.monitor(monitor.WithFinalizer(finalizer), monitor.WithInterval(time.Minute),
+		monitor.WithObserver(func(s monitor.PassStats) { passes <- s }))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopped := make(chan error)
@@ -718,7 +720,7 @@ func TestRunLoop(t *testing.T) {
 	e.clock.Advance(time.Minute)
 	second := <-passes
 	require.Equal(t, t0.Add(time.Minute), second.Start)
-	require.Equal(t, operations.PassStats{Start: second.Start}, second, "nothing left to do")
+	require.Equal(t, monitor.PassStats{Start: second.Start}, second, "nothing left to do")
 
 	e.clock.BlockUntilWaiters(1)
 	cancel()
@@ -730,9 +732,9 @@ func TestRunWithoutFinalizer(t *testing.T) {
 	e := newEnv(t)
 	ok := e.run(phase.Backup, "b1", phase.Finalizing, phase.Profile{})
 	pf := e.run(phase.Restore, "r1", phase.FinalizingPartiallyFailed, phase.Profile{RestoreFinalizing: true})
-	passes := make(chan operations.PassStats, 1)
+	passes := make(chan monitor.PassStats, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	m := e.monitor(operations.WithObserver(func(s operations.PassStats) {
+	m := e.monitor(monitor.WithObserver(func(s monitor.PassStats) {
 		passes <- s
 		cancel()
 	}))
@@ -742,6 +744,7 @@ func TestRunWithoutFinalizer(t *testing.T) {
 	require.Equal(t, phase.PartiallyFailed, e.get(pf).Phase)
 }
 
+// historyTo returns the phases r's history led to, in order.
 func historyTo(r operations.Run) []phase.Phase {
 	var out []phase.Phase
 	for _, tr := range r.History {
@@ -768,7 +771,7 @@ func TestRecover(t *testing.T) {
 	m := e.monitor()
 	res, err := m.Recover(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, operations.RecoverResult{
+	require.Equal(t, monitor.RecoverResult{
 		Failed:  []operations.Owner{inProgress, restoring},
 		Resumed: []operations.Owner{waiting, finalizing},
 	}, res)
@@ -791,7 +794,7 @@ func TestRecover(t *testing.T) {
 	// Idempotent: a second run fails nothing more and changes nothing.
 	snapshot, err := e.store.ListRuns(context.Background(), operations.RunFilter{})
 	require.NoError(t, err)
-	again, err := operations.Recover(context.Background(), e.store)
+	again, err := monitor.Recover(context.Background(), e.store)
 	require.NoError(t, err)
 	require.Empty(t, again.Failed)
 	require.Equal(t, res.Resumed, again.Resumed)
@@ -809,7 +812,7 @@ func TestPollWritesOnlyChanges(t *testing.T) {
 	e.trackers["p"] = scripted(answers, nil)
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "b")...)
 	s := &countingStore{Store: e.store}
-	m := operations.NewMonitor(s, operationstest.Resolver(e.trackers), operations.WithClock(e.clock))
+	m := monitor.New(s, operationstest.Resolver(e.trackers), monitor.WithClock(e.clock))
 
 	poll := func() (puts, updates int64) {
 		t.Helper()

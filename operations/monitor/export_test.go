@@ -1,4 +1,4 @@
-package operations
+package monitor
 
 // TokensHeld returns how many of the Monitor's worker tokens are held: none once every
 // poll has returned.

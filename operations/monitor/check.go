@@ -1,10 +1,12 @@
-package operations
+package monitor
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/itemops/itemops/operations"
 )
 
 // check asks the plugin about operation i and stores the operation as it should be
@@ -32,10 +34,10 @@ func (l *lane) check(i int) bool {
 		return ok
 	}
 	progress := pending{i: i, op: op, now: now}
-	var p Progress
+	var p operations.Progress
 	if err == nil {
 		var ok bool
-		p, err, ok = call(l, progress, func(ctx context.Context) (Progress, error) {
+		p, err, ok = call(l, progress, func(ctx context.Context) (operations.Progress, error) {
 			return tracker.Progress(ctx, op.Clone())
 		})
 		if !ok {
@@ -68,7 +70,7 @@ func (l *lane) check(i int) bool {
 // progressFailed returns op as a Progress error err at now leaves it, and whether it
 // changed: failed once the tolerated errors are used up. An error that comes from the
 // poll's own end is not the plugin's: op is then left as it is.
-func (c *checks) progressFailed(op Operation, now time.Time, err error) (Operation, bool) {
+func (c *checks) progressFailed(op operations.Operation, now time.Time, err error) (operations.Operation, bool) {
 	if c.ctx.Err() != nil {
 		return op, false
 	}
@@ -84,7 +86,7 @@ func (c *checks) progressFailed(op Operation, now time.Time, err error) (Operati
 // running past its timeout, or because its run is being cancelled. A plugin that does
 // not cancel (ErrAsyncOperationsNotSupported, an error, a call given up) fails the
 // operation all the same, with what it said appended.
-func (c *checks) cancelled(op Operation, cancelErr error) Operation {
+func (c *checks) cancelled(op operations.Operation, cancelErr error) operations.Operation {
 	msg := TimedOut
 	if c.cancelReason != "" {
 		msg = CancelledPrefix + c.cancelReason
@@ -98,7 +100,7 @@ func (c *checks) cancelled(op Operation, cancelErr error) Operation {
 
 // applyProgress returns op as report p at now leaves it, and whether op ran past timeout
 // and must be canceled.
-func applyProgress(op Operation, now time.Time, p Progress, timeout time.Duration) (Operation, bool) {
+func applyProgress(op operations.Operation, now time.Time, p operations.Progress, timeout time.Duration) (operations.Operation, bool) {
 	next := created(op, now)
 	if err := checkProgress(p); err != nil {
 		return failOperation(next, err.Error()), false
@@ -115,18 +117,18 @@ func applyProgress(op Operation, now time.Time, p Progress, timeout time.Duratio
 	case p.Completed && p.Err != "":
 		return failOperation(next, p.Err), false
 	case p.Completed:
-		next.Status.Phase = OperationCompleted
+		next.Status.Phase = operations.OperationCompleted
 	case now.After(next.Status.Created.Add(timeout)):
 		return next, true
-	case next.Status.Phase == OperationNew && known(p.Started):
-		next.Status.Phase = OperationInProgress
+	case next.Status.Phase == operations.OperationNew && known(p.Started):
+		next.Status.Phase = operations.OperationInProgress
 	}
 	return next, false
 }
 
 // created returns op with a creation time: without one no timeout can be counted, so
 // counting starts at now.
-func created(op Operation, now time.Time) Operation {
+func created(op operations.Operation, now time.Time) operations.Operation {
 	if op.Status.Created.IsZero() {
 		op.Status.Created = now
 	}
@@ -138,14 +140,14 @@ func created(op Operation, now time.Time) Operation {
 func known(t time.Time) bool { return !t.IsZero() && !t.Equal(time.Unix(0, 0)) }
 
 // failOperation marks op failed with msg.
-func failOperation(op Operation, msg string) Operation {
-	op.Status.Phase = OperationFailed
+func failOperation(op operations.Operation, msg string) operations.Operation {
+	op.Status.Phase = operations.OperationFailed
 	op.Status.Error = msg
 	return op
 }
 
 // checkProgress rejects a report that cannot be true.
-func checkProgress(p Progress) error {
+func checkProgress(p operations.Progress) error {
 	switch {
 	case p.NCompleted < 0 || p.NTotal < 0:
 		return fmt.Errorf("progress: plugin reported negative progress (%d of %d)", p.NCompleted, p.NTotal)
@@ -156,7 +158,7 @@ func checkProgress(p Progress) error {
 }
 
 // resolve finds the tracker of action; a resolver that panics is an error too.
-func (m *Monitor) resolve(action string) (t Tracker, err error) {
+func (m *Monitor) resolve(action string) (t operations.Tracker, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("resolve plugin %q: panic: %v", action, v)
@@ -172,11 +174,11 @@ func (m *Monitor) resolve(action string) (t Tracker, err error) {
 	return t, nil
 }
 
-func keyOf(op Operation) opKey { return opKey{op.Owner.Kind, op.Owner.Name, op.ID} }
+func keyOf(op operations.Operation) opKey { return opKey{op.Owner.Kind, op.Owner.Name, op.ID} }
 
 // countError records a Progress error of key and reports whether it fails the operation.
 func (m *Monitor) countError(key opKey, err error) bool {
-	if errors.Is(err, ErrInvalidOperationID) || errors.Is(err, ErrAsyncOperationsNotSupported) {
+	if errors.Is(err, operations.ErrInvalidOperationID) || errors.Is(err, operations.ErrAsyncOperationsNotSupported) {
 		m.clearErrors(key)
 		return true
 	}

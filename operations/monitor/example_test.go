@@ -1,4 +1,4 @@
-package operations_test
+package monitor_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -41,7 +42,7 @@ func ExampleMonitor_Poll() {
 		},
 	}
 	resolver := operationstest.Resolver(map[string]operations.Tracker{"example.io/data-mover": mover})
-	m := operations.NewMonitor(store, resolver, operations.WithClock(clocktest.NewClock(now.Add(time.Minute))))
+	m := monitor.New(store, resolver, monitor.WithClock(clocktest.NewClock(now.Add(time.Minute))))
 
 	res, err := m.Poll(ctx, owner)
 	if err != nil {
@@ -68,8 +69,8 @@ func ExampleMonitor_RunOnce() {
 			return operations.Progress{Completed: !clock.Now().Before(uploadDone)}, nil
 		},
 	}
-	m := operations.NewMonitor(store, operationstest.Resolver(map[string]operations.Tracker{"example.io/data-mover": mover}),
-		operations.WithClock(clock))
+	m := monitor.New(store, operationstest.Resolver(map[string]operations.Tracker{"example.io/data-mover": mover}),
+		monitor.WithClock(clock))
 
 	owner := operations.Owner{Kind: phase.Backup, Name: "nightly"}
 	run, _ := operations.StartRun(ctx, store, operations.Run{Owner: owner, Created: clock.Now()},

@@ -1,4 +1,4 @@
-package operations_test
+package monitor_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -88,13 +89,13 @@ func TestPollClaims(t *testing.T) {
 		name       string
 		heldByPeer bool  // another Monitor holds the claim
 		claimErr   error // ClaimRun fails
-		want       operations.PollResult
+		want       monitor.PollResult
 		wantErr    error
 		wantCalls  int // Progress calls
 		wantPhase  phase.Phase
 	}{
-		{name: "free run is polled and advanced", want: operations.PollResult{Completed: 2, Phase: phase.Finalizing}, wantCalls: 2, wantPhase: phase.Finalizing},
-		{name: "run held by another Monitor is skipped", heldByPeer: true, want: operations.PollResult{Phase: phase.WaitingForPluginOperations, Skipped: true}, wantPhase: phase.WaitingForPluginOperations},
+		{name: "free run is polled and advanced", want: monitor.PollResult{Completed: 2, Phase: phase.Finalizing}, wantCalls: 2, wantPhase: phase.Finalizing},
+		{name: "run held by another Monitor is skipped", heldByPeer: true, want: monitor.PollResult{Phase: phase.WaitingForPluginOperations, Skipped: true}, wantPhase: phase.WaitingForPluginOperations},
 		{name: "claim failure fails the poll", claimErr: errors.New("backend unreachable"), wantErr: errors.New("backend unreachable"), wantPhase: phase.WaitingForPluginOperations},
 	}
 	for _, tc := range tests {
@@ -114,7 +115,7 @@ func TestPollClaims(t *testing.T) {
 				heldDuringCalls = append(heldDuringCalls, s.holder(o))
 				return done, nil
 			}}
-			m := operations.NewMonitor(s, operationstest.Resolver(map[string]operations.Tracker{"p": tracker}), operations.WithClock(e.clock))
+			m := monitor.New(s, operationstest.Resolver(map[string]operations.Tracker{"p": tracker}), monitor.WithClock(e.clock))
 
 			got, err := m.Poll(context.Background(), o)
 			if tc.wantErr != nil {
@@ -145,10 +146,10 @@ func TestPollNeedsNoClaimWhenNotWaiting(t *testing.T) {
 	s := newClaimingStore()
 	e := &env{t: t, store: s.Store, clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
 	o := e.run(phase.Backup, "b", phase.Completed, phase.Profile{})
-	m := operations.NewMonitor(s, operationstest.Resolver(nil), operations.WithClock(e.clock))
+	m := monitor.New(s, operationstest.Resolver(nil), monitor.WithClock(e.clock))
 	got, err := m.Poll(context.Background(), o)
 	require.NoError(t, err)
-	require.Equal(t, operations.PollResult{Phase: phase.Completed}, got)
+	require.Equal(t, monitor.PollResult{Phase: phase.Completed}, got)
 	claims, _ := s.counts()
 	require.Zero(t, claims, "claims taken for a completed run")
 }
@@ -168,10 +169,10 @@ func TestRunSkipsClaimedRuns(t *testing.T) {
 
 	var finalizedMu sync.Mutex
 	var finalized []string
-	passes := make(chan operations.PassStats)
-	m := operations.NewMonitor(s, operationstest.Resolver(e.trackers), operations.WithClock(e.clock),
-		operations.WithObserver(func(st operations.PassStats) { passes <- st }),
-		operations.WithFinalizer(operations.FinalizerFunc(func(ctx context.Context, r operations.Run, _ []operations.ResourceIdentifier) error {
+	passes := make(chan monitor.PassStats)
+	m := monitor.New(s, operationstest.Resolver(e.trackers), monitor.WithClock(e.clock),
+		monitor.WithObserver(func(st monitor.PassStats) { passes <- st }),
+		monitor.WithFinalizer(monitor.FinalizerFunc(func(ctx context.Context, r operations.Run, _ []operations.ResourceIdentifier) error {
 			finalizedMu.Lock()
 			defer finalizedMu.Unlock()
 			finalized = append(finalized, r.Owner.Name)
@@ -195,7 +196,7 @@ func TestRunSkipsClaimedRuns(t *testing.T) {
 	clear(s.holders)
 	s.mu.Unlock()
 	e.clock.BlockUntilWaiters(1)
-	e.clock.Advance(operations.DefaultInterval)
+	e.clock.Advance(monitor.DefaultInterval)
 	second := <-passes
 	require.NoError(t, second.Err)
 	require.Zero(t, second.Skipped, "runs skipped once the claims are free")

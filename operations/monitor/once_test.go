@@ -1,4 +1,4 @@
-package operations_test
+package monitor_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 )
@@ -29,7 +30,7 @@ func TestRunOnceToCompleted(t *testing.T) {
 	})
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "b")...)
 	var finalized atomic.Int32
-	m := e.monitor(operations.WithFinalizer(operations.FinalizerFunc(func(context.Context, operations.Run, []operations.ResourceIdentifier) error {
+	m := e.monitor(monitor.WithFinalizer(monitor.FinalizerFunc(func(context.Context, operations.Run, []operations.ResourceIdentifier) error {
 		finalized.Add(1)
 		return nil
 	})))
@@ -121,11 +122,11 @@ func (s *inFlightStore) PutOperations(ctx context.Context, o operations.Owner, o
 func TestPassBoundsStoreWork(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts []operations.MonitorOption
+		opts []monitor.Option
 		want int32
 	}{
-		{"WithStoreConcurrency", []operations.MonitorOption{operations.WithStoreConcurrency(3)}, 3},
-		{"default: the worker count", []operations.MonitorOption{operations.WithWorkers(5)}, 5},
+		{"WithStoreConcurrency", []monitor.Option{monitor.WithStoreConcurrency(3)}, 3},
+		{"default: the worker count", []monitor.Option{monitor.WithWorkers(5)}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -134,9 +135,9 @@ func TestPassBoundsStoreWork(t *testing.T) {
 				e.run(phase.Restore, string(rune('a'+i)), phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
 			}
 			s := &inFlightStore{Store: e.store, release: make(chan struct{})}
-			m := operations.NewMonitor(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return e.trackers["p"], nil }),
-				append([]operations.MonitorOption{operations.WithClock(e.clock)}, tc.opts...)...)
-			passed := make(chan operations.PassStats)
+			m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return e.trackers["p"], nil }),
+				append([]monitor.Option{monitor.WithClock(e.clock)}, tc.opts...)...)
+			passed := make(chan monitor.PassStats)
 			go func() { st, _ := m.RunOnce(context.Background()); passed <- st }()
 			// Let the pass start as many GetRun calls as it will, and hold them.
 			require.Eventually(t, func() bool { return s.inFlight.Load() == tc.want }, 10*time.Second, time.Millisecond)
@@ -162,18 +163,18 @@ func TestFinalizeTimeout(t *testing.T) {
 	wait := hang(t, true)
 	var (
 		mu    sync.Mutex
-		stats []operations.FinalizeStats
+		stats []monitor.FinalizeStats
 	)
 	m := e.monitor(
-		operations.WithStoreConcurrency(1), // one run at a time: b2 waits behind b1
-		operations.WithFinalizeTimeout(20*time.Millisecond),
-		operations.WithFinalizer(operations.FinalizerFunc(func(ctx context.Context, r operations.Run, _ []operations.ResourceIdentifier) error {
+		monitor.WithStoreConcurrency(1), // one run at a time: b2 waits behind b1
+		monitor.WithFinalizeTimeout(20*time.Millisecond),
+		monitor.WithFinalizer(monitor.FinalizerFunc(func(ctx context.Context, r operations.Run, _ []operations.ResourceIdentifier) error {
 			if r.Owner.Name == "b1" {
 				wait(ctx)
 			}
 			return nil
 		})),
-		operations.WithHooks(operations.Hooks{Finalized: func(s operations.FinalizeStats) {
+		monitor.WithHooks(monitor.Hooks{Finalized: func(s monitor.FinalizeStats) {
 			mu.Lock()
 			defer mu.Unlock()
 			s.Duration = 0
@@ -183,14 +184,14 @@ func TestFinalizeTimeout(t *testing.T) {
 	st, err := m.RunOnce(context.Background())
 	require.ErrorContains(t, err, "finalizer: no answer within 20ms")
 	require.Equal(t, 2, st.Finalized)
-	require.Equal(t, []operations.PhaseCount{{Kind: phase.Backup, Phase: phase.Finalizing, Runs: 2}}, st.RunPhases)
+	require.Equal(t, []monitor.PhaseCount{{Kind: phase.Backup, Phase: phase.Finalizing, Runs: 2}}, st.RunPhases)
 	r := e.get(hung)
 	require.Equal(t, phase.PartiallyFailed, r.Phase)
 	require.Equal(t, "finalize: no answer within 20ms", r.History[len(r.History)-1].Reason)
 	require.Equal(t, phase.Completed, e.get(healthy).Phase)
 	mu.Lock()
 	defer mu.Unlock()
-	want := []operations.FinalizeStats{
+	want := []monitor.FinalizeStats{
 		{Owner: hung, Err: errors.New("no answer within 20ms"), TimedOut: true},
 		{Owner: healthy},
 	}
@@ -222,18 +223,18 @@ func TestRunChanges(t *testing.T) {
 	b1 := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "b")...)
 	r1 := e.run(phase.Restore, "r1", phase.WaitingForPluginOperations, phase.Profile{}, ops("c")...)
 	e.run(phase.Restore, "r2", phase.WaitingForPluginOperations, phase.Profile{}, ops("d")...) // unchanged: "d" keeps running
-	ch := make(chan operations.RunChange, 1)
-	m := e.monitor(operations.WithRunChanges(ch), operations.WithStoreConcurrency(1))
+	ch := make(chan monitor.RunChange, 1)
+	m := e.monitor(monitor.WithRunChanges(ch), monitor.WithStoreConcurrency(1))
 	ctx := context.Background()
 
 	// Pass 1: r1 completes; b1 and r2 only report progress, which is no change.
 	_, err := m.RunOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, operations.RunChange{Owner: r1, From: phase.WaitingForPluginOperations, To: phase.Completed, Completed: 1}, <-ch)
+	require.Equal(t, monitor.RunChange{Owner: r1, From: phase.WaitingForPluginOperations, To: phase.Completed, Completed: 1}, <-ch)
 
 	// Pass 2: "a" ends, b1 stays waiting. Pass 3: "b" ends, b1 goes through Finalizing
 	// to Completed. The channel stays full meanwhile, so b1's changes wait, merged.
-	ch <- operations.RunChange{} // fills the channel
+	ch <- monitor.RunChange{} // fills the channel
 	mu.Lock()
 	answers["a"] = done
 	mu.Unlock()
@@ -244,12 +245,12 @@ func TestRunChanges(t *testing.T) {
 	mu.Unlock()
 	_, err = m.RunOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, operations.RunChange{}, <-ch)
+	require.Equal(t, monitor.RunChange{}, <-ch)
 	require.Empty(t, ch, "the waiting change is sent by the next pass, not before")
 
 	_, err = m.RunOnce(ctx)
 	require.NoError(t, err)
-	want := operations.RunChange{Owner: b1, From: phase.WaitingForPluginOperations, To: phase.PartiallyFailed, Completed: 1, Failed: 1}
+	want := monitor.RunChange{Owner: b1, From: phase.WaitingForPluginOperations, To: phase.PartiallyFailed, Completed: 1, Failed: 1}
 	require.Equal(t, want, <-ch)
 	require.Empty(t, ch)
 }
@@ -261,8 +262,8 @@ func TestRunSendsWaitingChanges(t *testing.T) {
 	e.trackers["p"] = scripted(map[string]operations.Progress{"a": done, "b": done}, nil)
 	r1 := e.run(phase.Restore, "r1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
 	r2 := e.run(phase.Restore, "r2", phase.WaitingForPluginOperations, phase.Profile{}, ops("b")...)
-	ch := make(chan operations.RunChange) // no room at all
-	m := e.monitor(operations.WithRunChanges(ch), operations.WithInterval(time.Hour))
+	ch := make(chan monitor.RunChange) // no room at all
+	m := e.monitor(monitor.WithRunChanges(ch), monitor.WithInterval(time.Hour))
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error)
 	go func() { stopped <- m.Run(ctx) }()
@@ -290,11 +291,11 @@ func TestHooks(t *testing.T) {
 	)
 	var (
 		mu       sync.Mutex
-		calls    []operations.CallStats
+		calls    []monitor.CallStats
 		timedOut []string
 	)
-	m := e.monitor(operations.WithCallTimeout(20*time.Millisecond), operations.WithHooks(operations.Hooks{
-		PluginCall: func(s operations.CallStats) {
+	m := e.monitor(monitor.WithCallTimeout(20*time.Millisecond), monitor.WithHooks(monitor.Hooks{
+		PluginCall: func(s monitor.CallStats) {
 			mu.Lock()
 			defer mu.Unlock()
 			require.Positive(t, s.Duration)
@@ -311,13 +312,13 @@ func TestHooks(t *testing.T) {
 	require.NoError(t, err)
 	mu.Lock()
 	defer mu.Unlock()
-	want := []operations.CallStats{
-		{Action: "ok", Outcome: operations.CallSucceeded},
-		{Action: "err", Outcome: operations.CallErrored},
-		{Action: "panic", Outcome: operations.CallPanicked},
-		{Action: "hang", Outcome: operations.CallTimedOut},
-		{Action: "slow", Outcome: operations.CallSucceeded},
-		{Action: "slow", Cancel: true, Outcome: operations.CallSucceeded},
+	want := []monitor.CallStats{
+		{Action: "ok", Outcome: monitor.CallSucceeded},
+		{Action: "err", Outcome: monitor.CallErrored},
+		{Action: "panic", Outcome: monitor.CallPanicked},
+		{Action: "hang", Outcome: monitor.CallTimedOut},
+		{Action: "slow", Outcome: monitor.CallSucceeded},
+		{Action: "slow", Cancel: true, Outcome: monitor.CallSucceeded},
 	}
 	require.ElementsMatch(t, want, calls)
 	require.Equal(t, []string{"e"}, timedOut)

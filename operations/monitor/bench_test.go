@@ -1,4 +1,4 @@
-package operations_test
+package monitor_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -106,8 +107,8 @@ func BenchmarkMonitorPass(b *testing.B) {
 	b.Run("impl=monitor-64", func(b *testing.B) {
 		s, owners := benchStore(b, runs, perRun)
 		tr := &slowTracker{latency: latency}
-		m := operations.NewMonitor(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil }),
-			operations.WithWorkers(workers))
+		m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil }),
+			monitor.WithWorkers(workers))
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		b.ReportAllocs()

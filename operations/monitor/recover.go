@@ -1,4 +1,4 @@
-package operations
+package monitor
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/itemops/itemops/clock"
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -13,8 +14,8 @@ import (
 // when the process stopped, and the waiting or finalizing runs it left for a Monitor to
 // resume.
 type RecoverResult struct {
-	Failed  []Owner
-	Resumed []Owner
+	Failed  []operations.Owner
+	Resumed []operations.Owner
 }
 
 // Recover applies the restart rules of [phase.OnRestart] to every stored run, as Velero
@@ -26,7 +27,7 @@ type RecoverResult struct {
 //
 // It stops at the first store error, or when ctx ends, returning what it did so far;
 // running it again finishes the work.
-func Recover(ctx context.Context, s Store) (RecoverResult, error) {
+func Recover(ctx context.Context, s operations.Store) (RecoverResult, error) {
 	return recoverRuns(ctx, s, clock.System{}, nil)
 }
 
@@ -40,9 +41,9 @@ func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
 	return recoverRuns(ctx, m.store, m.cfg.clock, m.cancelOperations)
 }
 
-func recoverRuns(ctx context.Context, s Store, clk clock.Clock, cancel func(context.Context, Owner, string) error) (RecoverResult, error) {
+func recoverRuns(ctx context.Context, s operations.Store, clk clock.Clock, cancel func(context.Context, operations.Owner, string) error) (RecoverResult, error) {
 	var res RecoverResult
-	stuck, err := s.ListRuns(ctx, RunFilter{Phases: []phase.Phase{phase.InProgress}})
+	stuck, err := s.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.InProgress}})
 	if err != nil {
 		return res, err
 	}
@@ -54,7 +55,7 @@ func recoverRuns(ctx context.Context, s Store, clk clock.Clock, cancel func(cont
 			}
 		}
 		now := stamp(clk)
-		_, err := s.UpdateRun(ctx, r.Owner, func(r *Run) error {
+		_, err := s.UpdateRun(ctx, r.Owner, func(r *operations.Run) error {
 			next, reason, changed := phase.OnRestart(r.Owner.Kind, r.Phase)
 			if !changed {
 				return errNoChange // moved on since it was listed
@@ -65,12 +66,12 @@ func recoverRuns(ctx context.Context, s Store, clk clock.Clock, cancel func(cont
 		switch {
 		case err == nil:
 			res.Failed = append(res.Failed, r.Owner)
-		case errors.Is(err, errNoChange), errors.Is(err, ErrNotFound):
+		case errors.Is(err, errNoChange), errors.Is(err, operations.ErrNotFound):
 		default:
 			return res, err
 		}
 	}
-	resumable := RunFilter{Phases: append(append([]phase.Phase{}, waiting.Phases...), finalizing.Phases...)}
+	resumable := operations.RunFilter{Phases: append(append([]phase.Phase{}, waiting.Phases...), finalizing.Phases...)}
 	runs, err := s.ListRuns(ctx, resumable)
 	if err != nil {
 		return res, err

@@ -1,6 +1,10 @@
-package operations
+package monitor
 
-import "time"
+import (
+	"time"
+
+	"github.com/itemops/itemops/operations"
+)
 
 // Hooks are functions a [Monitor] calls as it works, for metrics or tracing; each may be
 // nil. They are called synchronously from the Monitor's goroutines, several at once, so
@@ -12,14 +16,14 @@ type Hooks struct {
 	PluginCall func(CallStats)
 	// OperationTimedOut is called when an operation is failed for running past its
 	// timeout (see [TimedOut]).
-	OperationTimedOut func(Operation)
+	OperationTimedOut func(operations.Operation)
 	// Finalized is called after each call of the [Finalizer].
 	Finalized func(FinalizeStats)
 }
 
 // WithHooks adds h to the Monitor's [Hooks]: each WithHooks adds a set, and a Monitor
 // calls the hooks of every set, in order. By default none is set.
-func WithHooks(h Hooks) MonitorOption {
+func WithHooks(h Hooks) Option {
 	return optionFunc(func(c *config) {
 		c.hooks = Hooks{
 			PluginCall:        both(c.hooks.PluginCall, h.PluginCall),
@@ -61,7 +65,7 @@ type CallStats struct {
 
 // FinalizeStats describes one call of a [Finalizer].
 type FinalizeStats struct {
-	Owner    Owner
+	Owner    operations.Owner
 	Duration time.Duration // real time
 	Err      error         // what it returned; nil on success
 	TimedOut bool          // given up after the finalize timeout (see [WithFinalizeTimeout])

@@ -1,4 +1,4 @@
-package operations
+package monitor
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -26,17 +27,18 @@ const CancelledPrefix = "Canceled: "
 // controllers do, but polling many operations at once, bounding every plugin call, and
 // surviving restarts.
 //
-// A Monitor is safe for concurrent use, and several Monitors may share one [Store]: the
-// store's atomic updates make sure a run is advanced once and that a finished operation
-// is never overwritten by a late report. When the store is also a [RunClaimer] (a store
-// that several processes share, such as storage/etcdstore), a Monitor polls or finalizes
-// a run only while it holds the run's claim, and skips the runs another Monitor holds:
-// each run is then worked on by one Monitor at a time, and the runs of a Monitor whose
-// process died are taken over once its claims expire.
+// A Monitor is safe for concurrent use, and several Monitors may share one
+// [operations.Store]: the store's atomic updates make sure a run is advanced once and
+// that a finished operation is never overwritten by a late report. When the store is also
+// a [operations.RunClaimer] (a store that several processes share, such as
+// storage/etcdstore), a Monitor polls or finalizes a run only while it holds the run's
+// claim, and skips the runs another Monitor holds: each run is then worked on by one
+// Monitor at a time, and the runs of a Monitor whose process died are taken over once its
+// claims expire.
 type Monitor struct {
-	store    Store
-	claimer  RunClaimer // the store, when it is one; else nil
-	resolver Resolver
+	store    operations.Store
+	claimer  operations.RunClaimer // the store, when it is one; else nil
+	resolver operations.Resolver
 	cfg      config
 	// calls holds a token for each lane checking operations (see lane).
 	calls chan struct{}
@@ -54,20 +56,20 @@ type opKey struct {
 }
 
 var (
-	unfinished = OperationFilter{Phases: []OperationPhase{OperationNew, OperationInProgress}}
-	failedOnly = OperationFilter{Phases: []OperationPhase{OperationFailed}}
-	waiting    = RunFilter{Phases: []phase.Phase{phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed}}
-	finalizing = RunFilter{Phases: []phase.Phase{phase.Finalizing, phase.FinalizingPartiallyFailed}}
+	unfinished = operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress}}
+	failedOnly = operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationFailed}}
+	waiting    = operations.RunFilter{Phases: []phase.Phase{phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed}}
+	finalizing = operations.RunFilter{Phases: []phase.Phase{phase.Finalizing, phase.FinalizingPartiallyFailed}}
 )
 
 // errNoChange aborts an UpdateRun that has nothing to write.
 var errNoChange = errors.New("no change")
 
-// NewMonitor returns a Monitor of the runs in s whose plugins r resolves. See the
-// MonitorOption functions for the defaults.
-func NewMonitor(s Store, r Resolver, opts ...MonitorOption) *Monitor {
+// New returns a Monitor of the runs in s whose plugins r resolves. See the Option
+// functions for the defaults.
+func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 	cfg := newConfig(opts)
-	claimer, _ := s.(RunClaimer)
+	claimer, _ := s.(operations.RunClaimer)
 	var changes *changeQueue
 	if cfg.changes != nil {
 		changes = newChangeQueue(cfg.changes)
@@ -87,8 +89,8 @@ func NewMonitor(s Store, r Resolver, opts ...MonitorOption) *Monitor {
 // unfinished after the poll; Completed and Failed count those that ended in it; NewErrors
 // is how many errors the poll added to the run (another Monitor may have counted some
 // first); Phase is the run's phase afterwards. Skipped is true when the poll did nothing
-// because another Monitor holds the run's claim (see [RunClaimer]); the counts are then
-// zero and Phase is the phase the run had.
+// because another Monitor holds the run's claim (see [operations.RunClaimer]); the counts
+// are then zero and Phase is the phase the run had.
 type PollResult struct {
 	Running, Completed, Failed, NewErrors int
 	Phase                                 phase.Phase
@@ -112,18 +114,18 @@ type PollResult struct {
 // operations and its phase moves by [phase.AfterPoll], recorded in its history.
 //
 // A run that is not waiting is left alone: Poll returns its phase and no counts. When the
-// store is a [RunClaimer], Poll holds the run's claim from before it lists the operations
-// until it has written the run, and when another Monitor holds the claim it does nothing
-// and returns Skipped. Poll fails with the store's errors (a failure to claim included),
-// and with ctx.Err() when ctx ends first; operations checked before that are not
-// written, and the next poll checks them again.
-func (m *Monitor) Poll(ctx context.Context, o Owner) (PollResult, error) {
+// store is a [operations.RunClaimer], Poll holds the run's claim from before it lists the
+// operations until it has written the run, and when another Monitor holds the claim it
+// does nothing and returns Skipped. Poll fails with the store's errors (a failure to
+// claim included), and with ctx.Err() when ctx ends first; operations checked before that
+// are not written, and the next poll checks them again.
+func (m *Monitor) Poll(ctx context.Context, o operations.Owner) (PollResult, error) {
 	res, _, err := m.poll(ctx, o)
 	return res, err
 }
 
 // poll is Poll; it also returns how many of the operations still running are New.
-func (m *Monitor) poll(ctx context.Context, o Owner) (PollResult, int, error) {
+func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int, error) {
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil {
 		return PollResult{}, 0, err
@@ -155,19 +157,19 @@ func (m *Monitor) poll(ctx context.Context, o Owner) (PollResult, int, error) {
 
 	var (
 		res   PollResult
-		fresh int        // the running operations still New
-		batch = ops[:0]  // the changed operations, moved to the front of ops
-		first *Operation // the first operation that failed in this poll
+		fresh int                   // the running operations still New
+		batch = ops[:0]             // the changed operations, moved to the front of ops
+		first *operations.Operation // the first operation that failed in this poll
 	)
 	for i := range ops {
 		op := &ops[i]
 		switch {
 		case !op.Status.Phase.Finished():
 			res.Running++
-			if op.Status.Phase == OperationNew {
+			if op.Status.Phase == operations.OperationNew {
 				fresh++
 			}
-		case c.changed[i] && op.Status.Phase == OperationCompleted:
+		case c.changed[i] && op.Status.Phase == operations.OperationCompleted:
 			res.Completed++
 		case c.changed[i]:
 			res.Failed++
@@ -197,7 +199,7 @@ func (m *Monitor) poll(ctx context.Context, o Owner) (PollResult, int, error) {
 // and keeps it while there are operations left, so that it goes from one plugin call to
 // the next without waiting again; waiting for tokens costs one goroutine. It returns
 // ctx.Err() when ctx ends first.
-func (m *Monitor) check(ctx context.Context, ops []Operation, timeout time.Duration, cancelReason string) (*checks, error) {
+func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
 	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
 spawn:
 	for range min(len(ops), m.cfg.workers) {
@@ -218,7 +220,7 @@ spawn:
 
 // cancelOperations cancels the unfinished operations of the run of o, for reason, and
 // writes them Failed; a plugin that refuses or hangs does not stop it (see check).
-func (m *Monitor) cancelOperations(ctx context.Context, o Owner, reason string) error {
+func (m *Monitor) cancelOperations(ctx context.Context, o operations.Owner, reason string) error {
 	ops, err := m.store.ListOperations(ctx, o, unfinished)
 	if err != nil || len(ops) == 0 {
 		return err
@@ -239,7 +241,7 @@ func (m *Monitor) cancelOperations(ctx context.Context, o Owner, reason string) 
 // failCancelled moves a run whose cancel was requested, and whose operations have all
 // ended, to Failed, with the request's reason as its FailureReason, counting its failed
 // operations into its errors. It returns the errors it added and the run's phase.
-func (m *Monitor) failCancelled(ctx context.Context, run Run) (int, phase.Phase, error) {
+func (m *Monitor) failCancelled(ctx context.Context, run operations.Run) (int, phase.Phase, error) {
 	failed, err := m.store.ListOperations(ctx, run.Owner, failedOnly)
 	if err != nil {
 		return 0, "", err
@@ -247,7 +249,7 @@ func (m *Monitor) failCancelled(ctx context.Context, run Run) (int, phase.Phase,
 	now := stamp(m.cfg.clock)
 	var newErrors int
 	current := run.Phase
-	r, err := m.store.UpdateRun(ctx, run.Owner, func(r *Run) error {
+	r, err := m.store.UpdateRun(ctx, run.Owner, func(r *operations.Run) error {
 		current = r.Phase
 		if phase.IsTerminal(r.Phase) {
 			return errNoChange
@@ -270,10 +272,10 @@ func (m *Monitor) failCancelled(ctx context.Context, run Run) (int, phase.Phase,
 // putBatch writes the operations a poll changed. When another Monitor finished one of
 // them first, the store refuses the batch with ErrConflict; those operations are then left
 // as the other Monitor wrote them and the rest is written again.
-func (m *Monitor) putBatch(ctx context.Context, o Owner, batch []Operation) error {
+func (m *Monitor) putBatch(ctx context.Context, o operations.Owner, batch []operations.Operation) error {
 	for attempt := 0; len(batch) > 0; attempt++ {
 		err := m.store.PutOperations(ctx, o, batch)
-		if err == nil || !errors.Is(err, ErrConflict) || attempt == 3 {
+		if err == nil || !errors.Is(err, operations.ErrConflict) || attempt == 3 {
 			return err
 		}
 		kept := batch[:0]
@@ -295,7 +297,7 @@ func (m *Monitor) putBatch(ctx context.Context, o Owner, batch []Operation) erro
 // phase.AfterPoll, given pending operations still running. run is the record as the poll
 // found it; first, when not nil, is an operation that failed in this poll, named in the
 // reason. The run is written only when something changes.
-func (m *Monitor) advance(ctx context.Context, run Run, pending int, first *Operation) (int, phase.Phase, error) {
+func (m *Monitor) advance(ctx context.Context, run operations.Run, pending int, first *operations.Operation) (int, phase.Phase, error) {
 	o := run.Owner
 	// The failures are counted from the store rather than from this poll, so that a
 	// failure written by a Monitor that died before this step is still counted, and one
@@ -314,7 +316,7 @@ func (m *Monitor) advance(ctx context.Context, run Run, pending int, first *Oper
 		newErrors int
 		current   phase.Phase
 	)
-	r, err := m.store.UpdateRun(ctx, o, func(r *Run) error {
+	r, err := m.store.UpdateRun(ctx, o, func(r *operations.Run) error {
 		current = r.Phase
 		var (
 			next   phase.Phase
@@ -345,7 +347,7 @@ func (m *Monitor) advance(ctx context.Context, run Run, pending int, first *Oper
 // afterPoll says what a poll does to r when the store holds failed failed operations of
 // it and pending are still running: the errors it adds and the phase it moves to. change
 // is false when r needs no write, as when it is no longer waiting.
-func afterPoll(r *Run, failed, pending int) (newErrors int, next phase.Phase, change bool, err error) {
+func afterPoll(r *operations.Run, failed, pending int) (newErrors int, next phase.Phase, change bool, err error) {
 	if !phase.IsWaiting(r.Phase) {
 		return 0, r.Phase, false, nil
 	}
@@ -358,7 +360,7 @@ func afterPoll(r *Run, failed, pending int) (newErrors int, next phase.Phase, ch
 }
 
 // pollReason says why a poll moved a run.
-func pollReason(newErrors, pending int, first *Operation, failed []Operation) string {
+func pollReason(newErrors, pending int, first *operations.Operation, failed []operations.Operation) string {
 	var s string
 	if newErrors > 0 {
 		op := first
@@ -378,8 +380,8 @@ func pollReason(newErrors, pending int, first *Operation, failed []Operation) st
 }
 
 // postOperationItems returns the PostOperationItems of ops in order, without repeats.
-func postOperationItems(ops []Operation) []ResourceIdentifier {
-	var items []ResourceIdentifier
+func postOperationItems(ops []operations.Operation) []operations.ResourceIdentifier {
+	var items []operations.ResourceIdentifier
 	for _, op := range ops {
 		for _, it := range op.PostOperationItems {
 			if !slices.Contains(items, it) {

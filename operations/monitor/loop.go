@@ -1,4 +1,4 @@
-package operations
+package monitor
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -85,7 +86,7 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 	if err != nil {
 		fail(fmt.Errorf("list waiting runs: %w", err))
 	}
-	m.each(ctx, runs, func(r Run) {
+	m.each(ctx, runs, func(r operations.Run) {
 		res, fresh, err := m.poll(ctx, r.Owner)
 		if err != nil {
 			fail(fmt.Errorf("poll %s: %w", r.Owner, err))
@@ -118,7 +119,7 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 		fail(fmt.Errorf("list finalizing runs: %w", err))
 	}
 	stats.RunPhases = countPhases(runs, fin)
-	m.each(ctx, fin, func(r Run) {
+	m.each(ctx, fin, func(r operations.Run) {
 		to, skipped, err := m.finalize(ctx, r.Owner)
 		if err != nil {
 			fail(fmt.Errorf("finalize %s: %w", r.Owner, err))
@@ -141,7 +142,7 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 
 // each calls work for every run, cfg.storeWork at a time, and returns when all calls
 // have returned. Once ctx ends it starts no more.
-func (m *Monitor) each(ctx context.Context, runs []Run, work func(Run)) {
+func (m *Monitor) each(ctx context.Context, runs []operations.Run, work func(operations.Run)) {
 	var (
 		wg    sync.WaitGroup
 		slots = make(chan struct{}, m.cfg.storeWork)
@@ -165,7 +166,7 @@ func (m *Monitor) each(ctx context.Context, runs []Run, work func(Run)) {
 
 // countPhases counts the waiting runs and the finalizing runs fin that are not among them
 // (a poll moved those), by kind and phase, sorted; nil when there are none.
-func countPhases(waiting, fin []Run) []PhaseCount {
+func countPhases(waiting, fin []operations.Run) []PhaseCount {
 	polled := make(map[runKey]bool, len(waiting))
 	for _, r := range waiting {
 		polled[runKey{r.Owner.Kind, r.Owner.Name}] = true
@@ -193,11 +194,11 @@ func countPhases(waiting, fin []Run) []PhaseCount {
 // Finalize finalizes the run of o, as a pass of [Monitor.Run] does, when it is in
 // Finalizing or FinalizingPartiallyFailed: it calls the [Finalizer] (within the finalize
 // timeout) and moves the run to Completed or PartiallyFailed. It returns the run's phase
-// afterwards. A run in any other phase is left alone. When the store is a [RunClaimer]
-// and another Monitor holds the run's claim, Finalize does nothing and returns the phase
-// the run had. It fails with the store's errors, the finalizer's error (wrapped; the run
-// has then moved to PartiallyFailed), or ctx.Err().
-func (m *Monitor) Finalize(ctx context.Context, o Owner) (phase.Phase, error) {
+// afterwards. A run in any other phase is left alone. When the store is a
+// [operations.RunClaimer] and another Monitor holds the run's claim, Finalize does
+// nothing and returns the phase the run had. It fails with the store's errors, the
+// finalizer's error (wrapped; the run has then moved to PartiallyFailed), or ctx.Err().
+func (m *Monitor) Finalize(ctx context.Context, o operations.Owner) (phase.Phase, error) {
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil {
 		return "", err
@@ -222,7 +223,7 @@ func (m *Monitor) Finalize(ctx context.Context, o Owner) (phase.Phase, error) {
 // Monitor can claim it, and moves it to its terminal phase. It returns that phase when it
 // moved the run (else ""), and whether it skipped the run because another Monitor holds
 // its claim.
-func (m *Monitor) finalize(ctx context.Context, o Owner) (to phase.Phase, skipped bool, err error) {
+func (m *Monitor) finalize(ctx context.Context, o operations.Owner) (to phase.Phase, skipped bool, err error) {
 	release, ok, err := m.claim(ctx, o)
 	if err != nil {
 		return "", false, fmt.Errorf("claim run %s: %w", o, err)
@@ -246,10 +247,10 @@ func (m *Monitor) finalize(ctx context.Context, o Owner) (to phase.Phase, skippe
 }
 
 // finalizeClaimed is finalize once the run is claimed.
-func (m *Monitor) finalizeClaimed(ctx context.Context, o Owner, run Run) (phase.Phase, error) {
+func (m *Monitor) finalizeClaimed(ctx context.Context, o operations.Owner, run operations.Run) (phase.Phase, error) {
 	var finalizeErr error
 	if m.cfg.finalizer != nil {
-		ops, err := m.store.ListOperations(ctx, o, OperationFilter{})
+		ops, err := m.store.ListOperations(ctx, o, operations.OperationFilter{})
 		if err != nil {
 			return "", err
 		}
@@ -260,7 +261,7 @@ func (m *Monitor) finalizeClaimed(ctx context.Context, o Owner, run Run) (phase.
 		}
 	}
 	now := stamp(m.cfg.clock)
-	r, err := m.store.UpdateRun(ctx, o, func(r *Run) error {
+	r, err := m.store.UpdateRun(ctx, o, func(r *operations.Run) error {
 		if !phase.IsFinalizing(r.Phase) {
 			return errNoChange // another Monitor finalized it
 		}
@@ -289,7 +290,7 @@ func (m *Monitor) finalizeClaimed(ctx context.Context, o Owner, run Run) (phase.
 // after the finalize timeout, and returns its error, an error for a panic, or an error
 // saying it was given up when it has not returned by the deadline. A finalizer that
 // ignores its context keeps its goroutine until it returns.
-func (m *Monitor) runFinalizer(parent context.Context, r Run, items []ResourceIdentifier) error {
+func (m *Monitor) runFinalizer(parent context.Context, r operations.Run, items []operations.ResourceIdentifier) error {
 	ctx, cancel := context.WithTimeout(parent, m.cfg.finalizeTimeout)
 	defer cancel()
 	start := time.Now()

@@ -1,7 +1,8 @@
-package operations_test
+package monitor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,9 +13,11 @@ import (
 
 	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
+	"github.com/itemops/itemops/storage/memstore"
 )
 
 // TestRestartOnBoltstore stops a Monitor in the middle of a pass, reopens the store file
@@ -66,8 +69,8 @@ func TestRestartOnBoltstore(t *testing.T) {
 		}
 		return running, nil
 	}}
-	m1 := operations.NewMonitor(s, operationstest.Resolver(map[string]operations.Tracker{"mover": first}),
-		operations.WithClock(clock), operations.WithWorkers(4))
+	m1 := monitor.New(s, operationstest.Resolver(map[string]operations.Tracker{"mover": first}),
+		monitor.WithClock(clock), monitor.WithWorkers(4))
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error)
 	go func() { stopped <- m1.Run(ctx) }()
@@ -86,9 +89,9 @@ func TestRestartOnBoltstore(t *testing.T) {
 		}
 		return done, nil
 	}}
-	passes := make(chan operations.PassStats)
-	m2 := operations.NewMonitor(s, operationstest.Resolver(map[string]operations.Tracker{"mover": second}),
-		operations.WithClock(clock), operations.WithObserver(func(ps operations.PassStats) { passes <- ps }))
+	passes := make(chan monitor.PassStats)
+	m2 := monitor.New(s, operationstest.Resolver(map[string]operations.Tracker{"mover": second}),
+		monitor.WithClock(clock), monitor.WithObserver(func(ps monitor.PassStats) { passes <- ps }))
 	rec, err := m2.Recover(context.Background())
 	require.NoError(t, err)
 	require.Len(t, rec.Failed, 1)
@@ -115,4 +118,25 @@ func TestRestartOnBoltstore(t *testing.T) {
 			require.Equal(t, 11, r.Errors, "b-bad-op-1 and b-bad-op-10..19 failed")
 		}
 	}
+}
+
+// The fallback's window: a process that dies between creating the run and recording its
+// operations leaves it InProgress; Recover fails it and StartRun then returns it as is.
+func TestStartRunAfterRecover(t *testing.T) {
+	ctx := context.Background()
+	s := struct{ operations.Store }{memstore.New()} // no RunStarter: StartRun takes its fallback path
+	o := operations.Owner{Kind: phase.Backup, Name: "b"}
+	_, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{}, errors.New("crash")
+	})
+	require.Error(t, err)
+	res, err := monitor.Recover(ctx, s)
+	require.NoError(t, err)
+	require.Equal(t, []operations.Owner{o}, res.Failed)
+	r, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+		t.Fatal("main called for a failed run")
+		return operations.MainRun{}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, phase.Failed, r.Phase)
 }
