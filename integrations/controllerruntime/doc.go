@@ -1,5 +1,5 @@
-// Package controllerruntime runs itemops in a controller-runtime operator: the
-// operations Monitor as a manager runnable, an event source that reconciles the objects
+// Package controllerruntime runs itemops in a controller-runtime operator: the Monitor of
+// operations/monitor as a manager runnable, an event source that reconciles the objects
 // whose runs changed, status and event helpers, and owner names for namespaced objects.
 //
 // It lives in a module of its own, so that controller-runtime, client-go and Prometheus
