@@ -41,9 +41,9 @@
 //
 // # The packages beside it
 //
-// Two packages build on these records, and operations imports neither:
-// operations/monitor holds the Monitor, which polls the operations of waiting runs
-// through their Trackers, moves the runs along with the rules of package phase, and
+// Two packages in its subdirectories build on these records, and operations imports
+// neither: operations/monitor holds the Monitor, which polls the operations of waiting
+// runs through their Trackers, moves the runs along with the rules of package phase, and
 // applies the restart rules (Recover); operations/opsfile reads and writes the records as
 // Velero's itemoperations.json.gz files. operations/operationstest holds a scriptable
 // Tracker for tests.
