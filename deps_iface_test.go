@@ -17,15 +17,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestNoForeignInterfaceImplemented keeps the rule of DESIGN.md "Dependency hygiene":
-// itemops never implements an interface that a dependency owns, because a dependency may
-// add a method to it in any minor release (apimachinery's labels.Labels gained Lookup in
-// v0.34.0, and a hand-made implementation stopped compiling for every user on newer
-// libraries). It type-checks every non-test package of the module from source, with its
-// dependencies read from the compiler's export data, and fails on each type of ours
-// that satisfies a non-empty interface declared in a package outside the standard
-// library and this module. Use the dependency's own types instead (labels.Set for
-// labels.Labels) or declare a small interface of our own.
+// TestNoForeignInterfaceImplemented keeps the rule of docs/architecture.md "Dependency
+// hygiene": itemops never implements an interface that a dependency owns, because a
+// dependency may add a method to it in any minor release (apimachinery's labels.Labels
+// gained Lookup in v0.34.0, and a hand-made implementation stopped compiling for every
+// user on newer libraries). It type-checks every non-test package of the module from
+// source, with its dependencies read from the compiler's export data, and fails on each
+// type of ours that satisfies a non-empty interface declared in a package outside the
+// standard library and this module. Use the dependency's own types instead (labels.Set
+// for labels.Labels) or declare a small interface of our own.
 func TestNoForeignInterfaceImplemented(t *testing.T) {
 	const mod = "github.com/itemops/itemops"
 	type listed struct {
@@ -123,6 +123,6 @@ func TestNoForeignInterfaceImplemented(t *testing.T) {
 	}
 	sort.Strings(found)
 	if len(found) > 0 {
-		t.Errorf("itemops must not implement interfaces its dependencies own (they may grow a method in any minor release; see DESIGN.md \"Dependency hygiene\"):\n\t%s", strings.Join(found, "\n\t"))
+		t.Errorf("itemops must not implement interfaces its dependencies own (they may grow a method in any minor release; see docs/architecture.md \"Dependency hygiene\"):\n\t%s", strings.Join(found, "\n\t"))
 	}
 }

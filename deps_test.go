@@ -10,14 +10,35 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"go/ast"
+
+	"go/doc"
+
+	"go/parser"
+
+	"go/token"
+
+	"path/filepath"
+
+	"slices"
 )
 
 // goJSON runs the go command and decodes its stream of JSON values into a slice of T.
 func goJSON[T any](t *testing.T, args ...string) []T {
 	t.Helper()
-	out, err := exec.Command("go", args...).Output()
+	return goJSONInModule[T](t, "", args...)
+}
+
+// goJSONInModule is goJSON in the directory dir of this repository (a nested module's),
+// with the go command's usual settings: unlike goIn, it never updates the module's files.
+func goJSONInModule[T any](t *testing.T, dir string, args ...string) []T {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
 	if ee, ok := err.(*exec.ExitError); ok {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
+		t.Fatalf("go %s (in %q): %v\n%s", strings.Join(args, " "), dir, err, ee.Stderr)
 	}
 	require.NoError(t, err)
 	return decodeAll[T](t, out)
@@ -59,8 +80,8 @@ func semver(t *testing.T, v string) [3]int {
 	return out
 }
 
-// TestDependencyHygiene keeps the promises of DESIGN.md "Dependency hygiene": importing
-// itemops must not move a Velero 1.16 fork's go line or any k8s.io version.
+// TestDependencyHygiene keeps the promises of docs/architecture.md "Dependency hygiene":
+// importing itemops must not move a Velero 1.16 fork's go line or any k8s.io version.
 func TestDependencyHygiene(t *testing.T) {
 	type module struct {
 		Path, Version string
@@ -78,7 +99,7 @@ func TestDependencyHygiene(t *testing.T) {
 	mods := goJSON[gomod](t, "mod", "edit", "-json")
 	require.Len(t, mods, 1)
 	goLine := semver(t, mods[0].Go)
-	require.True(t, goLine[0] == 1 && goLine[1] <= 23, "go line %s breaks the upper bound of 1.23: a Velero 1.16 fork is on go 1.23, and importing itemops must not raise it (DESIGN.md \"Dependency hygiene\")", mods[0].Go)
+	require.True(t, goLine[0] == 1 && goLine[1] <= 23, "go line %s breaks the upper bound of 1.23: a Velero 1.16 fork is on go 1.23, and importing itemops must not raise it (docs/architecture.md \"Dependency hygiene\")", mods[0].Go)
 
 	allowed := map[string]bool{
 		"github.com/looplab/fsm":      true,
@@ -90,7 +111,7 @@ func TestDependencyHygiene(t *testing.T) {
 	}
 	for _, r := range mods[0].Require {
 		if !r.Indirect {
-			require.True(t, allowed[r.Path], "direct dependency %s is not allowed by DESIGN.md", r.Path)
+			require.True(t, allowed[r.Path], "direct dependency %s is not allowed (docs/architecture.md \"Dependency hygiene\")", r.Path)
 		}
 	}
 
@@ -102,7 +123,7 @@ func TestDependencyHygiene(t *testing.T) {
 		switch {
 		case strings.HasPrefix(m.Path, "k8s.io/") && m.Path != "k8s.io/klog/v2" && m.Path != "k8s.io/utils" && m.Path != "k8s.io/kube-openapi":
 			require.True(t, v[0] == 0 && v[1] <= 31,
-				"%s %s breaks the lower bound: the library must build on k8s.io v0.31.x, what a Velero 1.16 fork has (DESIGN.md \"Dependency hygiene\"); code that needs a newer apimachinery cannot go in, and the newest versions are tested by .ci/run's matrix, not by raising go.mod", m.Path, m.Version)
+				"%s %s breaks the lower bound: the library must build on k8s.io v0.31.x, what a Velero 1.16 fork has (docs/architecture.md \"Dependency hygiene\"); code that needs a newer apimachinery cannot go in, and the newest versions are tested by .ci/run's matrix, not by raising go.mod", m.Path, m.Version)
 		case m.Path == "go.etcd.io/bbolt":
 			require.True(t, v[0] == 1 && v[1] == 4, "bbolt %s is not v1.4.x", m.Version)
 		case m.Path == "github.com/looplab/fsm":
@@ -111,31 +132,44 @@ func TestDependencyHygiene(t *testing.T) {
 	}
 }
 
-// TestImportLayers keeps the one-way imports of DESIGN.md: a package imports only the
-// itemops packages below it.
+// TestImportLayers keeps the one-way imports of the packages, as docs/architecture.md
+// draws them: a package depends only on the itemops packages below it, directly or
+// through others (an internal/ package does not launder an import). Its tests may import
+// anything. The nested module storage/etcdstore is held to the storage rule too.
 func TestImportLayers(t *testing.T) {
 	const mod = "github.com/itemops/itemops"
-	// may lists, for each package (or prefix ending in "/"), the itemops packages it may
-	// import; internal/ packages may be imported by anything. storetest, the suite every
-	// store runs, uses the scriptable trackers of operationstest for its Monitor checks.
+	// may lists, for each package (or prefix ending in "/"), every itemops package it may
+	// depend on; internal/ packages may be used by anything.
 	may := map[string][]string{
-		"phase":                     nil,
-		"progress":                  nil,
-		"restoreorder":              nil,
-		"operations":                {"phase", "progress"},
+		// Leaves, and what builds on them alone.
+		"phase":           nil,
+		"clock":           nil,
+		"restoreorder":    nil,
+		"clock/clocktest": {"clock"},
+		"progress":        {"clock"},
+		// The records and the Store contract: what every store and plugin needs.
+		"operations":                {"phase"},
 		"operations/operationstest": {"operations", "phase"},
-		"adapters":                  {"operations", "phase"},
-		"adapters/adaptertest":      {"adapters", "operations", "phase"},
-		"storage/":                  {"operations", "phase", "storage/kv"},
-		"storage/storetest":         {"operations", "operations/operationstest", "phase"},
+		// On top of the records, never below them, and never on each other.
+		"operations/opsfile":   {"operations", "phase"},
+		"operations/monitor":   {"operations", "phase", "clock"},
+		"adapters":             {"operations", "phase", "clock"},
+		"adapters/adaptertest": {"adapters", "operations", "phase", "clock"},
+		// The storage engine and its drivers build on the records, not on the Monitor...
+		"storage/": {"operations", "phase", "storage/kv"},
+		// ...but for the conformance suite, whose cancel checks (RunCancel) drive a
+		// Monitor on the store, with the scriptable trackers of operationstest.
+		"storage/storetest": {"operations", "operations/monitor", "operations/operationstest", "phase", "clock"},
 	}
 	type pkg struct {
 		ImportPath string
-		Imports    []string
+		Deps       []string
 	}
-	for _, p := range goJSON[pkg](t, "list", "-json=ImportPath,Imports", "./...") {
+	pkgs := goJSON[pkg](t, "list", "-json=ImportPath,Deps", "./...")
+	pkgs = append(pkgs, goJSONInModule[pkg](t, "storage/etcdstore", "list", "-json=ImportPath,Deps", "./...")...)
+	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
-		if rel == "" || strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "internal/") || strings.HasPrefix(rel, "examples/") {
+		if rel == "" || strings.HasPrefix(rel, "cmd/") || isInternal(rel) || strings.HasPrefix(rel, "examples/") {
 			continue
 		}
 		// The longest key that names the package, or a prefix of it, rules.
@@ -146,17 +180,78 @@ func TestImportLayers(t *testing.T) {
 				allowed, found, rule = v, true, k
 			}
 		}
-		require.True(t, found, "package %s has no place in the layering; add it to TestImportLayers", rel)
-		for _, imp := range p.Imports {
-			irel, ok := strings.CutPrefix(imp, mod+"/")
-			if !ok || strings.HasPrefix(irel, "internal/") {
-				continue
+		require.True(t, found, "package %s has no place in the layering; add it to TestImportLayers and docs/architecture.md", rel)
+		var against []string
+		for _, dep := range p.Deps {
+			drel, ok := strings.CutPrefix(dep, mod+"/")
+			if ok && !isInternal(drel) && !slices.Contains(allowed, drel) {
+				against = append(against, drel)
 			}
-			ok = false
-			for _, a := range allowed {
-				ok = ok || irel == a
-			}
-			require.True(t, ok, "%s imports %s, against the layering", rel, irel)
+		}
+		require.Empty(t, against, "%s depends on these, against the layering (docs/architecture.md)", rel)
+	}
+}
+
+// isInternal reports whether the package at rel, relative to the module root, is an
+// internal package (internal/..., or an internal/ directory of a package below).
+func isInternal(rel string) bool {
+	return strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/")
+}
+
+// exportedNames returns the exported names of the package in dir, as go doc lists them:
+// constants, variables, functions, types, and the methods of exported types (interface
+// methods and struct fields are not counted). Test files are left out.
+func exportedNames(t *testing.T, dir string) []string {
+	t.Helper()
+	type pkg struct {
+		ImportPath string
+		Dir        string
+		GoFiles    []string
+	}
+	pkgs := goJSON[pkg](t, "list", "-json=ImportPath,Dir,GoFiles", "./"+dir)
+	require.Len(t, pkgs, 1)
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range pkgs[0].GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(pkgs[0].Dir, name), nil, parser.ParseComments)
+		require.NoError(t, err)
+		files = append(files, f)
+	}
+	p, err := doc.NewFromFiles(fset, files, pkgs[0].ImportPath)
+	require.NoError(t, err)
+	var names []string
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			names = append(names, v.Names...)
 		}
 	}
+	funcs := func(fs []*doc.Func, prefix string) {
+		for _, f := range fs {
+			names = append(names, prefix+f.Name)
+		}
+	}
+	values(p.Consts)
+	values(p.Vars)
+	funcs(p.Funcs, "")
+	for _, typ := range p.Types {
+		names = append(names, typ.Name)
+		values(typ.Consts)
+		values(typ.Vars)
+		funcs(typ.Funcs, "")
+		funcs(typ.Methods, typ.Name+".")
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestOperationsStaysSmall keeps package operations to what every store and every plugin
+// needs (the records, the Store contract with its validators and errors, Tracker and
+// Resolver, StartRun and RequestCancel): at most 60 exported names, methods included.
+// The Monitor (operations/monitor) and the itemoperations file codec (operations/opsfile)
+// build on it in packages of their own.
+func TestOperationsStaysSmall(t *testing.T) {
+	const limit = 60
+	names := exportedNames(t, "operations")
+	require.LessOrEqual(t, len(names), limit, "package operations exports %d names, more than %d: what is not a record, the Store contract or a plugin's interface belongs in a package of its own\n%s",
+		len(names), limit, strings.Join(names, "\n"))
 }

@@ -12,17 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestImportIntoVeleroForks holds the promise of DESIGN.md "Dependency hygiene" against
-// Velero's own module files: a fork of Velero v1.16.0, v1.17.2, v1.18.3 or Velero's main
-// branch that adds itemops keeps its go line and every k8s.io and controller-runtime
-// version it selected. testdata/velero holds each release's go.mod as the Go module proxy
-// serves it (https://proxy.golang.org/github.com/vmware-tanzu/velero/@v/<version>.mod).
-// The proxy does not serve main, so v1.18.3-k8s-v0.36.go.mod stands in for it: v1.18.3
-// raised to the Kubernetes v0.36 modules main is on, made as its header says. For each,
-// the test builds a program that imports every library package of itemops inside a
-// module made of that go.mod, with itemops replaced by this tree, and compares the
-// selected versions before and after. It needs the module proxy (or a module cache
-// that already holds what those builds need).
+// TestImportIntoVeleroForks holds the promise of docs/architecture.md "Dependency
+// hygiene" against Velero's own module files: a fork of Velero v1.16.0, v1.17.2, v1.18.3
+// or Velero's main branch that adds itemops keeps its go line and every k8s.io and
+// controller-runtime version it selected. testdata/velero holds each release's go.mod as
+// the Go module proxy serves it
+// (https://proxy.golang.org/github.com/vmware-tanzu/velero/@v/<version>.mod). The proxy
+// does not serve main, so v1.18.3-k8s-v0.36.go.mod stands in for it: v1.18.3 raised to
+// the Kubernetes v0.36 modules main is on, made as its header says. For each, the test
+// builds a program that imports every library package of itemops inside a module made of
+// that go.mod, with itemops replaced by this tree, and compares the selected versions
+// before and after. It needs the module proxy (or a module cache that already holds what
+// those builds need).
 func TestImportIntoVeleroForks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds inside four Velero module graphs; run without -short")

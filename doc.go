@@ -1,19 +1,28 @@
 // Package itemops is the root of a library that gives backup and restore controllers the
 // machinery of asynchronous plugin operations, as Velero's "Plugin Progress Monitoring"
-// design describes them. This package holds no code; the work is done by its packages:
+// design describes them. This package holds no code; the work is done by its packages
+// (docs/architecture.md draws them, with their imports):
 //
 //   - [github.com/itemops/itemops/phase]: the phase state machine of a backup or restore
 //     (New → InProgress → WaitingForPluginOperations → Finalizing → Completed, with the
 //     PartiallyFailed and Failed branches), the rules that pick the next phase, and
 //     diagrams. It imports nothing of itemops.
+//   - [github.com/itemops/itemops/clock]: the Clock that everything that stamps, times
+//     out or sleeps takes, and the system clock; clock/clocktest holds the one fake clock,
+//     which tests move by hand. It imports nothing of itemops.
 //   - [github.com/itemops/itemops/operations]: the durable records of runs and of the
-//     operations their plugins start, the Store contract every backend implements, the
-//     codec of Velero's itemoperations.json.gz files, and the Monitor that polls
-//     operations through their plugins' Trackers and moves runs along. It builds on
-//     phase; operations/operationstest holds fakes for tests.
+//     operations their plugins start, the Store contract every backend implements with
+//     its validators and errors, the Tracker and Resolver a plugin is asked through,
+//     StartRun and RequestCancel: what every store and plugin needs. It builds on phase;
+//     operations/operationstest holds a scriptable Tracker for tests.
+//   - [github.com/itemops/itemops/operations/monitor]: the Monitor that polls operations
+//     through their plugins' Trackers and moves runs along, and Recover, the restart
+//     rules. It builds on operations.
+//   - [github.com/itemops/itemops/operations/opsfile]: the codec of Velero's
+//     itemoperations.json.gz files. It builds on operations.
 //   - [github.com/itemops/itemops/progress]: restore and backup item counters with
 //     Velero's arithmetic, and a Reporter that hands their snapshots to a sink without
-//     ever blocking the counting loop. It imports nothing of itemops.
+//     ever blocking the counting loop. It imports only clock.
 //   - [github.com/itemops/itemops/restoreorder]: pass one of a two-pass restore: a
 //     backup's contents (extracted or .tar.gz), Velero's priorities and restore filters,
 //     and the ordered collection pass two walks. It imports nothing of itemops.
@@ -33,7 +42,9 @@
 //   - integrations/velero, a module of its own: a Velero fork's records, plugins and
 //     bucket through itemops.
 //
-// Packages import one way only: phase, progress and restoreorder are leaves, operations
-// builds on phase, and the adapters and the stores build on operations (the stores
-// through storage/kv).
+// Packages import one way only: phase, clock and restoreorder are leaves, progress
+// builds on clock, operations builds on phase, the Monitor, the file codec, the adapters
+// and the stores build on operations (the stores through storage/kv, and never on the
+// Monitor), and the Monitor and the codec never import each other. deps_test.go holds
+// the packages to it.
 package itemops

@@ -10,9 +10,10 @@ import (
 
 // A BackupItemAction acts on items as they are backed up and may start a long-running
 // operation for one (a data mover uploading a volume's contents, a snapshot being made
-// durable), which the [operations.Monitor] then follows through Progress. It is the v2
-// interface of Velero's "Plugin Progress Monitoring" design; B is the type of the backup
-// object the host passes along (a Velero fork's *Backup, an operator's own resource).
+// durable), which the [github.com/itemops/itemops/operations/monitor.Monitor] then
+// follows through Progress. It is the v2 interface of Velero's "Plugin Progress
+// Monitoring" design; B is the type of the backup object the host passes along (a Velero
+// fork's *Backup, an operator's own resource).
 //
 // Every method but Name may call into a plugin process and takes a context: a plugin
 // should return ctx.Err() soon after ctx ends. Implementations must be safe for

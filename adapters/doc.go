@@ -11,9 +11,10 @@
 // [BackupItemAction] returns an operation ID from Execute, a [RestoreItemAction] returns
 // one in its [RestoreItemActionOutput], and a [VolumeSnapshotter]'s snapshot ID is the ID
 // of the operation that makes the snapshot durable. The host records each as an
-// [operations.Operation] whose Action is the plugin's Name, and an [operations.Monitor]
-// asks the plugin's Progress about it until it ends, through the [operations.Tracker]
-// that [Registry.Resolve] returns.
+// [operations.Operation] whose Action is the plugin's Name, and a
+// [github.com/itemops/itemops/operations/monitor.Monitor] asks the plugin's Progress
+// about it until it ends, through the [operations.Tracker] that [Registry.Resolve]
+// returns.
 //
 // The unsuffixed names are the v2 interfaces, the ones new plugins implement; the v1
 // interfaces carry a V1 suffix ([BackupItemActionV1], [RestoreItemActionV1],
@@ -63,9 +64,10 @@
 //
 //   - Panics: the adapters and the Registry do not recover panics in the plugins they
 //     call, as no code of this library recovers its callers' bugs. The
-//     [operations.Monitor], which calls trackers on its own goroutines, turns a panic in
-//     Progress or Cancel into the failure of that one operation; a host calling plugins
-//     directly (Execute, AppliesTo, WaitForAdditionalItems) recovers where it chooses.
+//     [github.com/itemops/itemops/operations/monitor.Monitor], which calls trackers on
+//     its own goroutines, turns a panic in Progress or Cancel into the failure of that
+//     one operation; a host calling plugins directly (Execute, AppliesTo,
+//     WaitForAdditionalItems) recovers where it chooses.
 //   - A v1 plugin has no context: a call in progress runs to its end even if ctx ends.
 //   - A Registry keeps the selector an action's AppliesTo returned for as long as that
 //     action is the one in use under its name, as Velero resolves selectors once per

@@ -15,8 +15,9 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/operationstest"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -36,7 +37,7 @@ func resourceOf(it item) operations.ResourceIdentifier {
 type host struct {
 	t     *testing.T
 	store *memstore.Store
-	clock *operationstest.Clock
+	clock *clocktest.Clock
 	reg   *registry
 
 	askedMu sync.Mutex         // guards asked: the Monitor polls operations at once
@@ -50,7 +51,7 @@ func (h *host) ask(o operations.Owner) {
 }
 
 func newHost(t *testing.T) *host {
-	h := &host{t: t, store: memstore.New(), clock: operationstest.NewClock(t0)}
+	h := &host{t: t, store: memstore.New(), clock: clocktest.NewClock(t0)}
 	h.reg = adapters.NewRegistry(
 		func(ctx context.Context, o operations.Owner) (*backup, error) {
 			h.ask(o)
@@ -153,7 +154,7 @@ func TestEndToEndBackupPolledToCompletion(t *testing.T) {
 		t.Fatalf("operations of the main run (-want +got):\n%s", diff)
 	}
 
-	m := operations.NewMonitor(h.store, h.reg, operations.WithClock(h.clock))
+	m := monitor.New(h.store, h.reg, monitor.WithClock(h.clock))
 	steps := []struct {
 		advance    time.Duration
 		wantPhase  phase.Phase
@@ -199,9 +200,9 @@ func TestEndToEndRestoreMonitorRun(t *testing.T) {
 	ops := h.mainRun(o, 0, item{pvcs, obj("app", "data-0", nil)}, item{pods, obj("app", "web-0", nil)})
 	require.Len(t, ops, 1)
 
-	passes := make(chan operations.PassStats)
-	m := operations.NewMonitor(h.store, h.reg, operations.WithClock(h.clock), operations.WithInterval(10*time.Second),
-		operations.WithObserver(func(s operations.PassStats) { passes <- s }))
+	passes := make(chan monitor.PassStats)
+	m := monitor.New(h.store, h.reg, monitor.WithClock(h.clock), monitor.WithInterval(10*time.Second),
+		monitor.WithObserver(func(s monitor.PassStats) { passes <- s }))
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	go func() { stopped <- m.Run(ctx) }()
@@ -243,7 +244,7 @@ func TestEndToEndOperationsThatFail(t *testing.T) {
 	}{
 		{name: "operation of an adapted v1 action", action: "example.io/v1", wantErr: "asynchronous operations not supported"},
 		{name: "operation of an unknown plugin", action: "example.io/gone", wantErr: "unknown plugin"},
-		{name: "operation past its timeout", action: "example.io/data-mover", timeout: 5 * time.Second, advance: 6 * time.Second, wantErr: operations.TimedOut, wantCancelled: true},
+		{name: "operation past its timeout", action: "example.io/data-mover", timeout: 5 * time.Second, advance: 6 * time.Second, wantErr: monitor.TimedOut, wantCancelled: true},
 		{name: "operation within its timeout", action: "example.io/data-mover", timeout: time.Hour, advance: 6 * time.Second},
 	}
 	for _, tc := range tests {
@@ -267,7 +268,7 @@ func TestEndToEndOperationsThatFail(t *testing.T) {
 			}}))
 
 			h.clock.Advance(tc.advance)
-			res, err := operations.NewMonitor(h.store, h.reg, operations.WithClock(h.clock)).Poll(ctx, o)
+			res, err := monitor.New(h.store, h.reg, monitor.WithClock(h.clock)).Poll(ctx, o)
 			require.NoError(t, err)
 			st := h.status(o)[id]
 			if tc.wantErr == "" {

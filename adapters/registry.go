@@ -21,7 +21,8 @@ type Lookup[T any] func(ctx context.Context, o operations.Owner) (T, error)
 // A Registry holds the plugins of a host by name: backup item actions, restore item
 // actions and volume snapshotters, each registered as v1 (and adapted) or v2. It lists
 // the actions that apply to an item, and it is the [operations.Resolver] of a
-// [operations.Monitor]: an operation's Action names the plugin asked about it.
+// [github.com/itemops/itemops/operations/monitor.Monitor]: an operation's Action names
+// the plugin asked about it.
 //
 // B and R are the types of the backup and restore objects the actions take. The
 // operations the Monitor holds name only their owner, so the registry fetches the object

@@ -5,13 +5,13 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
-	"github.com/itemops/itemops/operations/operationstest"
+	"github.com/itemops/itemops/clock/clocktest"
 )
 
 // newMover returns a data mover on a fake clock and the FinishFunc that moves the clock
 // past the end of any operation it started.
 func newMover(t *testing.T, o *adaptertest.DataMoverOptions) (*adaptertest.DataMover[*backup, *restore], adaptertest.FinishFunc) {
-	clock := operationstest.NewClock(t0)
+	clock := clocktest.NewClock(t0)
 	m := adaptertest.NewDataMover[*backup, *restore]("example.io/data-mover", clock, o)
 	return m, func(string) { clock.Advance(m.Duration()) }
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
 )
 
@@ -25,14 +26,14 @@ type waitOptionFunc func(*waitConfig)
 func (f waitOptionFunc) apply(c *waitConfig) { f(c) }
 
 type waitConfig struct {
-	clock    operations.Clock
+	clock    clock.Clock
 	interval time.Duration
 }
 
 // WithClock sets the clock that measures the timeout and paces the questions. The
-// default is the system clock; nil keeps it. Tests pass a fake, such as the Clock of
-// package operationstest.
-func WithClock(c operations.Clock) WaitOption {
+// default is the system clock ([clock.System]); nil keeps it. Tests pass a fake, such as
+// the Clock of package clock/clocktest.
+func WithClock(c clock.Clock) WaitOption {
 	return waitOptionFunc(func(cfg *waitConfig) {
 		if c != nil {
 			cfg.clock = c
@@ -49,11 +50,6 @@ func WithPollInterval(d time.Duration) WaitOption {
 		}
 	})
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // WaitForAdditionalItems waits until action reports the additional items of one of its
 // Execute calls ready, as Velero's restore does when the output sets
@@ -72,7 +68,7 @@ func WaitForAdditionalItems[R any](ctx context.Context, action RestoreItemAction
 	if action == nil {
 		return fmt.Errorf("wait for additional items: nil action: %w", ErrInvalidPlugin)
 	}
-	cfg := waitConfig{clock: systemClock{}, interval: DefaultPollInterval}
+	cfg := waitConfig{clock: clock.System{}, interval: DefaultPollInterval}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)

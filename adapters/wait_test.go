@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/adapters"
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/operationstest"
 )
 
 var t0 = time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -21,7 +21,7 @@ var t0 = time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
 // (given the number of the call, from 1) and records when, by clock, it was asked.
 type readyAction struct {
 	fakeRestoreAction
-	clock  *operationstest.Clock
+	clock  *clocktest.Clock
 	answer func(ctx context.Context, n int) (bool, error)
 
 	mu    sync.Mutex // guards asked
@@ -116,7 +116,7 @@ func TestWaitForAdditionalItems(t *testing.T) {
 	r := &restore{Name: "r1"}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := operationstest.NewClock(t0)
+			clock := clocktest.NewClock(t0)
 			a := &readyAction{fakeRestoreAction: fakeRestoreAction{name: "waiter"}, clock: clock, answer: tc.answer}
 			opts := append([]adapters.WaitOption{adapters.WithClock(clock)}, tc.opts...)
 			done := make(chan error, 1)
@@ -150,14 +150,14 @@ func TestWaitForAdditionalItems(t *testing.T) {
 func TestWaitForAdditionalItemsContext(t *testing.T) {
 	items := []operations.ResourceIdentifier{{Resource: "pods", Namespace: "app", Name: "p"}}
 	t.Run("done before the first question", func(t *testing.T) {
-		clock := operationstest.NewClock(t0)
+		clock := clocktest.NewClock(t0)
 		a := &readyAction{clock: clock, answer: func(context.Context, int) (bool, error) { return true, nil }}
 		err := adapters.WaitForAdditionalItems(cancelled(), a, items, nil, time.Minute, adapters.WithClock(clock))
 		require.ErrorIs(t, err, context.Canceled)
 		require.Empty(t, a.askedAt())
 	})
 	t.Run("cancelled while sleeping", func(t *testing.T) {
-		clock := operationstest.NewClock(t0)
+		clock := clocktest.NewClock(t0)
 		a := &readyAction{clock: clock, answer: func(context.Context, int) (bool, error) { return false, nil }}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -170,7 +170,7 @@ func TestWaitForAdditionalItemsContext(t *testing.T) {
 		require.Len(t, a.askedAt(), 1)
 	})
 	t.Run("cancelled during a question", func(t *testing.T) {
-		clock := operationstest.NewClock(t0)
+		clock := clocktest.NewClock(t0)
 		ctx, cancel := context.WithCancel(context.Background())
 		a := &readyAction{clock: clock, answer: func(ctx context.Context, _ int) (bool, error) {
 			cancel()

@@ -3,11 +3,12 @@ package operations
 import "context"
 
 // A RunClaimer is an optional ability of a [Store] that several processes share: it
-// decides which [Monitor] works on a run, so that each run is polled and finalized by one
-// Monitor at a time, and when a process dies another takes its runs over. A Monitor finds
-// it by a type assertion on its store; stores used by one process (memory, a local file)
-// need not have it, and without it Monitors rely on the store's atomic updates alone,
-// which keep a run from being advanced twice but let two Monitors poll it at once.
+// decides which Monitor (package operations/monitor) works on a run, so that each run is
+// polled and finalized by one Monitor at a time, and when a process dies another takes
+// its runs over. A Monitor finds it by a type assertion on its store; stores used by one
+// process (memory, a local file) need not have it, and without it Monitors rely on the
+// store's atomic updates alone, which keep a run from being advanced twice but let two
+// Monitors poll it at once.
 //
 // An implementation of ClaimRun tries to claim the run of o for the caller. When it gets
 // the claim it returns ok true and a release function: the caller works on the run, then
@@ -23,23 +24,4 @@ import "context"
 // worked may still be writing, and the store's atomic updates keep that correct.
 type RunClaimer interface {
 	ClaimRun(ctx context.Context, o Owner) (release func(), ok bool, err error)
-}
-
-// claim claims the run of o when the store is a RunClaimer; otherwise every run is the
-// Monitor's to work on.
-func (m *Monitor) claim(ctx context.Context, o Owner) (release func(), ok bool, err error) {
-	if m.claimer == nil {
-		return func() {}, true, nil
-	}
-	release, ok, err = m.claimer.ClaimRun(ctx, o)
-	if err != nil {
-		return nil, false, err
-	}
-	if !ok {
-		return nil, false, nil
-	}
-	if release == nil {
-		release = func() {}
-	}
-	return release, true, nil
 }

@@ -43,8 +43,8 @@ type MainRun struct {
 // StartRun starts the run of template.Owner: it records the run InProgress, calls main
 // (which runs the plugins and returns what they started), records the operations in one
 // batch, and moves the run to the phase [phase.AfterMainRun] gives (for a backup with
-// operations pending, WaitingForPluginOperations), where a [Monitor] takes it over. It
-// returns the run as stored.
+// operations pending, WaitingForPluginOperations), where a Monitor (package
+// operations/monitor) takes it over. It returns the run as stored.
 //
 // template gives the owner and what else the new run starts with (Profile,
 // OperationTimeout, item counts); its Phase must be empty or New. template.Created, when
@@ -61,8 +61,8 @@ type MainRun struct {
 //   - Otherwise the run is created InProgress before main runs, and the operations and
 //     the phase are written after it. A failure in between leaves the run InProgress, and
 //     the next call runs main again and writes its operations (inserting or replacing by
-//     ID). After a process restart, [Recover] fails such a run instead, as Velero fails a
-//     backup it finds InProgress.
+//     ID). After a process restart, the Recover of package operations/monitor fails such
+//     a run instead, as Velero fails a backup it finds InProgress.
 //
 // Since main may run more than once for one run, the operation IDs it returns should be
 // derived from the run and the item (as Velero's data movers do), or its plugins should
@@ -138,6 +138,9 @@ func started(p phase.Phase) bool {
 	}
 	return true
 }
+
+// errNoChange aborts an UpdateRun that has nothing to write.
+var errNoChange = errors.New("no change")
 
 // resumeRun does the main run of a run stored before it started or while it was
 // InProgress: main, its operations, then the phase.

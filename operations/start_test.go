@@ -127,27 +127,6 @@ func TestStartRunRetriesAfterFailure(t *testing.T) {
 	}
 }
 
-// The fallback's window: a process that dies between creating the run and recording its
-// operations leaves it InProgress; Recover fails it and StartRun then returns it as is.
-func TestStartRunAfterRecover(t *testing.T) {
-	ctx := context.Background()
-	s := plainStore{memstore.New()}
-	o := operations.Owner{Kind: phase.Backup, Name: "b"}
-	_, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
-		return operations.MainRun{}, errors.New("crash")
-	})
-	require.Error(t, err)
-	res, err := operations.Recover(ctx, s)
-	require.NoError(t, err)
-	require.Equal(t, []operations.Owner{o}, res.Failed)
-	r, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
-		t.Fatal("main called for a failed run")
-		return operations.MainRun{}, nil
-	})
-	require.NoError(t, err)
-	require.Equal(t, phase.Failed, r.Phase)
-}
-
 func TestStartRunOutcomes(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -208,4 +187,13 @@ func TestStartRunUIDMismatch(t *testing.T) {
 	require.NoError(t, err)
 	_, err = operations.StartRun(ctx, s, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "b", UID: "uid-new"}}, mainStarting("a"))
 	require.ErrorIs(t, err, operations.ErrUIDMismatch)
+}
+
+// historyTo returns the phases r's history led to, in order.
+func historyTo(r operations.Run) []phase.Phase {
+	var out []phase.Phase
+	for _, tr := range r.History {
+		out = append(out, tr.To)
+	}
+	return out
 }

@@ -3,8 +3,9 @@ package operations
 import "context"
 
 // A Tracker asks one plugin about its operations: Progress reports how an operation is
-// doing and Cancel asks the plugin to stop it. The [Monitor] calls both with a context
-// that ends after its per-call timeout; a Tracker should return when the context ends.
+// doing and Cancel asks the plugin to stop it. The Monitor of package operations/monitor
+// calls both with a context that ends after its per-call timeout; a Tracker should return
+// when the context ends.
 //
 // Progress returns an error only when it cannot tell (the plugin is unreachable, the ID is
 // unknown: [ErrInvalidOperationID]); an operation that failed is reported with

@@ -28,7 +28,8 @@
 //
 // # Caveats
 //
-// Time comes from a [Clock], real by default; tests pass a fake one with [WithClock].
+// Time comes from a [clock.Clock], real by default; tests pass the fake of package
+// clock/clocktest with [WithClock].
 // A snapshot reads several counters one after the other without a lock, so it may miss
 // events that happen while it is taken, but it never shows more items restored than the
 // total, nor the last pass before the counts that preceded it.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/itemops/itemops/clock"
 )
 
 // A Sink receives snapshots from a [Reporter], for instance to patch a Restore's
@@ -22,7 +24,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	interval     time.Duration
-	clock        Clock
+	clock        clock.Clock
 	finalTimeout time.Duration
 	onError      func(error)
 }
@@ -44,8 +46,9 @@ func WithInterval(d time.Duration) Option {
 }
 
 // WithClock makes the Reporter take its time and its wake-ups from clk instead of the
-// real clock. A nil clk keeps the real clock.
-func WithClock(clk Clock) Option {
+// real clock ([clock.System]). A nil clk keeps the real clock. The Reporter may abandon
+// a channel of clk.After without receiving from it.
+func WithClock(clk clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if clk != nil {
 			c.clock = clk
@@ -106,7 +109,7 @@ type Reporter struct {
 // ([WithFinalTimeout]) and what to do with sink errors ([WithErrorHandler]).
 // NewReporter starts one goroutine, which [Reporter.Close] stops.
 func NewReporter(c *Counter, sink Sink, opts ...Option) *Reporter {
-	cfg := config{interval: DefaultInterval, clock: realClock{}, finalTimeout: DefaultFinalTimeout}
+	cfg := config{interval: DefaultInterval, clock: clock.System{}, finalTimeout: DefaultFinalTimeout}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}

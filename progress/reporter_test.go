@@ -10,14 +10,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/itemops/itemops/operations/operationstest"
+	"github.com/itemops/itemops/clock"
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/progress"
 )
 
-var _ progress.Clock = (*operationstest.Clock)(nil)
-
-func newFakeClock() *operationstest.Clock {
-	return operationstest.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+func newFakeClock() *clocktest.Clock {
+	return clocktest.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // delivery is one call of a recordingSink.
@@ -28,13 +27,13 @@ type delivery struct {
 
 // recordingSink records its calls on a channel and returns what respond says.
 type recordingSink struct {
-	clock   progress.Clock
+	clock   clock.Clock
 	calls   chan delivery
 	respond func(ctx context.Context, call int) error // nil: succeed
 	n       int
 }
 
-func newRecordingSink(clk progress.Clock) *recordingSink {
+func newRecordingSink(clk clock.Clock) *recordingSink {
 	return &recordingSink{clock: clk, calls: make(chan delivery, 100)}
 }
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/itemops/itemops/adapters"
+	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
 )
 
@@ -57,7 +58,7 @@ type DataMoverOptions struct {
 // [NewDataMover].
 type DataMover[B, R any] struct {
 	name     string
-	clock    operations.Clock
+	clock    clock.Clock
 	size     int64
 	units    string
 	selector adapters.ResourceSelector
@@ -81,7 +82,7 @@ type move struct {
 
 // NewDataMover returns a DataMover registered as name, whose time is clock's (nil: the
 // system clock), configured by o (nil: all defaults).
-func NewDataMover[B, R any](name string, clock operations.Clock, o *DataMoverOptions) *DataMover[B, R] {
+func NewDataMover[B, R any](name string, clock clock.Clock, o *DataMoverOptions) *DataMover[B, R] {
 	if o == nil {
 		o = &DataMoverOptions{}
 	}

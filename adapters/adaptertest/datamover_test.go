@@ -12,8 +12,8 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/operationstest"
 )
 
 var t0 = time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -71,7 +71,7 @@ func TestDataMoverProgressOverTime(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := operationstest.NewClock(t0)
+			clock := clocktest.NewClock(t0)
 			o := tc.opts
 			o.Size, o.Rate = size, rate
 			m := adaptertest.NewDataMover[string, string]("mover", clock, &o)
@@ -100,7 +100,7 @@ func TestDataMoverDefaults(t *testing.T) {
 		"negative options": {Size: -1, Rate: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			clock := operationstest.NewClock(t0)
+			clock := clocktest.NewClock(t0)
 			m := adaptertest.NewDataMover[string, string]("mover", clock, o)
 			require.Equal(t, 16*time.Second, m.Duration(), "1 GiB at 64 MiB/s")
 			id := m.Start()
@@ -117,7 +117,7 @@ func TestDataMoverDefaults(t *testing.T) {
 }
 
 func TestDataMoverUnknownAndCancelled(t *testing.T) {
-	m := adaptertest.NewDataMover[string, string]("mover", operationstest.NewClock(t0), nil)
+	m := adaptertest.NewDataMover[string, string]("mover", clocktest.NewClock(t0), nil)
 	ctx := context.Background()
 	_, err := m.Progress(ctx, "mover/9")
 	require.ErrorIs(t, err, operations.ErrInvalidOperationID)
@@ -135,7 +135,7 @@ func TestDataMoverUnknownAndCancelled(t *testing.T) {
 }
 
 func TestDataMoverIDs(t *testing.T) {
-	m := adaptertest.NewDataMover[string, string]("example.io/mover", operationstest.NewClock(t0), nil)
+	m := adaptertest.NewDataMover[string, string]("example.io/mover", clocktest.NewClock(t0), nil)
 	ctx := context.Background()
 	item := &unstructured.Unstructured{Object: map[string]interface{}{"metadata": map[string]interface{}{"name": "pv-1"}}}
 	_, _, id1, post, err := m.BackupItemAction().Execute(ctx, item, "backup")
@@ -151,7 +151,7 @@ func TestDataMoverIDs(t *testing.T) {
 
 func TestDataMoverViews(t *testing.T) {
 	ctx := context.Background()
-	clock := operationstest.NewClock(t0)
+	clock := clocktest.NewClock(t0)
 	sel := adapters.ResourceSelector{IncludedResources: []string{"persistentvolumeclaims"}}
 	m := adaptertest.NewDataMover[string, string]("mover", clock, &adaptertest.DataMoverOptions{Selector: sel})
 
@@ -182,7 +182,7 @@ func TestDataMoverViews(t *testing.T) {
 
 func TestDataMoverSnapshotter(t *testing.T) {
 	ctx := context.Background()
-	clock := operationstest.NewClock(t0)
+	clock := clocktest.NewClock(t0)
 	m := adaptertest.NewDataMover[string, string]("mover", clock, nil)
 	s := m.VolumeSnapshotter()
 	require.NoError(t, s.Init(ctx, map[string]string{"a": "b"}))

@@ -15,7 +15,7 @@
 // # Fakes
 //
 // [DataMover] is a v2 data mover whose operations move data at a steady rate by an
-// injected clock (the Clock of package operationstest moves only when told), serving as
+// injected clock (the Clock of package clock/clocktest moves only when told), serving as
 // backup item action, restore item action and volume snapshotter. [BackupItemActionV1],
 // [RestoreItemActionV1] and [VolumeSnapshotterV1] are v1 plugins with a hook per method
 // that count their calls, for testing adapters and hosts.

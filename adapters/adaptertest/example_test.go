@@ -8,13 +8,13 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
-	"github.com/itemops/itemops/operations/operationstest"
+	"github.com/itemops/itemops/clock/clocktest"
 )
 
 // A data mover's operations move as its clock does.
 func ExampleDataMover() {
 	ctx := context.Background()
-	clock := operationstest.NewClock(time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC))
+	clock := clocktest.NewClock(time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC))
 	mover := adaptertest.NewDataMover[string, string]("example.io/data-mover", clock, &adaptertest.DataMoverOptions{
 		Size: 10 << 30, Rate: 1 << 30, // ten seconds
 	})
@@ -37,7 +37,7 @@ func ExampleRunBackupItemAction() {
 	testYourAction := func(t *testing.T) {
 		adaptertest.RunBackupItemAction(t, adaptertest.BackupItemActionHarness[string]{
 			New: func(t *testing.T) (adapters.BackupItemAction[string], adaptertest.FinishFunc) {
-				clock := operationstest.NewClock(time.Now())
+				clock := clocktest.NewClock(time.Now())
 				m := adaptertest.NewDataMover[string, string]("example.io/yours", clock, nil) // your action here
 				return m.BackupItemAction(), func(string) { clock.Advance(m.Duration()) }
 			},

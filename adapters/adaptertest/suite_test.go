@@ -15,8 +15,8 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/operationstest"
 )
 
 // tweaked is a backup item action that breaks the contract in one way: each hook, when
@@ -153,7 +153,7 @@ func TestBrokenPluginHelper(t *testing.T) {
 	b := broken[which]
 	adaptertest.RunBackupItemAction(t, adaptertest.BackupItemActionHarness[string]{
 		New: func(t *testing.T) (adapters.BackupItemAction[string], adaptertest.FinishFunc) {
-			clock := operationstest.NewClock(t0)
+			clock := clocktest.NewClock(t0)
 			m := adaptertest.NewDataMover[string, string]("mover", clock, nil)
 			a := &tweaked{BackupItemAction: m.BackupItemAction(), name: m.Name()}
 			if b.tweak != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/itemops/itemops/adapters"
+	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/progress"
@@ -26,7 +27,7 @@ type host struct {
 	store  operations.Store
 	reg    *adapters.Registry[*backupObject, *restoreObject]
 	bucket bucket
-	clock  operations.Clock
+	clock  clock.Clock
 	cfg    demoConfig
 	ui     *display
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/restoreorder"
 )
@@ -32,9 +33,9 @@ func (b bucket) tarball(backup string) string {
 // operationsFile returns the path of the itemoperations file of o.
 func (b bucket) operationsFile(o operations.Owner) string {
 	if o.Kind == phase.Backup {
-		return filepath.Join(b.dir, filepath.FromSlash(operations.BackupOperationsKey(o.Name)))
+		return filepath.Join(b.dir, filepath.FromSlash(opsfile.BackupOperationsKey(o.Name)))
 	}
-	return filepath.Join(b.dir, filepath.FromSlash(operations.RestoreOperationsKey(o.Name)))
+	return filepath.Join(b.dir, filepath.FromSlash(opsfile.RestoreOperationsKey(o.Name)))
 }
 
 // writeOperations writes the itemoperations file of o from the operations s holds.
@@ -44,7 +45,7 @@ func (b bucket) writeOperations(ctx context.Context, s operations.Store, o opera
 		return err
 	}
 	return writeAtomic(b.operationsFile(o), func(w io.Writer) error {
-		enc := operations.NewEncoder(w, o.Kind)
+		enc := opsfile.NewEncoder(w, o.Kind)
 		for _, op := range ops {
 			if err := enc.Encode(op); err != nil {
 				return err

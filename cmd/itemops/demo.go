@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
 )
@@ -145,12 +146,12 @@ func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
 	ui.printf("%d items and %s per run, speed %g, fail rate %g, operation timeout %s",
 		cfg.items, plural(cfg.claims, "operation"), cfg.speed, cfg.failRate, seconds(cfg.operationTimeout()))
 
-	monitor := operations.NewMonitor(store, reg,
-		operations.WithInterval(cfg.interval()),
-		operations.WithWorkers(8),
-		operations.WithCallTimeout(2*time.Second),
-		operations.WithFinalizer(operations.FinalizerFunc(h.finalize)))
-	rec, err := monitor.Recover(ctx)
+	m := monitor.New(store, reg,
+		monitor.WithInterval(cfg.interval()),
+		monitor.WithWorkers(8),
+		monitor.WithCallTimeout(2*time.Second),
+		monitor.WithFinalizer(monitor.FinalizerFunc(h.finalize)))
+	rec, err := m.Recover(ctx)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
@@ -161,7 +162,7 @@ func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
 	bg, stopBackground := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); monitor.Run(bg) }()
+	go func() { defer wg.Done(); m.Run(bg) }()
 	go func() { defer wg.Done(); ui.run(bg, 100*time.Millisecond) }()
 	if cfg.crashAfter > 0 {
 		t := time.AfterFunc(cfg.crashAfter, func() {
@@ -223,7 +224,7 @@ func (h *host) cancelLatest(ctx context.Context) {
 }
 
 // reportRecovery shows what Recover did.
-func (h *host) reportRecovery(ctx context.Context, rec operations.RecoverResult) error {
+func (h *host) reportRecovery(ctx context.Context, rec monitor.RecoverResult) error {
 	if len(rec.Failed) == 0 && len(rec.Resumed) == 0 {
 		h.ui.printf("recovered: nothing; no run was left unfinished")
 		return nil

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/restoreorder"
 	"github.com/itemops/itemops/storage/boltstore"
@@ -107,7 +109,7 @@ func TestDemo(t *testing.T) {
 
 		f, err := os.Open(b.operationsFile(r.Owner))
 		require.NoError(t, err, "the bucket holds the run's itemoperations file")
-		decoded, err := operations.Decode(f, operations.ExpectKind(r.Owner.Kind))
+		decoded, err := opsfile.Decode(f, opsfile.ExpectKind(r.Owner.Kind))
 		f.Close()
 		require.NoError(t, err)
 		require.Len(t, decoded, len(ops))
@@ -180,7 +182,7 @@ func TestDemoFailRate(t *testing.T) {
 			reasons[op.Status.Error]++
 		}
 	}
-	require.Positive(t, reasons[operations.TimedOut], "some operations stalled and timed out: %v", reasons)
+	require.Positive(t, reasons[monitor.TimedOut], "some operations stalled and timed out: %v", reasons)
 	require.Positive(t, reasons["connection to the object store reset (failure injected by -fail-rate)"], "some failed: %v", reasons)
 }
 

@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 )
 
 // now is the time ages are measured from; tests replace it.
@@ -77,7 +78,7 @@ func inspectorFor(head []byte, opts inspectOptions) inspector {
 // inspectOperations prints an itemoperations.json.gz file: a line naming its kind, owner
 // and counts, then a table with a row per operation.
 func inspectOperations(r io.Reader, name string, stdout io.Writer) error {
-	dec, err := operations.NewDecoder(r)
+	dec, err := opsfile.NewDecoder(r)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}

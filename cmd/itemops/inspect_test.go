@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -33,7 +34,7 @@ func fixNow(t *testing.T) {
 func writeFile(t *testing.T, ops []operations.Operation) string {
 	t.Helper()
 	var buf bytes.Buffer
-	require.NoError(t, operations.Encode(&buf, ops))
+	require.NoError(t, opsfile.Encode(&buf, ops))
 	return writeBytes(t, buf.Bytes())
 }
 
@@ -139,7 +140,7 @@ example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap
 
 func TestInspectFailures(t *testing.T) {
 	var file bytes.Buffer
-	require.NoError(t, operations.Encode(&file, backupOps()))
+	require.NoError(t, opsfile.Encode(&file, backupOps()))
 	full := file.Bytes()
 	missing := filepath.Join(t.TempDir(), "missing.json.gz")
 
@@ -161,7 +162,7 @@ func TestInspectFailures(t *testing.T) {
 				ops := backupOps()
 				ops[2].Status.Phase = operations.OperationCompleted
 				var buf bytes.Buffer
-				require.NoError(t, operations.Encode(&buf, ops))
+				require.NoError(t, opsfile.Encode(&buf, ops))
 				text := strings.Replace(string(gunzipForTest(t, buf.Bytes())), `"phase":"Completed"`, `"phase":"Done"`, 1)
 				return []string{"inspect", writeBytes(t, gzipForTest(t, []byte(text)))}
 			},

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/itemops/itemops/adapters"
+	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
 )
 
@@ -131,7 +132,7 @@ type moverConfig struct {
 //
 // A mover is safe for concurrent use.
 type mover struct {
-	clock operations.Clock
+	clock clock.Clock
 	cfg   moverConfig
 	seq   atomic.Uint64
 
@@ -142,7 +143,7 @@ type mover struct {
 	cancelled   map[string]operations.Progress
 }
 
-func newMover(clock operations.Clock, cfg moverConfig) *mover {
+func newMover(clock clock.Clock, cfg moverConfig) *mover {
 	return &mover{clock: clock, cfg: cfg, cancelled: make(map[string]operations.Progress)}
 }
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/operationstest"
 )
 
 var t0 = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -80,7 +80,7 @@ func TestJobProgress(t *testing.T) {
 
 func TestMoverCancel(t *testing.T) {
 	ctx := context.Background()
-	clock := operationstest.NewClock(t0)
+	clock := clocktest.NewClock(t0)
 	m := newMover(clock, moverConfig{minDuration: 10 * time.Second, maxDuration: 10 * time.Second, failRate: 0})
 	id, err := m.start(ctx, "download", "restore-1.1", claim("shop", "data-0", "1Ki"))
 	require.NoError(t, err)
@@ -115,7 +115,7 @@ func TestMoverCancel(t *testing.T) {
 
 func TestMoverStart(t *testing.T) {
 	ctx := context.Background()
-	m := newMover(operationstest.NewClock(t0), moverConfig{minDuration: time.Second, maxDuration: 3 * time.Second, failRate: 0.5})
+	m := newMover(clocktest.NewClock(t0), moverConfig{minDuration: time.Second, maxDuration: 3 * time.Second, failRate: 0.5})
 	tests := []struct {
 		name    string
 		item    *unstructured.Unstructured
@@ -161,7 +161,7 @@ func TestMoverStart(t *testing.T) {
 // The share of failing operations follows -fail-rate, and both ways of failing occur.
 func TestMoverFailRate(t *testing.T) {
 	ctx := context.Background()
-	m := newMover(operationstest.NewClock(t0), moverConfig{minDuration: time.Second, maxDuration: time.Second, failRate: 0.3})
+	m := newMover(clocktest.NewClock(t0), moverConfig{minDuration: time.Second, maxDuration: time.Second, failRate: 0.3})
 	fates := map[fate]int{}
 	const n = 2000
 	for i := range n {
@@ -181,7 +181,7 @@ func TestMoverConformance(t *testing.T) {
 	t.Run("BackupItemAction", func(t *testing.T) {
 		adaptertest.RunBackupItemAction(t, adaptertest.BackupItemActionHarness[*backupObject]{
 			New: func(t *testing.T) (adapters.BackupItemAction[*backupObject], adaptertest.FinishFunc) {
-				clock := operationstest.NewClock(t0)
+				clock := clocktest.NewClock(t0)
 				return backupAction{newMover(clock, cfg)}, func(string) { clock.Advance(cfg.maxDuration) }
 			},
 			Backup: &backupObject{Name: "backup-1.1"},
@@ -191,7 +191,7 @@ func TestMoverConformance(t *testing.T) {
 	t.Run("RestoreItemAction", func(t *testing.T) {
 		adaptertest.RunRestoreItemAction(t, adaptertest.RestoreItemActionHarness[*restoreObject]{
 			New: func(t *testing.T) (adapters.RestoreItemAction[*restoreObject], adaptertest.FinishFunc) {
-				clock := operationstest.NewClock(t0)
+				clock := clocktest.NewClock(t0)
 				return restoreAction{newMover(clock, cfg)}, func(string) { clock.Advance(cfg.maxDuration) }
 			},
 			Restore: &restoreObject{Name: "restore-1.1"},
@@ -204,7 +204,7 @@ func TestMoverConformance(t *testing.T) {
 // the labeler labels namespaced items only.
 func TestRegistry(t *testing.T) {
 	ctx := context.Background()
-	reg, err := newRegistry(newMover(operationstest.NewClock(t0), moverConfig{minDuration: time.Second, maxDuration: time.Second}))
+	reg, err := newRegistry(newMover(clocktest.NewClock(t0), moverConfig{minDuration: time.Second, maxDuration: time.Second}))
 	require.NoError(t, err)
 
 	actions, err := reg.BackupItemActionsFor(ctx, grPVC, claim("shop", "data-0", "1Gi"))

@@ -23,7 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/clock"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -38,7 +39,7 @@ func main() {
 
 // newReconciler returns a reconciler on a fake client holding objs, a memstore (a
 // boltstore in a real operator: runs survive restarts), and an uploader timed by clock.
-func newReconciler(clock operations.Clock, objs ...client.Object) (*BackupReconciler, error) {
+func newReconciler(clock clock.Clock, objs ...client.Object) (*BackupReconciler, error) {
 	scheme := runtime.NewScheme()
 	if err := AddToScheme(scheme); err != nil {
 		return nil, err
@@ -58,16 +59,16 @@ func newBackup(uid types.UID) *AppBackup {
 // example reconciles one AppBackup to its end and writes each status it goes through to
 // w.
 func example(ctx context.Context, w io.Writer) error {
-	r, err := newReconciler(systemClock{}, newBackup("7c1e2f4a-0000-4000-8000-000000000001"))
+	r, err := newReconciler(clock.System{}, newBackup("7c1e2f4a-0000-4000-8000-000000000001"))
 	if err != nil {
 		return err
 	}
-	changes := make(chan operations.RunChange, 1)
-	monitor := operations.NewMonitor(r.Store, r.Plugins, operations.WithInterval(50*time.Millisecond), operations.WithRunChanges(changes))
+	changes := make(chan monitor.RunChange, 1)
+	m := monitor.New(r.Store, r.Plugins, monitor.WithInterval(50*time.Millisecond), monitor.WithRunChanges(changes))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	monitorDone := make(chan error, 1)
-	go func() { monitorDone <- monitor.Run(ctx) }()
+	go func() { monitorDone <- m.Run(ctx) }()
 
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "nightly"}}
 	for {
@@ -92,8 +93,3 @@ func example(ctx context.Context, w io.Writer) error {
 	<-monitorDone
 	return nil
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

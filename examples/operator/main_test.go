@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/operationstest"
+	"github.com/itemops/itemops/clock/clocktest"
+	"github.com/itemops/itemops/operations/monitor"
 )
 
 // The AppBackup goes from WaitingForPluginOperations to Completed while the Monitor polls
@@ -33,10 +33,10 @@ var key = types.NamespacedName{Namespace: "shop", Name: "nightly"}
 
 // toCompleted drives the AppBackup of r to Completed with the fake clock: reconcile,
 // a Monitor pass, the uploads' time, another pass, reconcile.
-func toCompleted(t *testing.T, r *BackupReconciler, clock *operationstest.Clock) AppBackup {
+func toCompleted(t *testing.T, r *BackupReconciler, clock *clocktest.Clock) AppBackup {
 	t.Helper()
 	ctx := context.Background()
-	m := operations.NewMonitor(r.Store, r.Plugins, operations.WithClock(clock))
+	m := monitor.New(r.Store, r.Plugins, monitor.WithClock(clock))
 	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 	require.NoError(t, err)
 	_, err = m.RunOnce(ctx)
@@ -54,7 +54,7 @@ func toCompleted(t *testing.T, r *BackupReconciler, clock *operationstest.Clock)
 // TestFakeClockToCompleted reaches Completed without waiting, with an Event for each
 // phase change and the Ready condition set.
 func TestFakeClockToCompleted(t *testing.T) {
-	clock := operationstest.NewClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	clock := clocktest.NewClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
 	r, err := newReconciler(clock, newBackup("uid-1"))
 	require.NoError(t, err)
 	b := toCompleted(t, r, clock)
@@ -85,7 +85,7 @@ func TestFakeClockToCompleted(t *testing.T) {
 // needs a store that checks owner UIDs: the storage engine's stores do.)
 func TestRecreatedBackup(t *testing.T) {
 	ctx := context.Background()
-	clock := operationstest.NewClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
+	clock := clocktest.NewClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
 	r, err := newReconciler(clock, newBackup("uid-1"))
 	require.NoError(t, err)
 	require.Equal(t, "Completed", toCompleted(t, r, clock).Status.Phase)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/itemops/itemops/adapters"
+	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
 )
 
@@ -17,7 +18,7 @@ import (
 // the upload's ID, which the Monitor then asks about.
 type uploader struct {
 	took  time.Duration
-	clock operations.Clock
+	clock clock.Clock
 
 	// uploadsMu guards uploads: when each upload started, by ID.
 	uploadsMu sync.Mutex
@@ -26,7 +27,7 @@ type uploader struct {
 
 var _ adapters.BackupItemAction[*AppBackup] = (*uploader)(nil)
 
-func newUploader(took time.Duration, clock operations.Clock) *uploader {
+func newUploader(took time.Duration, clock clock.Clock) *uploader {
 	return &uploader{took: took, clock: clock, uploads: map[string]time.Time{}}
 }
 

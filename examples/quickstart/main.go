@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
 )
@@ -52,8 +53,8 @@ func quickstart(ctx context.Context, path string, w io.Writer) error {
 	}
 	defer store.Close()
 	plugins := operations.ResolverFunc(func(string) (operations.Tracker, error) { return uploader{}, nil }) // or an adapters.Registry
-	monitor := operations.NewMonitor(store, plugins, operations.WithInterval(100*time.Millisecond))
-	go monitor.Run(ctx) // after a restart, call monitor.Recover first
+	m := monitor.New(store, plugins, monitor.WithInterval(100*time.Millisecond))
+	go m.Run(ctx) // after a restart, call m.Recover first
 
 	// A backup starts, and its plugin starts an upload: record both.
 	backup := operations.Owner{Kind: phase.Backup, Name: "nightly"}

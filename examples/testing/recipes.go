@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/itemops/itemops/adapters"
+	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
 )
 
@@ -50,7 +51,7 @@ func (s *CountingStore) PutOperations(ctx context.Context, o operations.Owner, o
 // Snapshotter is a v2 backup item action that makes a snapshot of each volume claim in
 // the background; each snapshot takes Took by its Clock.
 type Snapshotter struct {
-	Clock operations.Clock
+	Clock clock.Clock
 	Took  time.Duration
 
 	// startedMu guards started and seq.

@@ -11,8 +11,10 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
+	"github.com/itemops/itemops/clock/clocktest"
 	recipes "github.com/itemops/itemops/examples/testing"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -32,7 +34,7 @@ func TestCountingStoreConformance(t *testing.T) {
 func TestSnapshotterConformance(t *testing.T) {
 	adaptertest.RunBackupItemAction(t, adaptertest.BackupItemActionHarness[string]{
 		New: func(t *testing.T) (adapters.BackupItemAction[string], adaptertest.FinishFunc) {
-			clock := operationstest.NewClock(t0)
+			clock := clocktest.NewClock(t0)
 			s := &recipes.Snapshotter{Clock: clock, Took: time.Minute}
 			return s, func(string) { clock.Advance(time.Minute) } // the FinishFunc ends an operation
 		},
@@ -79,7 +81,7 @@ func TestMonitorTimeouts(t *testing.T) {
 		{name: "still running, within its timeout", after: 30 * time.Minute, report: operations.Progress{NCompleted: 1, NTotal: 2},
 			wantOp: operations.OperationNew, wantRun: phase.WaitingForPluginOperations},
 		{name: "still running past its timeout", after: time.Hour + time.Second, report: operations.Progress{NCompleted: 1, NTotal: 2},
-			wantOp: operations.OperationFailed, wantErr: operations.TimedOut, wantRun: phase.FinalizingPartiallyFailed, wantCancs: 1},
+			wantOp: operations.OperationFailed, wantErr: monitor.TimedOut, wantRun: phase.FinalizingPartiallyFailed, wantCancs: 1},
 		{name: "done in time", after: time.Minute, report: operations.Progress{Completed: true, NCompleted: 2, NTotal: 2},
 			wantOp: operations.OperationCompleted, wantRun: phase.Finalizing},
 		{name: "failed", after: time.Minute, report: operations.Progress{Completed: true, Err: "disk full"},
@@ -88,7 +90,7 @@ func TestMonitorTimeouts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			store, clock := memstore.New(), operationstest.NewClock(t0)
+			store, clock := memstore.New(), clocktest.NewClock(t0)
 			o := operations.Owner{Kind: phase.Backup, Name: "nightly"}
 			run := operations.Run{Owner: o, Phase: phase.New, Created: t0, OperationTimeout: time.Hour}
 			require.NoError(t, run.SetPhase(phase.InProgress, "started", t0))
@@ -103,8 +105,8 @@ func TestMonitorTimeouts(t *testing.T) {
 			plugin := &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
 				return tc.report, nil
 			}}
-			m := operations.NewMonitor(store, operationstest.Resolver(map[string]operations.Tracker{"example.io/snapshotter": plugin}),
-				operations.WithClock(clock))
+			m := monitor.New(store, operationstest.Resolver(map[string]operations.Tracker{"example.io/snapshotter": plugin}),
+				monitor.WithClock(clock))
 			clock.Advance(tc.after)
 			res, err := m.Poll(ctx, o) // one pass, no goroutine to wait for
 			require.NoError(t, err)
@@ -122,7 +124,7 @@ func TestMonitorTimeouts(t *testing.T) {
 
 // recipe: errors
 func TestUnknownSnapshot(t *testing.T) {
-	s := &recipes.Snapshotter{Clock: operationstest.NewClock(t0), Took: time.Minute}
+	s := &recipes.Snapshotter{Clock: clocktest.NewClock(t0), Took: time.Minute}
 	_, err := s.Progress(context.Background(), "snapshot-404", "nightly")
 	if !errors.Is(err, operations.ErrInvalidOperationID) {
 		t.Fatalf("Progress of an unknown ID = %v, want an error wrapping ErrInvalidOperationID", err)

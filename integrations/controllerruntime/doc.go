@@ -1,5 +1,5 @@
-// Package controllerruntime runs itemops in a controller-runtime operator: the
-// operations Monitor as a manager runnable, an event source that reconciles the objects
+// Package controllerruntime runs itemops in a controller-runtime operator: the Monitor of
+// operations/monitor as a manager runnable, an event source that reconciles the objects
 // whose runs changed, status and event helpers, and owner names for namespaced objects.
 //
 // It lives in a module of its own, so that controller-runtime, client-go and Prometheus
@@ -8,7 +8,7 @@
 // # Setup
 //
 // [New] builds the [Monitor] and adds it to the manager. It runs only on the elected
-// leader. When it starts it applies the restart rules ([operations.Recover]) before
+// leader. When it starts it applies the restart rules ([monitor.Recover]) before
 // anything else, and the reconcilers wrapped with [Gate] wait for that, so that Recover
 // never fails a run a reconcile has just started. Then the Monitor polls until the
 // manager stops, and [Monitor.Source] enqueues the objects whose runs it changed.

@@ -16,15 +16,16 @@ import (
 
 	"github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 )
 
-// A Monitor is an [operations.Monitor] that runs in a controller-runtime manager: see
+// A Monitor is a [monitor.Monitor] that runs in a controller-runtime manager: see
 // [New]. Its methods are safe for concurrent use.
 type Monitor struct {
-	*operations.Monitor
+	*monitor.Monitor
 
-	changes     chan operations.RunChange
+	changes     chan monitor.RunChange
 	recovered   chan struct{} // closed once Recover has succeeded
 	recoverOnce sync.Once
 
@@ -42,20 +43,20 @@ type queue struct {
 const changeBuffer = 256
 
 // New returns a Monitor of the runs in store, whose plugins resolver finds, and adds it
-// to mgr. opts are passed to [operations.NewMonitor] after the integration's own: the
+// to mgr. opts are passed to [monitor.New] after the integration's own: the
 // manager's logger, named "itemops" (through logr's slog bridge), the run changes its
 // sources need, and the metrics of package prommetrics, registered on
 // controller-runtime's metrics registry (shared with other Monitors of the process). A
 // WithLogger among opts replaces the logger.
 //
 // The Monitor runs only on the elected leader (when the manager has leader election).
-// When the manager starts it, it calls [operations.Monitor.Recover], then runs
-// [operations.Monitor.Run] until the manager stops, and returns nil then. A failure of
+// When the manager starts it, it calls [monitor.Monitor.Recover], then runs
+// [monitor.Monitor.Run] until the manager stops, and returns nil then. A failure of
 // Recover stops the manager: the restart rules must be applied before any run is
 // started. Reconcilers wrapped with [Gate] wait for Recover.
 //
 // New fails when the metrics cannot be registered or the manager refuses the runnable.
-func New(mgr manager.Manager, store operations.Store, resolver operations.Resolver, opts ...operations.MonitorOption) (*Monitor, error) {
+func New(mgr manager.Manager, store operations.Store, resolver operations.Resolver, opts ...monitor.Option) (*Monitor, error) {
 	pm := prommetrics.New()
 	if err := pm.Register(metrics.Registry); err != nil {
 		return nil, fmt.Errorf("register itemops metrics: %w", err)
@@ -67,17 +68,17 @@ func New(mgr manager.Manager, store operations.Store, resolver operations.Resolv
 	return m, nil
 }
 
-func newMonitor(store operations.Store, resolver operations.Resolver, log logr.Logger, opts []operations.MonitorOption) *Monitor {
+func newMonitor(store operations.Store, resolver operations.Resolver, log logr.Logger, opts []monitor.Option) *Monitor {
 	m := &Monitor{
-		changes:   make(chan operations.RunChange, changeBuffer),
+		changes:   make(chan monitor.RunChange, changeBuffer),
 		recovered: make(chan struct{}),
 		queues:    make(map[phase.Kind][]*queue),
 	}
-	base := []operations.MonitorOption{
-		operations.WithLogger(slog.New(logr.ToSlogHandler(log))),
-		operations.WithRunChanges(m.changes),
+	base := []monitor.Option{
+		monitor.WithLogger(slog.New(logr.ToSlogHandler(log))),
+		monitor.WithRunChanges(m.changes),
 	}
-	m.Monitor = operations.NewMonitor(store, resolver, append(base, opts...)...)
+	m.Monitor = monitor.New(store, resolver, append(base, opts...)...)
 	return m
 }
 
@@ -120,7 +121,7 @@ func Gate[request comparable](m *Monitor, r reconcile.TypedReconciler[request]) 
 }
 
 // Source returns a source that enqueues, for each run of kind that the Monitor changes
-// (see [operations.RunChange]), the object [ObjectKey] names. A change is delivered to
+// (see [monitor.RunChange]), the object [ObjectKey] names. A change is delivered to
 // every source of its kind started at the time; the workqueue merges requests for one
 // object. Changes made before a source starts are not delivered to it (a controller
 // reconciles every object when it starts anyway).

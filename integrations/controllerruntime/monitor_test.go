@@ -17,7 +17,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -58,7 +60,7 @@ func TestGateHoldsReconcilesUntilRecovered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store := &blockingStore{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
-	m := newMonitor(store, operationstest.Resolver(nil), logr.Discard(), []operations.MonitorOption{operations.WithInterval(time.Hour)})
+	m := newMonitor(store, operationstest.Resolver(nil), logr.Discard(), []monitor.Option{monitor.WithInterval(time.Hour)})
 	fresh := operations.Owner{Kind: phase.Backup, Name: "ns/fresh"}
 	var reconciled atomic.Bool
 	r := Gate(m, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -117,9 +119,9 @@ func TestSourceEnqueuesChangedRuns(t *testing.T) {
 	tracker := &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
 		return operations.Progress{Completed: true}, nil
 	}}
-	clock := operationstest.NewClock(t0)
+	clock := clocktest.NewClock(t0)
 	m := newMonitor(store, operationstest.Resolver(map[string]operations.Tracker{"p": tracker}), logr.Discard(),
-		[]operations.MonitorOption{operations.WithClock(clock), operations.WithInterval(time.Hour)})
+		[]monitor.Option{monitor.WithClock(clock), monitor.WithInterval(time.Hour)})
 
 	backups := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	restores := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())

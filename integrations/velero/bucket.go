@@ -11,6 +11,7 @@ import (
 	"github.com/vmware-tanzu/velero/pkg/itemoperation"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -109,9 +110,9 @@ func load(ctx context.Context, s operations.Store, run operations.Run, to phase.
 }
 
 // Save uploads the itemoperations file of the run of o to bs: every operation s holds
-// for it, encoded by [operations.Encoder] (byte for byte what Velero uploads), through
+// for it, encoded by [opsfile.Encoder] (byte for byte what Velero uploads), through
 // PutBackupItemOperations or PutRestoreItemOperations. Call it after a pass changed the
-// run's operations (see operations.WithObserver), as Velero's operations controllers
+// run's operations (see monitor.WithObserver), as Velero's operations controllers
 // upload the file after a reconcile that found errors or an end.
 //
 // A run without operations uploads nothing, as in Velero, which writes no file for a
@@ -128,7 +129,7 @@ func Save(ctx context.Context, s operations.Store, bs BackupStore, o operations.
 		return nil
 	}
 	var buf bytes.Buffer
-	enc := operations.NewEncoder(&buf, o.Kind)
+	enc := opsfile.NewEncoder(&buf, o.Kind)
 	for _, op := range ops {
 		if err := enc.Encode(op); err != nil {
 			return fmt.Errorf("velero: save %s: %w", o, err)

@@ -25,9 +25,11 @@ import (
 	riamocks "github.com/vmware-tanzu/velero/pkg/plugin/velero/mocks/restoreitemaction/v2"
 	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/integrations/velero"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/operationstest"
+	"github.com/itemops/itemops/operations/monitor"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -87,7 +89,7 @@ type harness struct {
 	plugins *pluginmocks.Manager
 	bia     *biamocks.BackupItemAction
 	ria     *riamocks.RestoreItemAction
-	clock   *operationstest.Clock
+	clock   *clocktest.Clock
 	backup  *velerov1api.Backup
 	restore *velerov1api.Restore
 	owner   operations.Owner
@@ -107,7 +109,7 @@ func newHarness(t *testing.T, kind phase.Kind, start phase.Phase, created time.T
 	h := &harness{
 		store: memstore.New(), bs: &persistencemocks.BackupStore{}, plugins: &pluginmocks.Manager{},
 		bia: &biamocks.BackupItemAction{}, ria: &riamocks.RestoreItemAction{},
-		clock: operationstest.NewClock(testNow), opID: "operation-1", action: "velero.io/test",
+		clock: clocktest.NewClock(testNow), opID: "operation-1", action: "velero.io/test",
 		files: map[string][]byte{},
 	}
 	metaCreated := metav1.NewTime(created)
@@ -183,10 +185,10 @@ func (h *harness) resolver() *velero.Resolver {
 
 // poll runs one Monitor pass over the run, as one reconcile of Velero's controller,
 // then uploads the file, and returns what the pass found and the operation after it.
-func (h *harness) poll(t *testing.T, opts ...operations.MonitorOption) (operations.PollResult, operations.Run, operations.Operation) {
+func (h *harness) poll(t *testing.T, opts ...monitor.Option) (monitor.PollResult, operations.Run, operations.Operation) {
 	t.Helper()
 	ctx := context.Background()
-	m := operations.NewMonitor(h.store, h.resolver(), append([]operations.MonitorOption{operations.WithClock(h.clock)}, opts...)...)
+	m := monitor.New(h.store, h.resolver(), append([]monitor.Option{monitor.WithClock(h.clock)}, opts...)...)
 	res, err := m.Poll(ctx, h.owner)
 	require.NoError(t, err)
 	require.NoError(t, velero.Save(ctx, h.store, h.bs, h.owner))
@@ -221,7 +223,7 @@ func TestVeleroControllerCases(t *testing.T) {
 			require.Equal(t, wantErrors, res.Failed, "failed operations (Velero: itemOperationsFailed)")
 			require.True(t, op.Status.Created.Equal(testNow), "created time kept: %v", op.Status.Created)
 
-			got, err := operations.Decode(bytes.NewReader(h.files[h.owner.Name]))
+			got, err := opsfile.Decode(bytes.NewReader(h.files[h.owner.Name]))
 			require.NoError(t, err)
 			if diff := cmp.Diff([]operations.Operation{op}, got); diff != "" {
 				t.Errorf("uploaded file (-stored +uploaded):\n%s", diff)
@@ -324,7 +326,7 @@ func TestResolverMapsVeleroPluginErrors(t *testing.T) {
 					require.Equal(t, operations.OperationError{Action: h.action, OperationID: h.opID, Err: tc.sentinel}, *oe)
 				}
 
-				_, _, got := h.poll(t, operations.WithProgressErrorTolerance(3))
+				_, _, got := h.poll(t, monitor.WithProgressErrorTolerance(3))
 				require.Equal(t, operations.OperationFailed, got.Status.Phase, "a tolerated error count does not apply to %s", tc.name)
 				require.Equal(t, progressPrefix+pluginErr.Error(), got.Status.Error)
 			})
@@ -338,7 +340,7 @@ func TestResolverMapsVeleroPluginErrors(t *testing.T) {
 		op, _ := h.store.GetOperation(context.Background(), h.owner, h.opID)
 		_, err := tr.Progress(context.Background(), op)
 		require.Same(t, plain, err)
-		_, _, got := h.poll(t, operations.WithProgressErrorTolerance(1))
+		_, _, got := h.poll(t, monitor.WithProgressErrorTolerance(1))
 		require.Equal(t, operations.OperationNew, got.Status.Phase, "one plain error is tolerated")
 	})
 	t.Run("a cancelled context calls no plugin", func(t *testing.T) {

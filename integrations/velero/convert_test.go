@@ -20,6 +20,7 @@ import (
 
 	"github.com/itemops/itemops/integrations/velero"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -179,7 +180,7 @@ func TestConversionRefusesTheWrongKind(t *testing.T) {
 
 // TestVeleroWritesWhatEncodeWrites uploads random records through Velero's own path
 // (its item-operations map's upload, encode.ToJSONGzip, the object-store BackupStore),
-// and compares the object with what operations.Encode writes for the converted
+// and compares the object with what opsfile.Encode writes for the converted
 // records, byte for byte, compressed.
 func TestVeleroWritesWhatEncodeWrites(t *testing.T) {
 	c := newCorpus(2)
@@ -199,9 +200,9 @@ func TestVeleroWritesWhatEncodeWrites(t *testing.T) {
 			ops[j] = velero.FromBackupOperation(op)
 		}
 		var want bytes.Buffer
-		require.NoError(t, operations.Encode(&want, ops))
-		got, ok := objects.get("prefix/" + operations.BackupOperationsKey(name))
-		require.True(t, ok, "Velero wrote no object at operations.BackupOperationsKey")
+		require.NoError(t, opsfile.Encode(&want, ops))
+		got, ok := objects.get("prefix/" + opsfile.BackupOperationsKey(name))
+		require.True(t, ok, "Velero wrote no object at opsfile.BackupOperationsKey")
 		require.Equal(t, want.Bytes(), got, "backup file %d", i)
 
 		ops = ops[:0]
@@ -209,9 +210,9 @@ func TestVeleroWritesWhatEncodeWrites(t *testing.T) {
 			ops = append(ops, velero.FromRestoreOperation(op))
 		}
 		want.Reset()
-		require.NoError(t, operations.Encode(&want, ops))
-		got, ok = objects.get("prefix/" + operations.RestoreOperationsKey(rname))
-		require.True(t, ok, "Velero wrote no object at operations.RestoreOperationsKey")
+		require.NoError(t, opsfile.Encode(&want, ops))
+		got, ok = objects.get("prefix/" + opsfile.RestoreOperationsKey(rname))
+		require.True(t, ok, "Velero wrote no object at opsfile.RestoreOperationsKey")
 		require.Equal(t, want.Bytes(), got, "restore file %d", i)
 	}
 }
@@ -226,7 +227,7 @@ func inFile(op operations.Operation) operations.Operation {
 	return op
 }
 
-// TestDecodeReadsWhatVeleroWrites decodes, with operations.Decode, the bytes Velero's
+// TestDecodeReadsWhatVeleroWrites decodes, with opsfile.Decode, the bytes Velero's
 // encode.ToJSONGzip writes, and compares with the converted records.
 func TestDecodeReadsWhatVeleroWrites(t *testing.T) {
 	c := newCorpus(3)
@@ -234,7 +235,7 @@ func TestDecodeReadsWhatVeleroWrites(t *testing.T) {
 		vops := c.backups(1+c.r.IntN(20), true)
 		buf, errs := encode.ToJSONGzip(vops, "test")
 		require.Empty(t, errs)
-		got, err := operations.Decode(buf)
+		got, err := opsfile.Decode(buf)
 		require.NoError(t, err)
 		want := make([]operations.Operation, len(vops))
 		for j, op := range vops {
@@ -246,7 +247,7 @@ func TestDecodeReadsWhatVeleroWrites(t *testing.T) {
 	}
 }
 
-// TestVeleroReadsWhatSaveWrites saves runs with velero.Save (operations.Encode) and
+// TestVeleroReadsWhatSaveWrites saves runs with velero.Save (opsfile.Encode) and
 // reads them with Velero's own BackupStore: the records are the converted ones.
 func TestVeleroReadsWhatSaveWrites(t *testing.T) {
 	ctx := context.Background()

@@ -1,6 +1,7 @@
-// Package velero connects itemops to Velero's own types, plugins and backup storage,
-// so that a Velero fork replaces its operations controllers with an
-// [operations.Monitor] without writing the glue (see docs/velero-fork.md).
+// Package velero connects itemops to Velero's own types, plugins and backup storage, so
+// that a Velero fork replaces its operations controllers with a
+// [github.com/itemops/itemops/operations/monitor.Monitor] without writing the glue (see
+// docs/velero-fork.md).
 //
 // It is a module of its own, github.com/itemops/itemops/integrations/velero, that
 // requires github.com/vmware-tanzu/velero (v1.16.0 at least; CI also builds and tests
@@ -18,12 +19,12 @@
 // Velero's status holds times as pointers, and a pointer to the zero time comes back
 // as nil (Velero writes both as null).
 //
-// The module's tests hold the codec of package operations to Velero's own code: the
+// The module's tests hold the codec of package operations/opsfile to Velero's own code: the
 // file Velero's item-operations map uploads through its object-store BackupStore is,
-// compressed byte for byte, what [operations.Encode] writes for the converted records;
-// [operations.Decode] reads what Velero's encode.ToJSONGzip writes; and Velero's
+// compressed byte for byte, what [opsfile.Encode] writes for the converted records;
+// [opsfile.Decode] reads what Velero's encode.ToJSONGzip writes; and Velero's
 // BackupStore reads what [Save] uploads. The hand-written copies of Velero's types in
-// operations/velero_test.go stay, as a second check: the library's module cannot
+// operations/opsfile/velero_test.go stay, as a second check: the library's module cannot
 // import Velero, and they keep the codec's own tests (escapes, limits, large files)
 // next to the codec.
 //
@@ -56,7 +57,7 @@
 //   - The error an operation records for a failed Progress call is the plugin's text
 //     after "progress: " (the Monitor says which call failed; Velero records the text
 //     alone), and a failed Cancel after a time-out adds "; " and its error to
-//     [operations.TimedOut] (Velero ignores it).
+//     [github.com/itemops/itemops/operations/monitor.TimedOut] (Velero ignores it).
 //   - Velero also appends each error, as "<error>, plugin: <name>", to the backup's or
 //     restore's error list; the Monitor counts errors on the run (Run.Errors) and keeps
 //     each message on its operation.

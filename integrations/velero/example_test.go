@@ -14,6 +14,7 @@ import (
 
 	itemvelero "github.com/itemops/itemops/integrations/velero"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -52,7 +53,7 @@ func ExampleNewResolver() {
 		}
 	}
 	resolver := itemvelero.NewResolver(plugins, itemvelero.Objects{Backup: getBackup})
-	monitor := operations.NewMonitor(store, resolver, operations.WithDefaultOperationTimeout(4*time.Hour))
+	monitor := monitor.New(store, resolver, monitor.WithDefaultOperationTimeout(4*time.Hour))
 	for _, b := range waiting {
 		owner := operations.Owner{Kind: phase.Backup, Name: b.Name, UID: string(b.UID)}
 		if _, err := monitor.Poll(ctx, owner); err != nil {

@@ -43,11 +43,11 @@ type Objects struct {
 // failed operation records the plugin's own message, as Velero does. Every other
 // error, from the plugin manager, from Objects or from the plugin, is returned as it
 // is. A Velero plugin call takes no context: a Tracker checks ctx before each call,
-// and the Monitor's call timeout (operations.WithCallTimeout) bounds a call that
+// and the Monitor's call timeout (monitor.WithCallTimeout) bounds a call that
 // hangs.
 //
 // A Resolver is safe for concurrent use when its Plugins and Objects are: the Monitor
-// calls its Trackers from several goroutines at once (operations.WithWorkers). Velero's
+// calls its Trackers from several goroutines at once (monitor.WithWorkers). Velero's
 // operations controllers make a plugin manager per reconcile and clean it up after; a
 // fork that keeps one for the Monitor's lifetime cleans it up when the Monitor stops.
 type Resolver struct {

@@ -1,5 +1,6 @@
 // Package operationstest provides fakes for testing code that uses package operations: a
-// [Clock] whose time moves only when the test says, and a scriptable [Tracker] that
-// counts its calls. Use a real store (storage/memstore, or storage/boltstore in a
-// temporary directory) beside them rather than a fake one.
+// scriptable [Tracker] that counts its calls, and a [Resolver] of a fixed set of them.
+// Use a real store (storage/memstore, or storage/boltstore in a temporary directory)
+// beside them rather than a fake one, and the fake clock of package clock/clocktest for
+// anything that waits or times out.
 package operationstest

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 )
@@ -88,8 +89,8 @@ func cancelChild() int {
 	if stuck == beforeRunUpdate {
 		monitored = stopBeforeUpdate{s}
 	}
-	m := operations.NewMonitor(monitored, operationstest.Resolver(map[string]operations.Tracker{"mover": tr}),
-		operations.WithWorkers(4), operations.WithCallTimeout(time.Hour))
+	m := monitor.New(monitored, operationstest.Resolver(map[string]operations.Tracker{"mover": tr}),
+		monitor.WithWorkers(4), monitor.WithCallTimeout(time.Hour))
 	if _, err := m.RunOnce(ctx); err != nil {
 		return fail("pass: %v", err)
 	}
@@ -180,7 +181,7 @@ func TestCancelSurvivesKill(t *testing.T) {
 
 		atKill := run.Phase
 		tr := &operationstest.Tracker{}
-		m := operations.NewMonitor(s, operationstest.Resolver(map[string]operations.Tracker{"mover": tr}))
+		m := monitor.New(s, operationstest.Resolver(map[string]operations.Tracker{"mover": tr}))
 		rec, err := m.Recover(ctx)
 		require.NoError(t, err)
 		if !phase.IsTerminal(run.Phase) {
@@ -203,7 +204,7 @@ func TestCancelSurvivesKill(t *testing.T) {
 		}
 		for _, op := range all {
 			require.Equal(t, operations.OperationFailed, op.Status.Phase, "round %d: %s", i, op.ID)
-			require.True(t, strings.HasPrefix(op.Status.Error, operations.CancelledPrefix+cancelReason), "round %d: %s: %q", i, op.ID, op.Status.Error)
+			require.True(t, strings.HasPrefix(op.Status.Error, monitor.CancelledPrefix+cancelReason), "round %d: %s: %q", i, op.ID, op.Status.Error)
 			want := 0
 			if wasLeft[op.ID] {
 				want = 1

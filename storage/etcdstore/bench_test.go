@@ -11,6 +11,7 @@ import (
 	"github.com/itemops/itemops/internal/contend"
 	"github.com/itemops/itemops/internal/cputime"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
 	"github.com/itemops/itemops/storage/etcdstore"
@@ -206,11 +207,11 @@ func (t *slowTracker) Progress(ctx context.Context, op operations.Operation) (op
 
 func (t *slowTracker) Cancel(context.Context, operations.Operation) error { return nil }
 
-// BenchmarkMonitorPass is the Monitor benchmark of package operations on etcdstore: 100
+// BenchmarkMonitorPass is the Monitor benchmark of package operations/monitor on etcdstore: 100
 // waiting runs of 100 InProgress operations each, a plugin that takes 2 ms per Progress
 // call, a Monitor with 64 workers; one op polls every run once, concurrently, so 10,000
 // Progress calls and 100 batches of 100 operations. memstore (the figure in package
-// operations) and boltstore run beside it. With etcdstore the Monitor also claims and
+// operations/monitor) and boltstore run beside it. With etcdstore the Monitor also claims and
 // releases each run (two more transactions per run).
 func BenchmarkMonitorPass(b *testing.B) {
 	const (
@@ -231,8 +232,8 @@ func BenchmarkMonitorPass(b *testing.B) {
 				}
 			}
 			tr := &slowTracker{latency: latency}
-			m := operations.NewMonitor(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil }),
-				operations.WithWorkers(workers))
+			m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil }),
+				monitor.WithWorkers(workers))
 			done := measure(b, runs*perRun)
 			for i := 0; i < b.N; i++ {
 				errs := make(chan error, runs)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/etcdstore"
 )
@@ -68,7 +69,7 @@ func waitCancelled(t *testing.T, s operations.Store, owners []operations.Owner, 
 		require.Len(t, ops, perRun)
 		for _, op := range ops {
 			require.Equal(t, operations.OperationFailed, op.Status.Phase, "%s/%s", o, op.ID)
-			require.True(t, strings.HasPrefix(op.Status.Error, operations.CancelledPrefix+reason), "%s/%s: %q", o, op.ID, op.Status.Error)
+			require.True(t, strings.HasPrefix(op.Status.Error, monitor.CancelledPrefix+reason), "%s/%s: %q", o, op.ID, op.Status.Error)
 		}
 	}
 }
@@ -91,7 +92,7 @@ func TestMonitorsShareCancel(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, s := range []operations.Store{a, b} {
-		m := operations.NewMonitor(s, c.resolver(), operations.WithInterval(10*time.Millisecond), operations.WithWorkers(4))
+		m := monitor.New(s, c.resolver(), monitor.WithInterval(10*time.Millisecond), monitor.WithWorkers(4))
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = m.Run(ctx) }()
 	}
@@ -135,7 +136,7 @@ func TestCancelSurvivesRestart(t *testing.T) {
 
 	down := newRestartMidPass()
 	c := &cancels{calls: map[string]int{}, before: down.hold}
-	m := operations.NewMonitor(s, c.resolver(), operations.WithInterval(20*time.Millisecond), down.observer())
+	m := monitor.New(s, c.resolver(), monitor.WithInterval(20*time.Millisecond), down.observer())
 	ctx, cancel := context.WithCancel(bg)
 	stopped := make(chan error)
 	go func() { stopped <- m.Run(ctx) }()

@@ -71,7 +71,8 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 	return ss, nil
 }
 
-// ClaimRun claims the run of o for this store, so that one [operations.Monitor] at a time
+// ClaimRun claims the run of o for this store, so that one
+// [github.com/itemops/itemops/operations/monitor.Monitor] at a time
 // polls or finalizes it; see [operations.RunClaimer]. The claim is a key under claims/
 // bound to a lease of [Options.ClaimTTL] that the store keeps alive: when the store's
 // process dies, or loses etcd for that long, the lease expires, the claim with it, and

@@ -14,7 +14,7 @@
 //		return err
 //	}
 //	defer s.Close()
-//	m := operations.NewMonitor(s, resolver) // claims each run it polls
+//	m := monitor.New(s, resolver) // claims each run it polls
 //
 // The package is a Go module of its own, so that programs that do not import it never
 // have etcd in their module graph. It requires the etcd v3.6 client (v3.6.4, the newest

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/etcdstore"
 	"github.com/itemops/itemops/storage/etcdstore/internal/etcdtest"
@@ -176,14 +177,14 @@ func TestMonitorsShareRuns(t *testing.T) {
 		skipMu  sync.Mutex
 		skipped int
 	)
-	observe := func(st operations.PassStats) {
+	observe := func(st monitor.PassStats) {
 		skipMu.Lock()
 		skipped += st.Skipped
 		skipMu.Unlock()
 	}
-	mopts := []operations.MonitorOption{operations.WithInterval(20 * time.Millisecond), operations.WithWorkers(8), operations.WithObserver(observe)}
-	ma := operations.NewMonitor(a, trA.resolver(), mopts...)
-	mb := operations.NewMonitor(b, trB.resolver(), mopts...)
+	mopts := []monitor.Option{monitor.WithInterval(20 * time.Millisecond), monitor.WithWorkers(8), monitor.WithObserver(observe)}
+	ma := monitor.New(a, trA.resolver(), mopts...)
+	mb := monitor.New(b, trB.resolver(), mopts...)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	wg.Add(2)
@@ -227,7 +228,7 @@ func TestMonitorSurvivesRestart(t *testing.T) {
 
 	down := newRestartMidPass()
 	tr := tracker{r: newRecorder(), name: "m", onCall: func(operations.Operation, int) { down.hold() }}
-	m := operations.NewMonitor(s, tr.resolver(), operations.WithInterval(20*time.Millisecond), down.observer())
+	m := monitor.New(s, tr.resolver(), monitor.WithInterval(20*time.Millisecond), down.observer())
 	ctx, cancel := context.WithCancel(bg)
 	stopped := make(chan error)
 	go func() { stopped <- m.Run(ctx) }()
@@ -260,8 +261,8 @@ func (r *restartMidPass) hold() {
 }
 
 // observer is the Monitor's option that collects the errors of failed passes.
-func (r *restartMidPass) observer() operations.MonitorOption {
-	return operations.WithObserver(func(st operations.PassStats) {
+func (r *restartMidPass) observer() monitor.Option {
+	return monitor.WithObserver(func(st monitor.PassStats) {
 		if st.Err != nil {
 			select {
 			case r.failures <- st.Err:

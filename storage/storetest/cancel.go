@@ -11,11 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 )
 
-// RunCancel checks that a [operations.Monitor] on the store honours cancel requests: a
+// RunCancel checks that a [monitor.Monitor] on the store honours cancel requests: a
 // pass cancels every unfinished operation of a cancelled run, whether its plugin cancels
 // at once, hangs or refuses, writes them Failed with the request's reason and fails the
 // run; Recover does the same for the operations of a run it fails; a request made while a
@@ -71,7 +72,7 @@ func cancelFixture(t *testing.T, s operations.Store, p phase.Phase) (operations.
 }
 
 // wantCancelled checks that every operation of o is Failed with an error that starts
-// with operations.CancelledPrefix+reason, and that Cancel was called once for each.
+// with monitor.CancelledPrefix+reason, and that Cancel was called once for each.
 func wantCancelled(t *testing.T, s operations.Store, o operations.Owner, reason string, trackers map[string]*operationstest.Tracker) []operations.Operation {
 	t.Helper()
 	ops, err := s.ListOperations(bg, o, operations.OperationFilter{})
@@ -79,7 +80,7 @@ func wantCancelled(t *testing.T, s operations.Store, o operations.Owner, reason 
 	require.Len(t, ops, 6)
 	for _, op := range ops {
 		require.Equal(t, operations.OperationFailed, op.Status.Phase, "operation %s left %s", op.ID, op.Status.Phase)
-		require.True(t, strings.HasPrefix(op.Status.Error, operations.CancelledPrefix+reason), "operation %s: %q", op.ID, op.Status.Error)
+		require.True(t, strings.HasPrefix(op.Status.Error, monitor.CancelledPrefix+reason), "operation %s: %q", op.ID, op.Status.Error)
 		require.Equal(t, 1, trackers[op.Action].CancelCalls(op.ID), "Cancel calls of %s", op.ID)
 	}
 	return ops
@@ -89,7 +90,7 @@ func wantCancelled(t *testing.T, s operations.Store, o operations.Owner, reason 
 // plugin does, write them Failed with the reason, and move the run to Failed.
 func testCancelHonoured(t *testing.T, s operations.Store) {
 	o, resolver, trackers := cancelFixture(t, s, phase.WaitingForPluginOperations)
-	m := operations.NewMonitor(s, resolver, operations.WithCallTimeout(cancelTimeout))
+	m := monitor.New(s, resolver, monitor.WithCallTimeout(cancelTimeout))
 
 	const reason = "jane: wrong namespace"
 	_, err := operations.RequestCancel(bg, s, o, reason, time.Now())
@@ -127,7 +128,7 @@ func testCancelHonoured(t *testing.T, s operations.Store) {
 // Monitor.Recover fails it, so that none is left running for a failed run.
 func testRecoverCancelsOrphans(t *testing.T, s operations.Store) {
 	o, resolver, trackers := cancelFixture(t, s, phase.InProgress)
-	m := operations.NewMonitor(s, resolver, operations.WithCallTimeout(cancelTimeout))
+	m := monitor.New(s, resolver, monitor.WithCallTimeout(cancelTimeout))
 	res, err := m.Recover(bg)
 	require.NoError(t, err)
 	require.Equal(t, []operations.Owner{o}, res.Failed)
@@ -148,7 +149,7 @@ func testCancelDuringAPass(t *testing.T, s operations.Store) {
 		time.Sleep(10 * time.Millisecond)
 		return operations.Progress{}, nil
 	}}
-	m := operations.NewMonitor(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return slow, nil }))
+	m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return slow, nil }))
 	done := make(chan error, 1)
 	go func() { _, err := m.RunOnce(bg); done <- err }()
 	<-started

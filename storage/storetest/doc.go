@@ -54,7 +54,7 @@
 //   - Scale: one batch of 100,000 operations is stored, listed back in order, counted
 //     and spot-checked.
 //
-// [RunCancel] checks, beside the contract, that an [operations.Monitor] on the store
+// [RunCancel] checks, beside the contract, that a [monitor.Monitor] on the store
 // honours cancel requests: every unfinished operation of a cancelled run is cancelled
 // once and written Failed with the request's reason, whether its plugin cancels at once,
 // hangs or refuses, and the run fails; Recover does the same for a run it fails; a request

@@ -1,4 +1,4 @@
-// Package prommetrics exports what an itemops operations.Monitor does as Prometheus
+// Package prommetrics exports what an itemops monitor.Monitor does as Prometheus
 // metrics. It works with any Prometheus registry: controller-runtime's (the
 // controllerruntime package registers it there) or a program's own.
 //
@@ -25,10 +25,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 )
 
 // Metrics holds the metrics of one or more Monitors. Create it with [New], register it
-// with [Metrics.Register], and pass [Metrics.MonitorOptions] to operations.NewMonitor. It
+// with [Metrics.Register], and pass [Metrics.MonitorOptions] to monitor.New. It
 // is safe for concurrent use.
 type Metrics struct {
 	runs            *prometheus.GaugeVec
@@ -108,13 +109,13 @@ func register[T prometheus.Collector](r prometheus.Registerer, c T, errs *[]erro
 // MonitorOptions returns the options that make a Monitor report to m: an observer of its
 // passes and hooks on its plugin calls, timeouts and finalizers. They add to the
 // Monitor's other observers and hooks.
-func (m *Metrics) MonitorOptions() []operations.MonitorOption {
-	return []operations.MonitorOption{
-		operations.WithObserver(m.observePass),
-		operations.WithHooks(operations.Hooks{
+func (m *Metrics) MonitorOptions() []monitor.Option {
+	return []monitor.Option{
+		monitor.WithObserver(m.observePass),
+		monitor.WithHooks(monitor.Hooks{
 			PluginCall:        m.observeCall,
 			OperationTimedOut: func(op operations.Operation) { m.timedOut.WithLabelValues(op.Action).Inc() },
-			Finalized: func(s operations.FinalizeStats) {
+			Finalized: func(s monitor.FinalizeStats) {
 				if s.Err != nil {
 					m.finalizerFailed.WithLabelValues(string(s.Owner.Kind)).Inc()
 				}
@@ -123,7 +124,7 @@ func (m *Metrics) MonitorOptions() []operations.MonitorOption {
 	}
 }
 
-func (m *Metrics) observePass(s operations.PassStats) {
+func (m *Metrics) observePass(s monitor.PassStats) {
 	m.passDuration.Observe(s.Duration.Seconds())
 	m.runs.Reset()
 	for _, c := range s.RunPhases {
@@ -135,7 +136,7 @@ func (m *Metrics) observePass(s operations.PassStats) {
 	m.operationsEnded.WithLabelValues(string(operations.OperationFailed)).Add(float64(s.Failed))
 }
 
-func (m *Metrics) observeCall(s operations.CallStats) {
+func (m *Metrics) observeCall(s monitor.CallStats) {
 	call := "progress"
 	if s.Cancel {
 		call = "cancel"

@@ -22,8 +22,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -77,12 +79,12 @@ func TestScrape(t *testing.T) {
 	require.NoError(t, metrics.Register(reg))
 	require.NoError(t, prommetrics.New().Register(reg), "a second Metrics shares the registered ones")
 	opts := append(metrics.MonitorOptions(),
-		operations.WithClock(operationstest.NewClock(t0)),
-		operations.WithCallTimeout(20*time.Millisecond),
-		operations.WithFinalizer(operations.FinalizerFunc(func(context.Context, operations.Run, []operations.ResourceIdentifier) error {
+		monitor.WithClock(clocktest.NewClock(t0)),
+		monitor.WithCallTimeout(20*time.Millisecond),
+		monitor.WithFinalizer(monitor.FinalizerFunc(func(context.Context, operations.Run, []operations.ResourceIdentifier) error {
 			return errors.New("object store unavailable")
 		})))
-	m := operations.NewMonitor(store, operationstest.Resolver(trackers), opts...)
+	m := monitor.New(store, operationstest.Resolver(trackers), opts...)
 	_, err := m.RunOnce(ctx)
 	require.ErrorContains(t, err, "object store unavailable")
 

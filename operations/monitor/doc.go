@@ -1,0 +1,49 @@
+// Package monitor runs the [Monitor], which polls the unfinished plugin operations of
+// waiting runs to their end and moves the runs along, as Velero's backup and restore
+// operations controllers do, without their limits. It builds on the records and the
+// [operations.Store] contract of package operations, which never imports it.
+//
+// # Monitoring
+//
+// [Monitor.Poll] checks every unfinished operation of one waiting run through its
+// plugin's [operations.Tracker] (found by an [operations.Resolver]), many at once within
+// a bound ([WithWorkers]), each call within a timeout ([WithCallTimeout]); it writes what
+// changed in one batch and moves the run along with the rules of package phase.
+// [Monitor.Run] does that for every waiting run once per interval and finalizes the runs
+// whose operations have all ended ([WithFinalizer], each call bounded by
+// [WithFinalizeTimeout]), working on a bounded number of runs at once
+// ([WithStoreConcurrency]). A plugin that errors, hangs or panics fails only its own
+// operation. After a restart, [Recover] fails the runs that were InProgress, as Velero
+// does ([Monitor.Recover] cancels their operations first), and the Monitor resumes the
+// rest where they were.
+//
+// # Cancelling a run
+//
+// A run whose cancel was requested (see [operations.RequestCancel]) is cancelled on the
+// Monitor's next pass: it cancels every unfinished operation of the run through its
+// plugin, bounded like any plugin call (a plugin that does not support cancelling, errors
+// or hangs does not hold it up), writes them Failed with an error that begins with
+// [CancelledPrefix] (Velero's operations have no Canceled phase, so its files stay as
+// Velero reads them), and moves the run to Failed with the request's reason; a
+// finalizing run is failed the same way. [Monitor.Recover] likewise cancels the
+// operations of each run it fails after a restart, so that no data mover keeps running
+// for a failed run.
+//
+// # Watching a Monitor
+//
+// [Monitor.RunOnce] makes one pass of Run, for tests on a fake clock; [WithRunChanges]
+// sends the runs each pass changed to a channel, without ever blocking the pass, and
+// [WithObserver] and [WithHooks] report passes, plugin calls, timeouts and finalizer
+// calls, for metrics.
+//
+// # Several Monitors
+//
+// Several Monitors, in one process or in several replicas, may share a store. Its atomic
+// updates keep a run from being advanced twice whatever they do; when the store is also
+// an [operations.RunClaimer] (storage/etcdstore is), each run is polled and finalized by
+// one Monitor at a time, and the runs of a replica that died are taken over once its
+// claims expire.
+//
+// Time comes from a [clock.Clock] ([WithClock]), so tests can move it by hand with the
+// fake of package clock/clocktest.
+package monitor

@@ -1,0 +1,323 @@
+package monitor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// Run polls every waiting run, then finalizes every finalizing run, once per interval,
+// until ctx is done; then it returns ctx.Err(), with every goroutine it started finished
+// (but for calls to plugins and finalizers that ignore their context: see
+// [WithCallTimeout] and [WithFinalizeTimeout]). Failures of the store or of a finalizer
+// are logged, reported to the observer, and retried on the next pass; they never stop
+// Run. The first pass starts at once. Between passes Run sends the run changes that are
+// waiting for room on the channel of [WithRunChanges].
+//
+// Run does not apply the restart rules: call [Monitor.Recover] (or [Recover]) once before
+// the first Run after a process starts.
+func (m *Monitor) Run(ctx context.Context) error {
+	for {
+		if _, err := m.RunOnce(ctx); ctx.Err() != nil {
+			return ctx.Err()
+		} else if err != nil {
+			m.cfg.logger.ErrorContext(ctx, "pass failed", "error", err)
+		}
+		wake := m.cfg.clock.After(m.cfg.interval)
+	wait:
+		for {
+			ch, c, seq := m.changes.next()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-wake:
+				break wait
+			case ch <- c:
+				m.changes.sent(c, seq)
+			}
+		}
+	}
+}
+
+// RunOnce makes one pass of [Monitor.Run]: it polls every waiting run, then finalizes
+// every finalizing run, including those the polls just moved to a finalizing phase, and
+// reports what it did to the observer ([WithObserver]) and the run changes to their
+// channel ([WithRunChanges]). With a fake clock ([WithClock]), a test moves a run to its
+// end with RunOnce and no real waiting.
+//
+// RunOnce returns the pass's statistics and, as its error, ctx.Err() when ctx ended first,
+// or else what went wrong with the store or a finalizer (the same as PassStats.Err); a
+// failure of one run does not stop the pass. It is safe to call concurrently with other
+// methods, Run included, and several Monitors may make passes over one store at once.
+func (m *Monitor) RunOnce(ctx context.Context) (PassStats, error) {
+	m.changes.flush()
+	stats := m.pass(ctx)
+	if err := ctx.Err(); err != nil {
+		return stats, err
+	}
+	if m.cfg.observer != nil {
+		m.cfg.observer(stats)
+	}
+	m.changes.flush()
+	return stats, stats.Err
+}
+
+// pass polls the waiting runs, then finalizes the finalizing ones, at most
+// cfg.storeWork runs at a time (their operations share the Monitor's workers).
+func (m *Monitor) pass(ctx context.Context) PassStats {
+	stats := PassStats{Start: m.cfg.clock.Now()}
+	var (
+		errs []error
+		mu   sync.Mutex // guards stats and errs while runs are worked on
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	runs, err := m.store.ListRuns(ctx, waiting)
+	if err != nil {
+		fail(fmt.Errorf("list waiting runs: %w", err))
+	}
+	m.each(ctx, runs, func(r operations.Run) {
+		res, fresh, err := m.poll(ctx, r.Owner)
+		if err != nil {
+			fail(fmt.Errorf("poll %s: %w", r.Owner, err))
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if res.Skipped {
+			stats.Skipped++
+			return
+		}
+		stats.Runs++
+		stats.Operations += res.Running + res.Completed + res.Failed
+		stats.OperationsNew += fresh
+		stats.OperationsInProgress += res.Running - fresh
+		stats.Completed += res.Completed
+		stats.Failed += res.Failed
+		stats.NewErrors += res.NewErrors
+		if res.Phase != r.Phase {
+			stats.Advanced++
+		}
+		if res.Phase != r.Phase || res.Completed+res.Failed > 0 {
+			m.changes.publish(RunChange{Owner: r.Owner, From: r.Phase, To: res.Phase,
+				Running: res.Running, Completed: res.Completed, Failed: res.Failed})
+		}
+	})
+
+	fin, err := m.store.ListRuns(ctx, finalizing)
+	if err != nil {
+		fail(fmt.Errorf("list finalizing runs: %w", err))
+	}
+	stats.RunPhases = countPhases(runs, fin)
+	m.each(ctx, fin, func(r operations.Run) {
+		to, skipped, err := m.finalize(ctx, r.Owner)
+		if err != nil {
+			fail(fmt.Errorf("finalize %s: %w", r.Owner, err))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if skipped {
+			stats.Skipped++
+		}
+		if to != "" {
+			stats.Finalized++
+			stats.Advanced++
+			m.changes.publish(RunChange{Owner: r.Owner, From: r.Phase, To: to})
+		}
+	})
+	stats.Duration = m.cfg.clock.Now().Sub(stats.Start)
+	stats.Err = errors.Join(errs...)
+	return stats
+}
+
+// each calls work for every run, cfg.storeWork at a time, and returns when all calls
+// have returned. Once ctx ends it starts no more.
+func (m *Monitor) each(ctx context.Context, runs []operations.Run, work func(operations.Run)) {
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, m.cfg.storeWork)
+	)
+	for _, r := range runs {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			work(r)
+		}()
+	}
+	wg.Wait()
+}
+
+// countPhases counts the waiting runs and the finalizing runs fin that are not among them
+// (a poll moved those), by kind and phase, sorted; nil when there are none.
+func countPhases(waiting, fin []operations.Run) []PhaseCount {
+	polled := make(map[runKey]bool, len(waiting))
+	for _, r := range waiting {
+		polled[runKey{r.Owner.Kind, r.Owner.Name}] = true
+	}
+	index := make(map[PhaseCount]int) // by kind and phase, Runs zero
+	var counts []PhaseCount
+	for _, r := range slices.Concat(waiting, fin) {
+		if phase.IsFinalizing(r.Phase) && polled[runKey{r.Owner.Kind, r.Owner.Name}] {
+			continue
+		}
+		k := PhaseCount{Kind: r.Owner.Kind, Phase: r.Phase}
+		i, ok := index[k]
+		if !ok {
+			i, index[k] = len(counts), len(counts)
+			counts = append(counts, k)
+		}
+		counts[i].Runs++
+	}
+	slices.SortFunc(counts, func(a, b PhaseCount) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Phase, b.Phase))
+	})
+	return counts
+}
+
+// Finalize finalizes the run of o, as a pass of [Monitor.Run] does, when it is in
+// Finalizing or FinalizingPartiallyFailed: it calls the [Finalizer] (within the finalize
+// timeout) and moves the run to Completed or PartiallyFailed. It returns the run's phase
+// afterwards. A run in any other phase is left alone. When the store is a
+// [operations.RunClaimer] and another Monitor holds the run's claim, Finalize does
+// nothing and returns the phase the run had. It fails with the store's errors, the
+// finalizer's error (wrapped; the run has then moved to PartiallyFailed), or ctx.Err().
+func (m *Monitor) Finalize(ctx context.Context, o operations.Owner) (phase.Phase, error) {
+	run, err := m.store.GetRun(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	if !phase.IsFinalizing(run.Phase) {
+		return run.Phase, nil
+	}
+	to, skipped, err := m.finalize(ctx, o)
+	switch {
+	case skipped:
+		return run.Phase, nil
+	case to != "":
+		return to, err
+	case err != nil:
+		return "", err
+	}
+	run, err = m.store.GetRun(ctx, o)
+	return run.Phase, err
+}
+
+// finalize runs the finalizer for the run of o, if it is still finalizing and this
+// Monitor can claim it, and moves it to its terminal phase. It returns that phase when it
+// moved the run (else ""), and whether it skipped the run because another Monitor holds
+// its claim.
+func (m *Monitor) finalize(ctx context.Context, o operations.Owner) (to phase.Phase, skipped bool, err error) {
+	release, ok, err := m.claim(ctx, o)
+	if err != nil {
+		return "", false, fmt.Errorf("claim run %s: %w", o, err)
+	}
+	if !ok {
+		return "", true, nil
+	}
+	defer release()
+	// Read the run under the claim: a Monitor that held it before may have finalized
+	// it since the pass listed it, and the finalizer should not run again for nothing.
+	run, err := m.store.GetRun(ctx, o)
+	if err != nil || !phase.IsFinalizing(run.Phase) {
+		return "", false, err
+	}
+	if run.CancelRequested() {
+		_, to, err = m.failCancelled(ctx, run)
+		return to, false, err
+	}
+	to, err = m.finalizeClaimed(ctx, o, run)
+	return to, false, err
+}
+
+// finalizeClaimed is finalize once the run is claimed.
+func (m *Monitor) finalizeClaimed(ctx context.Context, o operations.Owner, run operations.Run) (phase.Phase, error) {
+	var finalizeErr error
+	if m.cfg.finalizer != nil {
+		ops, err := m.store.ListOperations(ctx, o, operations.OperationFilter{})
+		if err != nil {
+			return "", err
+		}
+		items := postOperationItems(ops)
+		finalizeErr = m.runFinalizer(ctx, run, items)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+	}
+	now := stamp(m.cfg.clock)
+	r, err := m.store.UpdateRun(ctx, o, func(r *operations.Run) error {
+		if !phase.IsFinalizing(r.Phase) {
+			return errNoChange // another Monitor finalized it
+		}
+		next, reason := phase.Completed, "finalized"
+		if r.Phase == phase.FinalizingPartiallyFailed {
+			next = phase.PartiallyFailed
+		}
+		if finalizeErr != nil {
+			next, reason = phase.PartiallyFailed, "finalize: "+finalizeErr.Error()
+			r.Errors++
+		}
+		return r.SetPhase(next, reason, now)
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return "", nil
+	case err != nil:
+		return "", err
+	case finalizeErr != nil:
+		return r.Phase, fmt.Errorf("finalizer: %w", finalizeErr)
+	}
+	return r.Phase, nil
+}
+
+// runFinalizer calls the finalizer in a goroutine of its own, with a context that ends
+// after the finalize timeout, and returns its error, an error for a panic, or an error
+// saying it was given up when it has not returned by the deadline. A finalizer that
+// ignores its context keeps its goroutine until it returns.
+func (m *Monitor) runFinalizer(parent context.Context, r operations.Run, items []operations.ResourceIdentifier) error {
+	ctx, cancel := context.WithTimeout(parent, m.cfg.finalizeTimeout)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- fmt.Errorf("finalizer panicked: %v", v)
+			}
+		}()
+		done <- m.cfg.finalizer.Finalize(ctx, r.Clone(), items)
+	}()
+	var (
+		err      error
+		timedOut bool
+	)
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		if parent.Err() == nil {
+			timedOut = true
+			err = fmt.Errorf("no answer within %s", m.cfg.finalizeTimeout)
+		}
+	}
+	if h := m.cfg.hooks.Finalized; h != nil {
+		h(FinalizeStats{Owner: r.Owner, Duration: time.Since(start), Err: err, TimedOut: timedOut})
+	}
+	return err
+}

@@ -1,0 +1,393 @@
+package monitor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// TimedOut is the error an operation records when it ran past its timeout, as Velero
+// writes it.
+const TimedOut = "Asynchronous action timed out"
+
+// CancelledPrefix begins the error an operation records when its run was cancelled (the
+// cancel request's reason follows) or failed on a restart. Velero's operations have no
+// Canceled phase, so such an operation is Failed, and its error says why.
+const CancelledPrefix = "Canceled: "
+
+// A Monitor watches the unfinished operations of waiting runs, records what their plugins
+// report, and moves each run to its next phase, as Velero's backup and restore operations
+// controllers do, but polling many operations at once, bounding every plugin call, and
+// surviving restarts.
+//
+// A Monitor is safe for concurrent use, and several Monitors may share one
+// [operations.Store]: the store's atomic updates make sure a run is advanced once and
+// that a finished operation is never overwritten by a late report. When the store is also
+// a [operations.RunClaimer] (a store that several processes share, such as
+// storage/etcdstore), a Monitor polls or finalizes a run only while it holds the run's
+// claim, and skips the runs another Monitor holds: each run is then worked on by one
+// Monitor at a time, and the runs of a Monitor whose process died are taken over once its
+// claims expire.
+type Monitor struct {
+	store    operations.Store
+	claimer  operations.RunClaimer // the store, when it is one; else nil
+	resolver operations.Resolver
+	cfg      config
+	// calls holds a token for each lane checking operations (see lane).
+	calls chan struct{}
+	// changes holds the run changes waiting for room on cfg.changes; nil without it.
+	changes *changeQueue
+
+	// errorsMu guards progressErrors, the consecutive Progress errors of each operation.
+	errorsMu       sync.Mutex
+	progressErrors map[opKey]int
+}
+
+type opKey struct {
+	kind     phase.Kind
+	name, id string
+}
+
+var (
+	unfinished = operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress}}
+	failedOnly = operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationFailed}}
+	waiting    = operations.RunFilter{Phases: []phase.Phase{phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed}}
+	finalizing = operations.RunFilter{Phases: []phase.Phase{phase.Finalizing, phase.FinalizingPartiallyFailed}}
+)
+
+// errNoChange aborts an UpdateRun that has nothing to write.
+var errNoChange = errors.New("no change")
+
+// New returns a Monitor of the runs in s whose plugins r resolves. See the Option
+// functions for the defaults.
+func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
+	cfg := newConfig(opts)
+	claimer, _ := s.(operations.RunClaimer)
+	var changes *changeQueue
+	if cfg.changes != nil {
+		changes = newChangeQueue(cfg.changes)
+	}
+	return &Monitor{
+		changes:        changes,
+		store:          s,
+		claimer:        claimer,
+		resolver:       r,
+		cfg:            cfg,
+		calls:          make(chan struct{}, cfg.workers),
+		progressErrors: make(map[opKey]int),
+	}
+}
+
+// PollResult is what one [Monitor.Poll] found. Running counts the run's operations still
+// unfinished after the poll; Completed and Failed count those that ended in it; NewErrors
+// is how many errors the poll added to the run (another Monitor may have counted some
+// first); Phase is the run's phase afterwards. Skipped is true when the poll did nothing
+// because another Monitor holds the run's claim (see [operations.RunClaimer]); the counts
+// are then zero and Phase is the phase the run had.
+type PollResult struct {
+	Running, Completed, Failed, NewErrors int
+	Phase                                 phase.Phase
+	Skipped                               bool
+}
+
+// Poll makes one pass over the unfinished operations (New or InProgress) of the run of o,
+// with Velero's rules for each:
+//
+//   - the plugin cannot be resolved, or Progress returns an error: the operation fails
+//     with that error (once [WithProgressErrorTolerance] is used up);
+//   - Progress reports completion: Completed, or Failed with the reported error;
+//   - still running past Created plus the run's OperationTimeout (or the default): Cancel
+//     is called once and the operation fails with [TimedOut];
+//   - still running with a start time reported: New becomes InProgress.
+//
+// Counters, units, description and times are copied from every report. A report with
+// NCompleted above NTotal, or negative, fails the operation. A plugin that panics or does
+// not answer within the call timeout fails only its own operation. The changed operations
+// are written in one batch; then the run's error count grows by the newly failed
+// operations and its phase moves by [phase.AfterPoll], recorded in its history.
+//
+// A run that is not waiting is left alone: Poll returns its phase and no counts. When the
+// store is a [operations.RunClaimer], Poll holds the run's claim from before it lists the
+// operations until it has written the run, and when another Monitor holds the claim it
+// does nothing and returns Skipped. Poll fails with the store's errors (a failure to
+// claim included), and with ctx.Err() when ctx ends first; operations checked before that
+// are not written, and the next poll checks them again.
+func (m *Monitor) Poll(ctx context.Context, o operations.Owner) (PollResult, error) {
+	res, _, err := m.poll(ctx, o)
+	return res, err
+}
+
+// poll is Poll; it also returns how many of the operations still running are New.
+func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int, error) {
+	run, err := m.store.GetRun(ctx, o)
+	if err != nil {
+		return PollResult{}, 0, err
+	}
+	if !phase.IsWaiting(run.Phase) {
+		return PollResult{Phase: run.Phase}, 0, nil
+	}
+	release, ok, err := m.claim(ctx, o)
+	if err != nil {
+		return PollResult{}, 0, fmt.Errorf("claim run %s: %w", o, err)
+	}
+	if !ok {
+		return PollResult{Phase: run.Phase, Skipped: true}, 0, nil
+	}
+	defer release()
+	ops, err := m.store.ListOperations(ctx, o, unfinished)
+	if err != nil {
+		return PollResult{}, 0, err
+	}
+	timeout := run.OperationTimeout
+	if timeout <= 0 {
+		timeout = m.cfg.operationTimeout
+	}
+
+	c, err := m.check(ctx, ops, timeout, run.Cancel.Reason)
+	if err != nil {
+		return PollResult{}, 0, err
+	}
+
+	var (
+		res   PollResult
+		fresh int                   // the running operations still New
+		batch = ops[:0]             // the changed operations, moved to the front of ops
+		first *operations.Operation // the first operation that failed in this poll
+	)
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case !op.Status.Phase.Finished():
+			res.Running++
+			if op.Status.Phase == operations.OperationNew {
+				fresh++
+			}
+		case c.changed[i] && op.Status.Phase == operations.OperationCompleted:
+			res.Completed++
+		case c.changed[i]:
+			res.Failed++
+			if first == nil {
+				failed := *op // a copy: putBatch may reorder ops
+				first = &failed
+			}
+		}
+		if c.changed[i] {
+			batch = append(batch, *op)
+		}
+	}
+	if err := m.putBatch(ctx, o, batch); err != nil {
+		return PollResult{}, 0, err
+	}
+	if run.CancelRequested() {
+		res.NewErrors, res.Phase, err = m.failCancelled(ctx, run)
+		return res, 0, err
+	}
+	res.NewErrors, res.Phase, err = m.advance(ctx, run, res.Running, first)
+	return res, fresh, err
+}
+
+// check checks ops, asking each plugin for progress, or, when cancelReason is set,
+// cancelling each operation. Up to workers lanes check the operations in turn. A lane
+// starts once it holds one of the Monitor's tokens, which all runs polled at once share,
+// and keeps it while there are operations left, so that it goes from one plugin call to
+// the next without waiting again; waiting for tokens costs one goroutine. It returns
+// ctx.Err() when ctx ends first.
+func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
+	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
+spawn:
+	for range min(len(ops), m.cfg.workers) {
+		if c.next.Load() >= int64(len(ops)) {
+			break // the lanes already started took every operation
+		}
+		select {
+		case m.calls <- struct{}{}:
+		case <-ctx.Done():
+			break spawn
+		}
+		c.lanes.Add(1)
+		c.startLane()
+	}
+	c.lanes.Wait()
+	return c, ctx.Err()
+}
+
+// cancelOperations cancels the unfinished operations of the run of o, for reason, and
+// writes them Failed; a plugin that refuses or hangs does not stop it (see check).
+func (m *Monitor) cancelOperations(ctx context.Context, o operations.Owner, reason string) error {
+	ops, err := m.store.ListOperations(ctx, o, unfinished)
+	if err != nil || len(ops) == 0 {
+		return err
+	}
+	c, err := m.check(ctx, ops, m.cfg.operationTimeout, reason)
+	if err != nil {
+		return err
+	}
+	batch := ops[:0]
+	for i := range ops {
+		if c.changed[i] {
+			batch = append(batch, ops[i])
+		}
+	}
+	return m.putBatch(ctx, o, batch)
+}
+
+// failCancelled moves a run whose cancel was requested, and whose operations have all
+// ended, to Failed, with the request's reason as its FailureReason, counting its failed
+// operations into its errors. It returns the errors it added and the run's phase.
+func (m *Monitor) failCancelled(ctx context.Context, run operations.Run) (int, phase.Phase, error) {
+	failed, err := m.store.ListOperations(ctx, run.Owner, failedOnly)
+	if err != nil {
+		return 0, "", err
+	}
+	now := stamp(m.cfg.clock)
+	var newErrors int
+	current := run.Phase
+	r, err := m.store.UpdateRun(ctx, run.Owner, func(r *operations.Run) error {
+		current = r.Phase
+		if phase.IsTerminal(r.Phase) {
+			return errNoChange
+		}
+		newErrors = max(len(failed)-r.FailedOperations, 0)
+		r.Errors += newErrors
+		r.FailedOperations += newErrors
+		r.FailureReason = r.Cancel.Reason
+		return r.SetPhase(phase.Failed, CancelledPrefix+r.Cancel.Reason, now)
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return 0, current, nil
+	case err != nil:
+		return 0, "", err
+	}
+	return newErrors, r.Phase, nil
+}
+
+// putBatch writes the operations a poll changed. When another Monitor finished one of
+// them first, the store refuses the batch with ErrConflict; those operations are then left
+// as the other Monitor wrote them and the rest is written again.
+func (m *Monitor) putBatch(ctx context.Context, o operations.Owner, batch []operations.Operation) error {
+	for attempt := 0; len(batch) > 0; attempt++ {
+		err := m.store.PutOperations(ctx, o, batch)
+		if err == nil || !errors.Is(err, operations.ErrConflict) || attempt == 3 {
+			return err
+		}
+		kept := batch[:0]
+		for _, op := range batch {
+			stored, err := m.store.GetOperation(ctx, o, op.ID)
+			if err != nil {
+				return err
+			}
+			if !stored.Status.Phase.Finished() {
+				kept = append(kept, op)
+			}
+		}
+		batch = kept
+	}
+	return nil
+}
+
+// advance counts the failed operations of run into its errors and moves its phase by
+// phase.AfterPoll, given pending operations still running. run is the record as the poll
+// found it; first, when not nil, is an operation that failed in this poll, named in the
+// reason. The run is written only when something changes.
+func (m *Monitor) advance(ctx context.Context, run operations.Run, pending int, first *operations.Operation) (int, phase.Phase, error) {
+	o := run.Owner
+	// The failures are counted from the store rather than from this poll, so that a
+	// failure written by a Monitor that died before this step is still counted, and one
+	// counted by another Monitor is not counted twice.
+	failed, err := m.store.ListOperations(ctx, o, failedOnly)
+	if err != nil {
+		return 0, "", err
+	}
+	// The record the poll read can only lag behind the stored one (errors and phases
+	// only move forward), so when it needs no change, neither does the stored one.
+	if _, _, change, err := afterPoll(&run, len(failed), pending); err != nil || !change {
+		return 0, run.Phase, err
+	}
+	now := stamp(m.cfg.clock)
+	var (
+		newErrors int
+		current   phase.Phase
+	)
+	r, err := m.store.UpdateRun(ctx, o, func(r *operations.Run) error {
+		current = r.Phase
+		var (
+			next   phase.Phase
+			change bool
+			err    error
+		)
+		newErrors, next, change, err = afterPoll(r, len(failed), pending)
+		if err != nil || !change {
+			newErrors = 0
+			return cmp.Or(err, errNoChange) // nothing to do, or another Monitor advanced it
+		}
+		r.Errors += newErrors
+		r.FailedOperations += newErrors
+		return r.SetPhase(next, pollReason(newErrors, pending, first, failed), now)
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return 0, current, nil
+	case err != nil:
+		return 0, "", err
+	}
+	if current != r.Phase {
+		m.cfg.logger.InfoContext(ctx, "run advanced", "run", o.String(), "from", current, "to", r.Phase)
+	}
+	return newErrors, r.Phase, nil
+}
+
+// afterPoll says what a poll does to r when the store holds failed failed operations of
+// it and pending are still running: the errors it adds and the phase it moves to. change
+// is false when r needs no write, as when it is no longer waiting.
+func afterPoll(r *operations.Run, failed, pending int) (newErrors int, next phase.Phase, change bool, err error) {
+	if !phase.IsWaiting(r.Phase) {
+		return 0, r.Phase, false, nil
+	}
+	newErrors = max(failed-r.FailedOperations, 0)
+	next, err = phase.AfterPoll(r.Owner.Kind, r.Phase, newErrors, pending, r.Profile)
+	if err != nil {
+		return 0, "", false, err
+	}
+	return newErrors, next, newErrors > 0 || next != r.Phase, nil
+}
+
+// pollReason says why a poll moved a run.
+func pollReason(newErrors, pending int, first *operations.Operation, failed []operations.Operation) string {
+	var s string
+	if newErrors > 0 {
+		op := first
+		if op == nil {
+			op = &failed[len(failed)-1]
+		}
+		s = fmt.Sprintf("operation %q of %s failed: %s", op.ID, op.Action, op.Status.Error)
+		if newErrors > 1 {
+			s += fmt.Sprintf(" (and %d more)", newErrors-1)
+		}
+		if pending > 0 {
+			return s
+		}
+		s += "; "
+	}
+	return s + "all operations ended"
+}
+
+// postOperationItems returns the PostOperationItems of ops in order, without repeats.
+func postOperationItems(ops []operations.Operation) []operations.ResourceIdentifier {
+	var items []operations.ResourceIdentifier
+	for _, op := range ops {
+		for _, it := range op.PostOperationItems {
+			if !slices.Contains(items, it) {
+				items = append(items, it)
+			}
+		}
+	}
+	return items
+}

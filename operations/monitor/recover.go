@@ -1,0 +1,83 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/itemops/itemops/clock"
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// RecoverResult is what [Recover] did: the runs it failed because they were InProgress
+// when the process stopped, and the waiting or finalizing runs it left for a Monitor to
+// resume.
+type RecoverResult struct {
+	Failed  []operations.Owner
+	Resumed []operations.Owner
+}
+
+// Recover applies the restart rules of [phase.OnRestart] to every stored run, as Velero
+// does when its server starts: a run InProgress cannot be resumed and becomes Failed, with
+// Velero's reason as its FailureReason and in its history; waiting and finalizing runs are
+// left for a [Monitor] to resume; the rest (New, Queued, terminal) are untouched. Recover
+// is idempotent. The operations of a failed run are left as they are, as Velero leaves
+// them: no longer monitored; [Monitor.Recover] cancels them first.
+//
+// It stops at the first store error, or when ctx ends, returning what it did so far;
+// running it again finishes the work.
+func Recover(ctx context.Context, s operations.Store) (RecoverResult, error) {
+	return recoverRuns(ctx, s, clock.System{}, nil)
+}
+
+// Recover is [Recover] with the Monitor's store and clock, and with no orphans: before
+// it fails a run found InProgress, it cancels the run's unfinished operations through
+// their plugins and writes them Failed ("Canceled: " and the restart reason), so that no
+// data mover keeps running for a run that has failed. A plugin that does not cancel, or
+// hangs past the call timeout, does not stop it. A crash in between leaves the run
+// InProgress, and the next Recover does the rest.
+func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
+	return recoverRuns(ctx, m.store, m.cfg.clock, m.cancelOperations)
+}
+
+func recoverRuns(ctx context.Context, s operations.Store, clk clock.Clock, cancel func(context.Context, operations.Owner, string) error) (RecoverResult, error) {
+	var res RecoverResult
+	stuck, err := s.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.InProgress}})
+	if err != nil {
+		return res, err
+	}
+	for _, r := range stuck {
+		if cancel != nil {
+			_, reason, _ := phase.OnRestart(r.Owner.Kind, r.Phase)
+			if err := cancel(ctx, r.Owner, reason); err != nil {
+				return res, fmt.Errorf("cancel the operations of %s: %w", r.Owner, err)
+			}
+		}
+		now := stamp(clk)
+		_, err := s.UpdateRun(ctx, r.Owner, func(r *operations.Run) error {
+			next, reason, changed := phase.OnRestart(r.Owner.Kind, r.Phase)
+			if !changed {
+				return errNoChange // moved on since it was listed
+			}
+			r.FailureReason = reason
+			return r.SetPhase(next, reason, now)
+		})
+		switch {
+		case err == nil:
+			res.Failed = append(res.Failed, r.Owner)
+		case errors.Is(err, errNoChange), errors.Is(err, operations.ErrNotFound):
+		default:
+			return res, err
+		}
+	}
+	resumable := operations.RunFilter{Phases: append(append([]phase.Phase{}, waiting.Phases...), finalizing.Phases...)}
+	runs, err := s.ListRuns(ctx, resumable)
+	if err != nil {
+		return res, err
+	}
+	for _, r := range runs {
+		res.Resumed = append(res.Resumed, r.Owner)
+	}
+	return res, nil
+}
