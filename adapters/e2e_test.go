@@ -202,7 +202,7 @@ func TestEndToEndRestoreMonitorRun(t *testing.T) {
 
 	passes := make(chan monitor.PassStats)
 	m := monitor.New(h.store, h.reg, monitor.WithClock(h.clock), monitor.WithInterval(10*time.Second),
-		monitor.WithObserver(func(s monitor.PassStats) { passes <- s }))
+		monitor.WithObserver(monitor.Observer{Pass: func(s monitor.PassStats) { passes <- s }}))
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	go func() { stopped <- m.Run(ctx) }()

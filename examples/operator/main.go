@@ -63,8 +63,16 @@ func example(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	changes := make(chan monitor.RunChange, 1)
-	m := monitor.New(r.Store, r.Plugins, monitor.WithInterval(50*time.Millisecond), monitor.WithRunChanges(changes))
+	// The Monitor wakes the loop below when it changes the run; a change that finds the
+	// loop busy is dropped, since the loop reads the whole state anyway.
+	changes := make(chan struct{}, 1)
+	wake := func(monitor.RunChange) {
+		select {
+		case changes <- struct{}{}:
+		default:
+		}
+	}
+	m := monitor.New(r.Store, r.Plugins, monitor.WithInterval(50*time.Millisecond), monitor.WithObserver(monitor.Observer{RunChanged: wake}))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	monitorDone := make(chan error, 1)

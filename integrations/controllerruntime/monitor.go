@@ -25,7 +25,6 @@ import (
 type Monitor struct {
 	*monitor.Monitor
 
-	changes     chan monitor.RunChange
 	recovered   chan struct{} // closed once Recover has succeeded
 	recoverOnce sync.Once
 
@@ -38,14 +37,10 @@ type queue struct {
 	q workqueue.TypedRateLimitingInterface[reconcile.Request]
 }
 
-// changeBuffer is the room for run changes between the Monitor and its dispatcher, which
-// drains it into the sources' workqueues at once.
-const changeBuffer = 256
-
 // New returns a Monitor of the runs in store, whose plugins resolver finds, and adds it
 // to mgr. opts are passed to [monitor.New] after the integration's own: the
-// manager's logger, named "itemops" (through logr's slog bridge), the run changes its
-// sources need, and the metrics of package prommetrics, registered on
+// manager's logger, named "itemops" (through logr's slog bridge), an observer of the run
+// changes its sources need, and the metrics of package prommetrics, registered on
 // controller-runtime's metrics registry (shared with other Monitors of the process). A
 // WithLogger among opts replaces the logger.
 //
@@ -70,13 +65,12 @@ func New(mgr manager.Manager, store operations.Store, resolver operations.Resolv
 
 func newMonitor(store operations.Store, resolver operations.Resolver, log logr.Logger, opts []monitor.Option) *Monitor {
 	m := &Monitor{
-		changes:   make(chan monitor.RunChange, changeBuffer),
 		recovered: make(chan struct{}),
 		queues:    make(map[phase.Kind][]*queue),
 	}
 	base := []monitor.Option{
 		monitor.WithLogger(slog.New(logr.ToSlogHandler(log))),
-		monitor.WithRunChanges(m.changes),
+		monitor.WithObserver(monitor.Observer{RunChanged: m.enqueue}),
 	}
 	m.Monitor = monitor.New(store, resolver, append(base, opts...)...)
 	return m
@@ -93,10 +87,7 @@ func (m *Monitor) Start(ctx context.Context) error {
 		return fmt.Errorf("itemops: recover: %w", err)
 	}
 	m.recoverOnce.Do(func() { close(m.recovered) })
-	var wg sync.WaitGroup
-	wg.Go(func() { m.dispatch(ctx) })
 	err := m.Run(ctx)
-	wg.Wait()
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
@@ -146,20 +137,13 @@ func (m *Monitor) Source(kind phase.Kind) source.Source {
 	})
 }
 
-// dispatch hands each run change to the workqueues of its kind until ctx ends. Adding to
-// a workqueue never blocks, so the Monitor's channel is drained as fast as it fills.
-func (m *Monitor) dispatch(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case c := <-m.changes:
-			req := reconcile.Request{NamespacedName: ObjectKey(c.Owner)}
-			m.queuesMu.Lock()
-			for _, e := range m.queues[c.Owner.Kind] {
-				e.q.Add(req)
-			}
-			m.queuesMu.Unlock()
-		}
+// enqueue adds a request for the object of the run c changed to each workqueue of its
+// kind. Adding to a workqueue never blocks, so the Monitor's pass is not held up.
+func (m *Monitor) enqueue(c monitor.RunChange) {
+	req := reconcile.Request{NamespacedName: ObjectKey(c.Owner)}
+	m.queuesMu.Lock()
+	defer m.queuesMu.Unlock()
+	for _, e := range m.queues[c.Owner.Kind] {
+		e.q.Add(req)
 	}
 }

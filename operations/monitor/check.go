@@ -4,67 +4,124 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/itemops/itemops/operations"
 )
 
+// checks is the work of one poll: the run's unfinished operations, each checked in a
+// goroutine of its own (see Monitor.check).
+type checks struct {
+	m       *Monitor
+	ctx     context.Context
+	ops     []operations.Operation // each replaced by what its check found
+	changed []bool                 // whether the check changed ops[i]
+	timeout time.Duration
+	// cancelReason, when set, makes every check cancel its operation instead of asking
+	// for its progress: the run's cancel was requested, or the run failed on a restart.
+	cancelReason string
+}
+
 // check asks the plugin about operation i and stores the operation as it should be
-// written, and whether it changed. Every problem becomes the operation's own failure. It
-// returns false when one of its plugin calls was given up; the calling goroutine must
-// then leave the poll alone.
-func (l *lane) check(i int) bool {
-	c := l.c
+// written, and whether it changed. Every problem becomes the operation's own failure;
+// when the poll's ctx ends, the operation is left as it is.
+func (c *checks) check(i int) {
 	op := c.ops[i]
 	now := stamp(c.m.cfg.clock)
 	tracker, err := c.m.resolve(op.Action)
 	if c.cancelReason != "" {
 		// The run is being cancelled: cancel the operation, whatever its progress.
-		cancel := pending{i: i, op: created(op, now), now: now, cancel: true}
-		if err != nil {
-			c.settle(&cancel, err)
-			return true
+		if err == nil {
+			err = c.cancel(tracker, op)
 		}
-		_, err, ok := call(l, cancel, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, tracker.Cancel(ctx, op.Clone())
-		})
-		if ok {
-			c.settle(&cancel, err)
-		}
-		return ok
+		c.ops[i], c.changed[i] = c.cancelled(created(op, now), err), true
+		return
 	}
-	progress := pending{i: i, op: op, now: now}
 	var p operations.Progress
 	if err == nil {
-		var ok bool
-		p, err, ok = call(l, progress, func(ctx context.Context) (operations.Progress, error) {
+		p, err = call(c, op.Action, false, func(ctx context.Context) (operations.Progress, error) {
 			return tracker.Progress(ctx, op.Clone())
 		})
-		if !ok {
-			return false
-		}
 	}
 	if err != nil {
-		c.settle(&progress, err)
-		return true
+		c.ops[i], c.changed[i] = c.progressFailed(op, now, err)
+		return
 	}
-	c.m.clearErrors(keyOf(op))
+	c.m.streaks.clear(op)
 	next, expired := applyProgress(op, now, p, c.timeout)
 	if expired {
-		cancel := pending{i: i, op: next, now: now, cancel: true}
-		if h := c.m.cfg.hooks.OperationTimedOut; h != nil {
-			h(next.Clone())
+		if f := c.m.cfg.observer.TimedOut; f != nil {
+			f(next.Clone())
 		}
-		_, err, ok := call(l, cancel, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, tracker.Cancel(ctx, op.Clone())
-		})
-		if ok {
-			c.settle(&cancel, err)
-		}
-		return ok
+		next = c.cancelled(next, c.cancel(tracker, op))
 	}
 	c.ops[i], c.changed[i] = next, next.Status != op.Status
-	return true
+}
+
+// cancel calls the plugin's Cancel for op.
+func (c *checks) cancel(tracker operations.Tracker, op operations.Operation) error {
+	_, err := call(c, op.Action, true, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, tracker.Cancel(ctx, op.Clone())
+	})
+	return err
+}
+
+// call makes a Progress or Cancel call, f, to the plugin of action: in a goroutine of its
+// own, which turns a panic into an error, with a context that ends after the Monitor's
+// call timeout. It returns f's result, or an error that names the call when f failed,
+// panicked or had not answered by the deadline; a call whose deadline has passed when
+// its answer is taken counts as unanswered, so that each call ends one way. A plugin
+// that ignores its context keeps only its goroutine, until it returns; its late answer
+// is dropped. When the poll's ctx ends first, call returns ctx.Err() at once.
+func call[T any](c *checks, action string, cancel bool, f func(context.Context) (T, error)) (T, error) {
+	type result struct {
+		v        T
+		err      error
+		panicked bool
+	}
+	ctx, stop := context.WithTimeout(c.ctx, c.m.cfg.callTimeout)
+	defer stop()
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- result{err: fmt.Errorf("plugin panicked: %v", v), panicked: true}
+			}
+		}()
+		v, err := f(ctx)
+		done <- result{v: v, err: err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+	}
+	var zero T
+	if err := c.ctx.Err(); err != nil {
+		return zero, err // the poll ended: not the plugin's doing
+	}
+	outcome := CallSucceeded
+	switch {
+	case ctx.Err() != nil:
+		r.err, outcome = fmt.Errorf("no answer within %s", c.m.cfg.callTimeout), CallTimedOut
+	case r.panicked:
+		outcome = CallPanicked
+	case r.err != nil:
+		outcome = CallErrored
+	}
+	if f := c.m.cfg.observer.Call; f != nil {
+		f(CallStats{Action: action, Cancel: cancel, Duration: time.Since(start), Outcome: outcome})
+	}
+	if r.err != nil {
+		what := "progress"
+		if cancel {
+			what = "cancel"
+		}
+		return zero, fmt.Errorf("%s: %w", what, r.err)
+	}
+	return r.v, nil
 }
 
 // progressFailed returns op as a Progress error err at now leaves it, and whether it
@@ -75,7 +132,7 @@ func (c *checks) progressFailed(op operations.Operation, now time.Time, err erro
 		return op, false
 	}
 	next := created(op, now)
-	if !c.m.countError(keyOf(op), err) {
+	if !c.m.streaks.fails(op, err) {
 		c.m.cfg.logger.WarnContext(c.ctx, "progress error tolerated", "run", op.Owner.String(), "operation", op.ID, "error", err)
 		return next, next.Status != op.Status
 	}
@@ -174,26 +231,84 @@ func (m *Monitor) resolve(action string) (t operations.Tracker, err error) {
 	return t, nil
 }
 
-func keyOf(op operations.Operation) opKey { return opKey{op.Owner.Kind, op.Owner.Name, op.ID} }
+// streaks counts the consecutive Progress errors of each operation, for
+// WithProgressErrorTolerance. The counts live in the Monitor's memory, so they start
+// over when the Monitor restarts or another Monitor takes the run's claim. They are
+// kept by run: an operation's count goes when the operation ends or answers, and a run's
+// counts go when a poll finds it or leaves it no longer waiting, and when a pass of Run
+// does not find it waiting (ended, cancelled or deleted), so they never outlive their
+// run. With no tolerance nothing is counted.
+type streaks struct {
+	tolerance int
+	mu        sync.Mutex
+	runs      map[runKey]map[string]int // operation ID → errors in a row
+}
 
-// countError records a Progress error of key and reports whether it fails the operation.
-func (m *Monitor) countError(key opKey, err error) bool {
+// fails records a Progress error err of op and reports whether it fails op: errors that
+// cannot heal always do, and others once the tolerance is used up.
+func (s *streaks) fails(op operations.Operation, err error) bool {
 	if errors.Is(err, operations.ErrInvalidOperationID) || errors.Is(err, operations.ErrAsyncOperationsNotSupported) {
-		m.clearErrors(key)
+		s.clear(op)
 		return true
 	}
-	m.errorsMu.Lock()
-	defer m.errorsMu.Unlock()
-	m.progressErrors[key]++
-	if m.progressErrors[key] > m.cfg.tolerance {
-		delete(m.progressErrors, key)
+	if s.tolerance == 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := keyOf(op.Owner)
+	ids := s.runs[k]
+	if ids == nil {
+		ids = make(map[string]int)
+		s.runs[k] = ids
+	}
+	ids[op.ID]++
+	if ids[op.ID] > s.tolerance {
+		delete(ids, op.ID)
 		return true
 	}
 	return false
 }
 
-func (m *Monitor) clearErrors(key opKey) {
-	m.errorsMu.Lock()
-	delete(m.progressErrors, key)
-	m.errorsMu.Unlock()
+// clear forgets the errors of op.
+func (s *streaks) clear(op operations.Operation) {
+	if s.tolerance == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ids := s.runs[keyOf(op.Owner)]; ids != nil {
+		delete(ids, op.ID)
+	}
+}
+
+// drop forgets the errors of the operations of the run of o.
+func (s *streaks) drop(o operations.Owner) {
+	if s.tolerance == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.runs, keyOf(o))
+}
+
+// keepRuns forgets the errors of every run that is not among waiting.
+func (s *streaks) keepRuns(waiting []operations.Run) {
+	if s.tolerance == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.runs) == 0 {
+		return
+	}
+	keep := make(map[runKey]bool, len(waiting))
+	for _, r := range waiting {
+		keep[keyOf(r.Owner)] = true
+	}
+	for k := range s.runs {
+		if !keep[k] {
+			delete(s.runs, k)
+		}
+	}
 }

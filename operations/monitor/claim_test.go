@@ -171,7 +171,7 @@ func TestRunSkipsClaimedRuns(t *testing.T) {
 	var finalized []string
 	passes := make(chan monitor.PassStats)
 	m := monitor.New(s, operationstest.Resolver(e.trackers), monitor.WithClock(e.clock),
-		monitor.WithObserver(func(st monitor.PassStats) { passes <- st }),
+		monitor.WithObserver(monitor.Observer{Pass: func(st monitor.PassStats) { passes <- st }}),
 		monitor.WithFinalizer(monitor.FinalizerFunc(func(ctx context.Context, r operations.Run, _ []operations.ResourceIdentifier) error {
 			finalizedMu.Lock()
 			defer finalizedMu.Unlock()

@@ -31,10 +31,11 @@
 //
 // # Watching a Monitor
 //
-// [Monitor.RunOnce] makes one pass of Run, for tests on a fake clock; [WithRunChanges]
-// sends the runs each pass changed to a channel, without ever blocking the pass, and
-// [WithObserver] and [WithHooks] report passes, plugin calls, timeouts and finalizer
-// calls, for metrics.
+// [Monitor.RunOnce] makes one pass of Run, for tests on a fake clock. Two things watch a
+// Monitor: its logger ([WithLogger]), and an [Observer] ([WithObserver]), whose
+// functions it calls with each pass, each run a pass changed (to wake a controller's
+// reconcile), each plugin call, each operation that timed out and each finalizer call,
+// for metrics and event sources.
 //
 // # Several Monitors
 //

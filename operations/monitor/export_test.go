@@ -2,4 +2,11 @@ package monitor
 
 // TokensHeld returns how many of the Monitor's worker tokens are held: none once every
 // poll has returned.
-func (m *Monitor) TokensHeld() int { return len(m.calls) }
+func (m *Monitor) TokensHeld() int { return len(m.tokens) }
+
+// StreakRuns returns how many runs the Monitor counts Progress errors of.
+func (m *Monitor) StreakRuns() int {
+	m.streaks.mu.Lock()
+	defer m.streaks.mu.Unlock()
+	return len(m.streaks.runs)
+}

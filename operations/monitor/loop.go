@@ -18,8 +18,7 @@ import (
 // (but for calls to plugins and finalizers that ignore their context: see
 // [WithCallTimeout] and [WithFinalizeTimeout]). Failures of the store or of a finalizer
 // are logged, reported to the observer, and retried on the next pass; they never stop
-// Run. The first pass starts at once. Between passes Run sends the run changes that are
-// waiting for room on the channel of [WithRunChanges].
+// Run. The first pass starts at once.
 //
 // Run does not apply the restart rules: call [Monitor.Recover] (or [Recover]) once before
 // the first Run after a process starts.
@@ -30,42 +29,32 @@ func (m *Monitor) Run(ctx context.Context) error {
 		} else if err != nil {
 			m.cfg.logger.ErrorContext(ctx, "pass failed", "error", err)
 		}
-		wake := m.cfg.clock.After(m.cfg.interval)
-	wait:
-		for {
-			ch, c, seq := m.changes.next()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-wake:
-				break wait
-			case ch <- c:
-				m.changes.sent(c, seq)
-			}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.cfg.clock.After(m.cfg.interval):
 		}
 	}
 }
 
 // RunOnce makes one pass of [Monitor.Run]: it polls every waiting run, then finalizes
 // every finalizing run, including those the polls just moved to a finalizing phase, and
-// reports what it did to the observer ([WithObserver]) and the run changes to their
-// channel ([WithRunChanges]). With a fake clock ([WithClock]), a test moves a run to its
-// end with RunOnce and no real waiting.
+// tells the observer ([WithObserver]) of each run it changed and of what the pass did.
+// With a fake clock ([WithClock]), a test moves a run to its end with RunOnce and no real
+// waiting.
 //
 // RunOnce returns the pass's statistics and, as its error, ctx.Err() when ctx ended first,
 // or else what went wrong with the store or a finalizer (the same as PassStats.Err); a
 // failure of one run does not stop the pass. It is safe to call concurrently with other
 // methods, Run included, and several Monitors may make passes over one store at once.
 func (m *Monitor) RunOnce(ctx context.Context) (PassStats, error) {
-	m.changes.flush()
 	stats := m.pass(ctx)
 	if err := ctx.Err(); err != nil {
 		return stats, err
 	}
-	if m.cfg.observer != nil {
-		m.cfg.observer(stats)
+	if f := m.cfg.observer.Pass; f != nil {
+		f(stats)
 	}
-	m.changes.flush()
 	return stats, stats.Err
 }
 
@@ -85,6 +74,8 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 	runs, err := m.store.ListRuns(ctx, waiting)
 	if err != nil {
 		fail(fmt.Errorf("list waiting runs: %w", err))
+	} else {
+		m.streaks.keepRuns(runs)
 	}
 	m.each(ctx, runs, func(r operations.Run) {
 		res, fresh, err := m.poll(ctx, r.Owner)
@@ -108,8 +99,8 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 		if res.Phase != r.Phase {
 			stats.Advanced++
 		}
-		if res.Phase != r.Phase || res.Completed+res.Failed > 0 {
-			m.changes.publish(RunChange{Owner: r.Owner, From: r.Phase, To: res.Phase,
+		if f := m.cfg.observer.RunChanged; f != nil && (res.Phase != r.Phase || res.Completed+res.Failed > 0) {
+			f(RunChange{Owner: r.Owner, From: r.Phase, To: res.Phase,
 				Running: res.Running, Completed: res.Completed, Failed: res.Failed})
 		}
 	})
@@ -132,7 +123,9 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 		if to != "" {
 			stats.Finalized++
 			stats.Advanced++
-			m.changes.publish(RunChange{Owner: r.Owner, From: r.Phase, To: to})
+			if f := m.cfg.observer.RunChanged; f != nil {
+				f(RunChange{Owner: r.Owner, From: r.Phase, To: to})
+			}
 		}
 	})
 	stats.Duration = m.cfg.clock.Now().Sub(stats.Start)
@@ -169,12 +162,12 @@ func (m *Monitor) each(ctx context.Context, runs []operations.Run, work func(ope
 func countPhases(waiting, fin []operations.Run) []PhaseCount {
 	polled := make(map[runKey]bool, len(waiting))
 	for _, r := range waiting {
-		polled[runKey{r.Owner.Kind, r.Owner.Name}] = true
+		polled[keyOf(r.Owner)] = true
 	}
 	index := make(map[PhaseCount]int) // by kind and phase, Runs zero
 	var counts []PhaseCount
 	for _, r := range slices.Concat(waiting, fin) {
-		if phase.IsFinalizing(r.Phase) && polled[runKey{r.Owner.Kind, r.Owner.Name}] {
+		if phase.IsFinalizing(r.Phase) && polled[keyOf(r.Owner)] {
 			continue
 		}
 		k := PhaseCount{Kind: r.Owner.Kind, Phase: r.Phase}
@@ -316,8 +309,8 @@ func (m *Monitor) runFinalizer(parent context.Context, r operations.Run, items [
 			err = fmt.Errorf("no answer within %s", m.cfg.finalizeTimeout)
 		}
 	}
-	if h := m.cfg.hooks.Finalized; h != nil {
-		h(FinalizeStats{Owner: r.Owner, Duration: time.Since(start), Err: err, TimedOut: timedOut})
+	if f := m.cfg.observer.Finalized; f != nil {
+		f(FinalizeStats{Owner: r.Owner, Duration: time.Since(start), Err: err, TimedOut: timedOut})
 	}
 	return err
 }

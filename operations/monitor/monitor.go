@@ -40,20 +40,19 @@ type Monitor struct {
 	claimer  operations.RunClaimer // the store, when it is one; else nil
 	resolver operations.Resolver
 	cfg      config
-	// calls holds a token for each lane checking operations (see lane).
-	calls chan struct{}
-	// changes holds the run changes waiting for room on cfg.changes; nil without it.
-	changes *changeQueue
-
-	// errorsMu guards progressErrors, the consecutive Progress errors of each operation.
-	errorsMu       sync.Mutex
-	progressErrors map[opKey]int
+	// tokens holds a token for each operation being checked (see check): at most
+	// cfg.workers across all polls.
+	tokens  chan struct{}
+	streaks *streaks
 }
 
-type opKey struct {
-	kind     phase.Kind
-	name, id string
+// runKey names a run in the Monitor's maps.
+type runKey struct {
+	kind phase.Kind
+	name string
 }
+
+func keyOf(o operations.Owner) runKey { return runKey{o.Kind, o.Name} }
 
 var (
 	unfinished = operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress}}
@@ -70,18 +69,13 @@ var errNoChange = errors.New("no change")
 func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 	cfg := newConfig(opts)
 	claimer, _ := s.(operations.RunClaimer)
-	var changes *changeQueue
-	if cfg.changes != nil {
-		changes = newChangeQueue(cfg.changes)
-	}
 	return &Monitor{
-		changes:        changes,
-		store:          s,
-		claimer:        claimer,
-		resolver:       r,
-		cfg:            cfg,
-		calls:          make(chan struct{}, cfg.workers),
-		progressErrors: make(map[opKey]int),
+		store:    s,
+		claimer:  claimer,
+		resolver: r,
+		cfg:      cfg,
+		tokens:   make(chan struct{}, cfg.workers),
+		streaks:  &streaks{tolerance: cfg.tolerance, runs: make(map[runKey]map[string]int)},
 	}
 }
 
@@ -131,6 +125,7 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int
 		return PollResult{}, 0, err
 	}
 	if !phase.IsWaiting(run.Phase) {
+		m.streaks.drop(o)
 		return PollResult{Phase: run.Phase}, 0, nil
 	}
 	release, ok, err := m.claim(ctx, o)
@@ -187,34 +182,41 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int
 	}
 	if run.CancelRequested() {
 		res.NewErrors, res.Phase, err = m.failCancelled(ctx, run)
-		return res, 0, err
+	} else {
+		res.NewErrors, res.Phase, err = m.advance(ctx, run, res.Running, first)
 	}
-	res.NewErrors, res.Phase, err = m.advance(ctx, run, res.Running, first)
+	if err == nil && !phase.IsWaiting(res.Phase) {
+		m.streaks.drop(o)
+	}
 	return res, fresh, err
 }
 
 // check checks ops, asking each plugin for progress, or, when cancelReason is set,
-// cancelling each operation. Up to workers lanes check the operations in turn. A lane
-// starts once it holds one of the Monitor's tokens, which all runs polled at once share,
-// and keeps it while there are operations left, so that it goes from one plugin call to
-// the next without waiting again; waiting for tokens costs one goroutine. It returns
-// ctx.Err() when ctx ends first.
+// cancelling each operation. Each operation is checked in a goroutine of its own, which
+// holds one of the Monitor's tokens, shared by all the runs polled at once, until its
+// check ends. It returns when every check has ended, with ctx.Err() when ctx ended
+// first.
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
 	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
-spawn:
-	for range min(len(ops), m.cfg.workers) {
-		if c.next.Load() >= int64(len(ops)) {
-			break // the lanes already started took every operation
-		}
+	var wg sync.WaitGroup
+	for i := range ops {
 		select {
-		case m.calls <- struct{}{}:
+		case m.tokens <- struct{}{}:
 		case <-ctx.Done():
-			break spawn
 		}
-		c.lanes.Add(1)
-		c.startLane()
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() {
+				<-m.tokens
+				wg.Done()
+			}()
+			c.check(i)
+		}()
 	}
-	c.lanes.Wait()
+	wg.Wait()
 	return c, ctx.Err()
 }
 
@@ -294,10 +296,10 @@ func (m *Monitor) putBatch(ctx context.Context, o operations.Owner, batch []oper
 }
 
 // advance counts the failed operations of run into its errors and moves its phase by
-// phase.AfterPoll, given pending operations still running. run is the record as the poll
+// phase.AfterPoll, given the number of its operations still running. run is the record as the poll
 // found it; first, when not nil, is an operation that failed in this poll, named in the
 // reason. The run is written only when something changes.
-func (m *Monitor) advance(ctx context.Context, run operations.Run, pending int, first *operations.Operation) (int, phase.Phase, error) {
+func (m *Monitor) advance(ctx context.Context, run operations.Run, running int, first *operations.Operation) (int, phase.Phase, error) {
 	o := run.Owner
 	// The failures are counted from the store rather than from this poll, so that a
 	// failure written by a Monitor that died before this step is still counted, and one
@@ -308,7 +310,7 @@ func (m *Monitor) advance(ctx context.Context, run operations.Run, pending int, 
 	}
 	// The record the poll read can only lag behind the stored one (errors and phases
 	// only move forward), so when it needs no change, neither does the stored one.
-	if _, _, change, err := afterPoll(&run, len(failed), pending); err != nil || !change {
+	if _, _, change, err := afterPoll(&run, len(failed), running); err != nil || !change {
 		return 0, run.Phase, err
 	}
 	now := stamp(m.cfg.clock)
@@ -323,14 +325,14 @@ func (m *Monitor) advance(ctx context.Context, run operations.Run, pending int, 
 			change bool
 			err    error
 		)
-		newErrors, next, change, err = afterPoll(r, len(failed), pending)
+		newErrors, next, change, err = afterPoll(r, len(failed), running)
 		if err != nil || !change {
 			newErrors = 0
 			return cmp.Or(err, errNoChange) // nothing to do, or another Monitor advanced it
 		}
 		r.Errors += newErrors
 		r.FailedOperations += newErrors
-		return r.SetPhase(next, pollReason(newErrors, pending, first, failed), now)
+		return r.SetPhase(next, pollReason(newErrors, running, first, failed), now)
 	})
 	switch {
 	case errors.Is(err, errNoChange):
@@ -344,15 +346,15 @@ func (m *Monitor) advance(ctx context.Context, run operations.Run, pending int, 
 	return newErrors, r.Phase, nil
 }
 
-// afterPoll says what a poll does to r when the store holds failed failed operations of
-// it and pending are still running: the errors it adds and the phase it moves to. change
-// is false when r needs no write, as when it is no longer waiting.
-func afterPoll(r *operations.Run, failed, pending int) (newErrors int, next phase.Phase, change bool, err error) {
+// afterPoll says what a poll does to r when the store holds failed operations of it that
+// number failed, and running of its operations still run: the errors it adds and the
+// phase it moves to. change is false when r needs no write, as when it no longer waits.
+func afterPoll(r *operations.Run, failed, running int) (newErrors int, next phase.Phase, change bool, err error) {
 	if !phase.IsWaiting(r.Phase) {
 		return 0, r.Phase, false, nil
 	}
 	newErrors = max(failed-r.FailedOperations, 0)
-	next, err = phase.AfterPoll(r.Owner.Kind, r.Phase, newErrors, pending, r.Profile)
+	next, err = phase.AfterPoll(r.Owner.Kind, r.Phase, newErrors, running, r.Profile)
 	if err != nil {
 		return 0, "", false, err
 	}
@@ -360,7 +362,7 @@ func afterPoll(r *operations.Run, failed, pending int) (newErrors int, next phas
 }
 
 // pollReason says why a poll moved a run.
-func pollReason(newErrors, pending int, first *operations.Operation, failed []operations.Operation) string {
+func pollReason(newErrors, running int, first *operations.Operation, failed []operations.Operation) string {
 	var s string
 	if newErrors > 0 {
 		op := first
@@ -371,7 +373,7 @@ func pollReason(newErrors, pending int, first *operations.Operation, failed []op
 		if newErrors > 1 {
 			s += fmt.Sprintf(" (and %d more)", newErrors-1)
 		}
-		if pending > 0 {
+		if running > 0 {
 			return s
 		}
 		s += "; "

@@ -565,6 +565,42 @@ func TestProgressErrorTolerance(t *testing.T) {
 	require.Equal(t, 1, res.Failed)
 }
 
+// TestProgressErrorCountsGoWithTheirRun checks that the counts of tolerated errors are
+// not kept for runs that no longer wait: a run deleted, cancelled or ended.
+func TestProgressErrorCountsGoWithTheirRun(t *testing.T) {
+	e := newEnv(t)
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+		if op.ID == "ok" {
+			return done, nil
+		}
+		return operations.Progress{}, errors.New("transient")
+	}}
+	deleted := e.run(phase.Backup, "deleted", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+	cancelled := e.run(phase.Backup, "cancelled", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+	ended := e.run(phase.Restore, "ended", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "ok")...)
+	m := e.monitor(monitor.WithProgressErrorTolerance(5))
+	ctx := context.Background()
+	_, err := m.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, m.StreakRuns(), "each run has an operation with an error tolerated")
+
+	require.NoError(t, e.store.DeleteRun(ctx, deleted))
+	_, err = operations.RequestCancel(ctx, e.store, cancelled, "stop", t0)
+	require.NoError(t, err)
+	_, err = m.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, m.StreakRuns(), "the deleted run's counts and the cancelled run's are gone")
+
+	_, err = e.store.UpdateRun(ctx, ended, func(r *operations.Run) error {
+		return r.SetPhase(phase.Failed, "failed by hand", t0)
+	})
+	require.NoError(t, err)
+	res, err := m.Poll(ctx, ended)
+	require.NoError(t, err)
+	require.Equal(t, phase.Failed, res.Phase)
+	require.Zero(t, m.StreakRuns(), "a poll that finds the run ended forgets its counts")
+}
+
 func TestPollLeavesOtherPhasesAlone(t *testing.T) {
 	e := newEnv(t)
 	tr := scripted(map[string]operations.Progress{"a": done}, nil)
@@ -684,7 +720,7 @@ func TestRunLoop(t *testing.T) {
 	})
 	passes := make(chan monitor.PassStats)
 	m := e.monitor(monitor.WithFinalizer(finalizer), monitor.WithInterval(time.Minute),
-		monitor.WithObserver(func(s monitor.PassStats) { passes <- s }))
+		monitor.WithObserver(monitor.Observer{Pass: func(s monitor.PassStats) { passes <- s }}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopped := make(chan error)
@@ -734,10 +770,10 @@ func TestRunWithoutFinalizer(t *testing.T) {
 	pf := e.run(phase.Restore, "r1", phase.FinalizingPartiallyFailed, phase.Profile{RestoreFinalizing: true})
 	passes := make(chan monitor.PassStats, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	m := e.monitor(monitor.WithObserver(func(s monitor.PassStats) {
+	m := e.monitor(monitor.WithObserver(monitor.Observer{Pass: func(s monitor.PassStats) {
 		passes <- s
 		cancel()
-	}))
+	}}))
 	require.ErrorIs(t, m.Run(ctx), context.Canceled)
 	require.Equal(t, 2, (<-passes).Finalized)
 	require.Equal(t, phase.Completed, e.get(ok).Phase)

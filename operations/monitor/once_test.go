@@ -3,6 +3,7 @@ package monitor_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,7 +175,7 @@ func TestFinalizeTimeout(t *testing.T) {
 			}
 			return nil
 		})),
-		monitor.WithHooks(monitor.Hooks{Finalized: func(s monitor.FinalizeStats) {
+		monitor.WithObserver(monitor.Observer{Finalized: func(s monitor.FinalizeStats) {
 			mu.Lock()
 			defer mu.Unlock()
 			s.Duration = 0
@@ -207,13 +208,13 @@ var equateErrorText = cmp.Comparer(func(a, b error) bool {
 	return a.Error() == b.Error()
 })
 
-// TestRunChanges: a pass reports each run it changed; what the channel has no room for
-// waits, merged per run, and is sent by later passes.
+// TestRunChanges: a pass tells the observer of each run it changed, and of no other.
 func TestRunChanges(t *testing.T) {
 	e := newEnv(t)
 	var (
 		mu      sync.Mutex
 		answers = map[string]operations.Progress{"a": running, "b": running, "c": done}
+		changes []monitor.RunChange
 	)
 	e.trackers["p"] = scriptedFunc(func(op operations.Operation) operations.Progress {
 		mu.Lock()
@@ -223,58 +224,42 @@ func TestRunChanges(t *testing.T) {
 	b1 := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "b")...)
 	r1 := e.run(phase.Restore, "r1", phase.WaitingForPluginOperations, phase.Profile{}, ops("c")...)
 	e.run(phase.Restore, "r2", phase.WaitingForPluginOperations, phase.Profile{}, ops("d")...) // unchanged: "d" keeps running
-	ch := make(chan monitor.RunChange, 1)
-	m := e.monitor(monitor.WithRunChanges(ch), monitor.WithStoreConcurrency(1))
+	m := e.monitor(monitor.WithObserver(monitor.Observer{RunChanged: func(c monitor.RunChange) {
+		mu.Lock()
+		defer mu.Unlock()
+		changes = append(changes, c)
+	}}))
 	ctx := context.Background()
+	pass := func(set map[string]operations.Progress) []monitor.RunChange {
+		t.Helper()
+		mu.Lock()
+		maps.Copy(answers, set)
+		changes = nil
+		mu.Unlock()
+		_, err := m.RunOnce(ctx)
+		require.NoError(t, err)
+		mu.Lock()
+		defer mu.Unlock()
+		return changes
+	}
 
 	// Pass 1: r1 completes; b1 and r2 only report progress, which is no change.
-	_, err := m.RunOnce(ctx)
-	require.NoError(t, err)
-	require.Equal(t, monitor.RunChange{Owner: r1, From: phase.WaitingForPluginOperations, To: phase.Completed, Completed: 1}, <-ch)
-
-	// Pass 2: "a" ends, b1 stays waiting. Pass 3: "b" ends, b1 goes through Finalizing
-	// to Completed. The channel stays full meanwhile, so b1's changes wait, merged.
-	ch <- monitor.RunChange{} // fills the channel
-	mu.Lock()
-	answers["a"] = done
-	mu.Unlock()
-	_, err = m.RunOnce(ctx)
-	require.NoError(t, err)
-	mu.Lock()
-	answers["b"] = broken
-	mu.Unlock()
-	_, err = m.RunOnce(ctx)
-	require.NoError(t, err)
-	require.Equal(t, monitor.RunChange{}, <-ch)
-	require.Empty(t, ch, "the waiting change is sent by the next pass, not before")
-
-	_, err = m.RunOnce(ctx)
-	require.NoError(t, err)
-	want := monitor.RunChange{Owner: b1, From: phase.WaitingForPluginOperations, To: phase.PartiallyFailed, Completed: 1, Failed: 1}
-	require.Equal(t, want, <-ch)
-	require.Empty(t, ch)
+	require.Equal(t, []monitor.RunChange{{Owner: r1, From: phase.WaitingForPluginOperations, To: phase.Completed, Completed: 1}},
+		pass(nil))
+	// Pass 2: "a" ends, b1 stays waiting. Pass 3: "b" fails, b1 goes through
+	// FinalizingPartiallyFailed to PartiallyFailed: one change from the poll, one from
+	// the finalizing.
+	require.Equal(t, []monitor.RunChange{{Owner: b1, From: phase.WaitingForPluginOperations, To: phase.WaitingForPluginOperations, Running: 1, Completed: 1}},
+		pass(map[string]operations.Progress{"a": done}))
+	require.Equal(t, []monitor.RunChange{
+		{Owner: b1, From: phase.WaitingForPluginOperations, To: phase.FinalizingPartiallyFailed, Failed: 1},
+		{Owner: b1, From: phase.FinalizingPartiallyFailed, To: phase.PartiallyFailed},
+	}, pass(map[string]operations.Progress{"b": broken}))
+	require.Empty(t, pass(nil))
 }
 
-// TestRunSendsWaitingChanges: while Run waits between passes, it sends the changes that
-// wait as soon as the channel has room.
-func TestRunSendsWaitingChanges(t *testing.T) {
-	e := newEnv(t)
-	e.trackers["p"] = scripted(map[string]operations.Progress{"a": done, "b": done}, nil)
-	r1 := e.run(phase.Restore, "r1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
-	r2 := e.run(phase.Restore, "r2", phase.WaitingForPluginOperations, phase.Profile{}, ops("b")...)
-	ch := make(chan monitor.RunChange) // no room at all
-	m := e.monitor(monitor.WithRunChanges(ch), monitor.WithInterval(time.Hour))
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error)
-	go func() { stopped <- m.Run(ctx) }()
-	got := []operations.Owner{(<-ch).Owner, (<-ch).Owner}
-	require.ElementsMatch(t, []operations.Owner{r1, r2}, got)
-	cancel()
-	require.ErrorIs(t, <-stopped, context.Canceled)
-}
-
-// TestHooks: every plugin call and operation timeout is reported.
-func TestHooks(t *testing.T) {
+// TestObserverCalls: every plugin call and operation timeout is reported.
+func TestObserverCalls(t *testing.T) {
 	e := newEnv(t)
 	hangs := hang(t, false)
 	e.trackers["ok"] = scripted(map[string]operations.Progress{"a": done}, nil)
@@ -294,15 +279,15 @@ func TestHooks(t *testing.T) {
 		calls    []monitor.CallStats
 		timedOut []string
 	)
-	m := e.monitor(monitor.WithCallTimeout(20*time.Millisecond), monitor.WithHooks(monitor.Hooks{
-		PluginCall: func(s monitor.CallStats) {
+	m := e.monitor(monitor.WithCallTimeout(20*time.Millisecond), monitor.WithObserver(monitor.Observer{
+		Call: func(s monitor.CallStats) {
 			mu.Lock()
 			defer mu.Unlock()
 			require.Positive(t, s.Duration)
 			s.Duration = 0
 			calls = append(calls, s)
 		},
-		OperationTimedOut: func(op operations.Operation) {
+		TimedOut: func(op operations.Operation) {
 			mu.Lock()
 			defer mu.Unlock()
 			timedOut = append(timedOut, op.ID)

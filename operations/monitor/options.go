@@ -8,7 +8,6 @@ import (
 
 	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/phase"
 )
 
 // An Option configures a [Monitor].
@@ -37,10 +36,8 @@ type config struct {
 	tolerance        int
 	finalizer        Finalizer
 	finalizeTimeout  time.Duration
-	observer         func(PassStats)
 	storeWork        int // 0: workers
-	changes          chan<- RunChange
-	hooks            Hooks
+	observer         Observer
 }
 
 func newConfig(opts []Option) config {
@@ -74,9 +71,10 @@ func WithInterval(d time.Duration) Option {
 	})
 }
 
-// WithWorkers bounds how many Progress and Cancel calls run at once, across all the
-// operations of all runs a Monitor polls; a call given up after the call timeout (see
-// [WithCallTimeout]) no longer counts. The default is [DefaultWorkers]; a value ≤ 0 keeps
+// WithWorkers bounds how many operations a Monitor checks at once (a Progress call, and
+// a Cancel call after it when the operation ran out of time), across all the runs it
+// polls; a call given up after the call timeout (see [WithCallTimeout]) no longer
+// counts. The default is [DefaultWorkers]; a value ≤ 0 keeps
 // it.
 func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) {
@@ -135,7 +133,8 @@ func WithLogger(l *slog.Logger) Option {
 // default is 0, Velero's behaviour: the first error fails the operation. Errors that
 // cannot heal, [operations.ErrInvalidOperationID] and
 // [operations.ErrAsyncOperationsNotSupported], fail it at once whatever n is. The count
-// lives in the Monitor's memory and restarts with it.
+// lives in the Monitor's memory: it starts over when the Monitor restarts or another
+// Monitor takes the run's claim, and goes with the run once the run no longer waits.
 func WithProgressErrorTolerance(n int) Option {
 	return optionFunc(func(c *config) {
 		if n >= 0 {
@@ -178,16 +177,6 @@ func WithStoreConcurrency(n int) Option {
 	})
 }
 
-// WithObserver adds a function called after each pass of [Monitor.Run] (and each
-// [Monitor.RunOnce]) with what the pass did, for metrics. Each WithObserver adds one; they
-// are called in order, from the goroutine of Run, and should return quickly. A nil f
-// adds nothing.
-func WithObserver(f func(PassStats)) Option {
-	return optionFunc(func(c *config) {
-		c.observer = both(c.observer, f)
-	})
-}
-
 // A Finalizer does a run's work after its operations ended: for a backup, adding the items
 // the plugins asked to back up again (Velero's post-operation items).
 type Finalizer interface {
@@ -210,36 +199,4 @@ type FinalizerFunc func(ctx context.Context, r operations.Run, items []operation
 // Finalize calls f(ctx, r, items).
 func (f FinalizerFunc) Finalize(ctx context.Context, r operations.Run, items []operations.ResourceIdentifier) error {
 	return f(ctx, r, items)
-}
-
-// PassStats is what one pass of [Monitor.Run] did.
-type PassStats struct {
-	Start    time.Time     // by the Monitor's clock
-	Duration time.Duration // by the Monitor's clock
-	// Runs is the number of waiting runs polled, Operations the number of operations
-	// checked, Completed and Failed how many of them ended in this pass, NewErrors the
-	// errors added to runs, Advanced the runs whose phase changed (finalized included).
-	Runs, Operations, Completed, Failed, NewErrors, Advanced int
-	// Finalized is the number of runs the pass moved out of a finalizing phase.
-	Finalized int
-	// Skipped is the number of runs the pass left alone because another Monitor held
-	// their claim (see [operations.RunClaimer]).
-	Skipped int
-	// RunPhases counts the runs the pass found waiting or finalizing, by kind and phase,
-	// as it found them (a run it moved from waiting to finalizing is counted once, as
-	// waiting); nil when there were none.
-	RunPhases []PhaseCount
-	// OperationsNew and OperationsInProgress count the operations of the polled runs
-	// still unfinished after the pass, by phase.
-	OperationsNew, OperationsInProgress int
-	// Err joins what went wrong with the store or a finalizer; the pass went on
-	// regardless.
-	Err error
-}
-
-// A PhaseCount is a number of runs of one kind in one phase.
-type PhaseCount struct {
-	Kind  phase.Kind
-	Phase phase.Phase
-	Runs  int
 }

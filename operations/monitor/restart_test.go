@@ -91,7 +91,7 @@ func TestRestartOnBoltstore(t *testing.T) {
 	}}
 	passes := make(chan monitor.PassStats)
 	m2 := monitor.New(s, operationstest.Resolver(map[string]operations.Tracker{"mover": second}),
-		monitor.WithClock(clock), monitor.WithObserver(func(ps monitor.PassStats) { passes <- ps }))
+		monitor.WithClock(clock), monitor.WithObserver(monitor.Observer{Pass: func(ps monitor.PassStats) { passes <- ps }}))
 	rec, err := m2.Recover(context.Background())
 	require.NoError(t, err)
 	require.Len(t, rec.Failed, 1)

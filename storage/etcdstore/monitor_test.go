@@ -182,7 +182,7 @@ func TestMonitorsShareRuns(t *testing.T) {
 		skipped += st.Skipped
 		skipMu.Unlock()
 	}
-	mopts := []monitor.Option{monitor.WithInterval(20 * time.Millisecond), monitor.WithWorkers(8), monitor.WithObserver(observe)}
+	mopts := []monitor.Option{monitor.WithInterval(20 * time.Millisecond), monitor.WithWorkers(8), monitor.WithObserver(monitor.Observer{Pass: observe})}
 	ma := monitor.New(a, trA.resolver(), mopts...)
 	mb := monitor.New(b, trB.resolver(), mopts...)
 	var wg sync.WaitGroup
@@ -262,14 +262,14 @@ func (r *restartMidPass) hold() {
 
 // observer is the Monitor's option that collects the errors of failed passes.
 func (r *restartMidPass) observer() monitor.Option {
-	return monitor.WithObserver(func(st monitor.PassStats) {
+	return monitor.WithObserver(monitor.Observer{Pass: func(st monitor.PassStats) {
 		if st.Err != nil {
 			select {
 			case r.failures <- st.Err:
 			default:
 			}
 		}
-	})
+	}})
 }
 
 // run waits for the first plugin call, stops srv, lets the call return, checks that the

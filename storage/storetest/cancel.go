@@ -33,7 +33,7 @@ func RunCancel(t *testing.T, newStore func(t *testing.T) operations.Store) {
 }
 
 // cancelTimeout is the call timeout of the Monitors of the cancel checks: how long the
-// plugin that hangs holds a lane.
+// Monitor waits for the plugin that hangs.
 const cancelTimeout = 50 * time.Millisecond
 
 // cancelFixture stores a restore in phase p with six operations of three plugins: one

@@ -107,14 +107,14 @@ func register[T prometheus.Collector](r prometheus.Registerer, c T, errs *[]erro
 }
 
 // MonitorOptions returns the options that make a Monitor report to m: an observer of its
-// passes and hooks on its plugin calls, timeouts and finalizers. They add to the
-// Monitor's other observers and hooks.
+// passes, plugin calls, timeouts and finalizers. It adds to the Monitor's other
+// observers.
 func (m *Metrics) MonitorOptions() []monitor.Option {
 	return []monitor.Option{
-		monitor.WithObserver(m.observePass),
-		monitor.WithHooks(monitor.Hooks{
-			PluginCall:        m.observeCall,
-			OperationTimedOut: func(op operations.Operation) { m.timedOut.WithLabelValues(op.Action).Inc() },
+		monitor.WithObserver(monitor.Observer{
+			Pass:     m.observePass,
+			Call:     m.observeCall,
+			TimedOut: func(op operations.Operation) { m.timedOut.WithLabelValues(op.Action).Inc() },
 			Finalized: func(s monitor.FinalizeStats) {
 				if s.Err != nil {
 					m.finalizerFailed.WithLabelValues(string(s.Owner.Kind)).Inc()

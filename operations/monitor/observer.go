@@ -1,0 +1,130 @@
+package monitor
+
+import (
+	"time"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// An Observer is told what a [Monitor] does, for metrics, tracing or a controller's event
+// source: each field is a function the Monitor calls, and may be nil. Pass is called
+// from the goroutine that made the pass; the others are called from the Monitor's
+// goroutines, several at once, so they must be safe for concurrent use. None may block:
+// the Monitor waits for each to return. Set one with [WithObserver]; a Monitor also
+// logs (see [WithLogger]).
+type Observer struct {
+	// Pass is called after each pass of [Monitor.Run] and each [Monitor.RunOnce] that
+	// ctx did not end, with what the pass did.
+	Pass func(PassStats)
+	// RunChanged is called during a pass for each run whose phase the pass moved, or
+	// some of whose operations ended: to wake a controller's reconcile of its object,
+	// for instance (the controller-runtime integration's source does).
+	RunChanged func(RunChange)
+	// Call is called after each Progress or Cancel call to a plugin, or when the call
+	// is given up (see [WithCallTimeout]). It is not called for a call cut short by the
+	// end of the poll's context.
+	Call func(CallStats)
+	// TimedOut is called when an operation is failed for running past its timeout (see
+	// [TimedOut]), before its plugin's Cancel.
+	TimedOut func(operations.Operation)
+	// Finalized is called after each call of the [Finalizer].
+	Finalized func(FinalizeStats)
+}
+
+// WithObserver adds o to the Monitor's observers: each WithObserver adds one, and the
+// Monitor calls the functions of every observer, in the order they were added. By default
+// there is none.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(c *config) {
+		c.observer = Observer{
+			Pass:       both(c.observer.Pass, o.Pass),
+			RunChanged: both(c.observer.RunChanged, o.RunChanged),
+			Call:       both(c.observer.Call, o.Call),
+			TimedOut:   both(c.observer.TimedOut, o.TimedOut),
+			Finalized:  both(c.observer.Finalized, o.Finalized),
+		}
+	})
+}
+
+// both returns a function calling f then g, either of which may be nil.
+func both[T any](f, g func(T)) func(T) {
+	switch {
+	case f == nil:
+		return g
+	case g == nil:
+		return f
+	}
+	return func(v T) { f(v); g(v) }
+}
+
+// A RunChange tells that a pass of a [Monitor] changed a run: it moved the run's phase,
+// or some of its operations ended. From is the phase the run had before, To the phase
+// it has after; they are equal when only operations ended. Running counts the run's
+// operations still unfinished; Completed and Failed count those that ended in the pass.
+type RunChange struct {
+	Owner     operations.Owner
+	From, To  phase.Phase
+	Running   int
+	Completed int
+	Failed    int
+}
+
+// A CallOutcome says how a plugin call ended.
+type CallOutcome string
+
+// The outcomes of plugin calls.
+const (
+	CallSucceeded CallOutcome = "succeeded"
+	CallErrored   CallOutcome = "errored"   // it returned an error
+	CallPanicked  CallOutcome = "panicked"  // it panicked; the Monitor recovered
+	CallTimedOut  CallOutcome = "timed_out" // given up after the call timeout
+)
+
+// CallStats describes one plugin call.
+type CallStats struct {
+	Action   string // the plugin's registered name
+	Cancel   bool   // a Cancel call; else a Progress call
+	Duration time.Duration
+	Outcome  CallOutcome
+}
+
+// FinalizeStats describes one call of a [Finalizer].
+type FinalizeStats struct {
+	Owner    operations.Owner
+	Duration time.Duration // real time
+	Err      error         // what it returned; nil on success
+	TimedOut bool          // given up after the finalize timeout (see [WithFinalizeTimeout])
+}
+
+// PassStats is what one pass of [Monitor.Run] did.
+type PassStats struct {
+	Start    time.Time     // by the Monitor's clock
+	Duration time.Duration // by the Monitor's clock
+	// Runs is the number of waiting runs polled, Operations the number of operations
+	// checked, Completed and Failed how many of them ended in this pass, NewErrors the
+	// errors added to runs, Advanced the runs whose phase changed (finalized included).
+	Runs, Operations, Completed, Failed, NewErrors, Advanced int
+	// Finalized is the number of runs the pass moved out of a finalizing phase.
+	Finalized int
+	// Skipped is the number of runs the pass left alone because another Monitor held
+	// their claim (see [operations.RunClaimer]).
+	Skipped int
+	// RunPhases counts the runs the pass found waiting or finalizing, by kind and phase,
+	// as it found them (a run it moved from waiting to finalizing is counted once, as
+	// waiting); nil when there were none.
+	RunPhases []PhaseCount
+	// OperationsNew and OperationsInProgress count the operations of the polled runs
+	// still unfinished after the pass, by phase.
+	OperationsNew, OperationsInProgress int
+	// Err joins what went wrong with the store or a finalizer; the pass went on
+	// regardless.
+	Err error
+}
+
+// A PhaseCount is a number of runs of one kind in one phase.
+type PhaseCount struct {
+	Kind  phase.Kind
+	Phase phase.Phase
+	Runs  int
+}
