@@ -40,9 +40,7 @@ func (c *checks) check(i int) {
 	}
 	var p operations.Progress
 	if err == nil {
-		p, err = call(c, op.Action, false, func(ctx context.Context) (operations.Progress, error) {
-			return tracker.Progress(ctx, op.Clone())
-		})
+		p, err = c.call(tracker, op, false)
 	}
 	if err != nil {
 		c.ops[i], c.changed[i] = c.progressFailed(op, now, err)
@@ -61,67 +59,75 @@ func (c *checks) check(i int) {
 
 // cancel calls the plugin's Cancel for op.
 func (c *checks) cancel(tracker operations.Tracker, op operations.Operation) error {
-	_, err := call(c, op.Action, true, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, tracker.Cancel(ctx, op.Clone())
-	})
+	_, err := c.call(tracker, op, true)
 	return err
 }
 
-// call makes a Progress or Cancel call, f, to the plugin of action: in a goroutine of its
-// own, which turns a panic into an error, with a context that ends after the Monitor's
-// call timeout. It returns f's result, or an error that names the call when f failed,
-// panicked or had not answered by the deadline; a call whose deadline has passed when
-// its answer is taken counts as unanswered, so that each call ends one way. A plugin
-// that ignores its context keeps only its goroutine, until it returns; its late answer
-// is dropped. When the poll's ctx ends first, call returns ctx.Err() at once.
-func call[T any](c *checks, action string, cancel bool, f func(context.Context) (T, error)) (T, error) {
-	type result struct {
-		v        T
-		err      error
-		panicked bool
-	}
+// An answer is what a plugin call returned.
+type answer struct {
+	progress operations.Progress
+	err      error
+	panicked bool
+}
+
+// call asks tracker for the progress of op, or, when cancel is set, cancels op: in a
+// goroutine of its own (see ask), with a context that ends after the Monitor's call
+// timeout. It returns the plugin's answer, or an error that names the call when the
+// plugin failed, panicked or had not answered by the deadline; a call whose deadline has
+// passed when its answer is taken counts as unanswered, so that each call ends one way.
+// A plugin that ignores its context keeps only its goroutine, until it returns; its late
+// answer is dropped. When the poll's ctx ends first, call returns ctx.Err() at once.
+func (c *checks) call(tracker operations.Tracker, op operations.Operation, cancel bool) (operations.Progress, error) {
 	ctx, stop := context.WithTimeout(c.ctx, c.m.cfg.callTimeout)
 	defer stop()
-	done := make(chan result, 1)
+	done := make(chan answer, 1)
 	start := time.Now()
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				done <- result{err: fmt.Errorf("plugin panicked: %v", v), panicked: true}
-			}
-		}()
-		v, err := f(ctx)
-		done <- result{v: v, err: err}
-	}()
-	var r result
+	go ask(ctx, tracker, op, cancel, done)
+	var a answer
 	select {
-	case r = <-done:
+	case a = <-done:
 	case <-ctx.Done():
 	}
-	var zero T
 	if err := c.ctx.Err(); err != nil {
-		return zero, err // the poll ended: not the plugin's doing
+		return operations.Progress{}, err // the poll ended: not the plugin's doing
 	}
 	outcome := CallSucceeded
 	switch {
 	case ctx.Err() != nil:
-		r.err, outcome = fmt.Errorf("no answer within %s", c.m.cfg.callTimeout), CallTimedOut
-	case r.panicked:
+		a.err, outcome = fmt.Errorf("no answer within %s", c.m.cfg.callTimeout), CallTimedOut
+	case a.panicked:
 		outcome = CallPanicked
-	case r.err != nil:
+	case a.err != nil:
 		outcome = CallErrored
 	}
 	if f := c.m.cfg.observer.Call; f != nil {
-		f(CallStats{Action: action, Cancel: cancel, Duration: time.Since(start), Outcome: outcome})
+		f(CallStats{Action: op.Action, Cancel: cancel, Duration: time.Since(start), Outcome: outcome})
 	}
-	if r.err != nil {
+	if a.err != nil {
 		what := "progress"
 		if cancel {
 			what = "cancel"
 		}
-		return zero, fmt.Errorf("%s: %w", what, r.err)
+		return operations.Progress{}, fmt.Errorf("%s: %w", what, a.err)
 	}
-	return r.v, nil
+	return a.progress, nil
+}
+
+// ask makes the plugin call of call and sends its answer on done, which has room for it;
+// a panic is an answer too.
+func ask(ctx context.Context, tracker operations.Tracker, op operations.Operation, cancel bool, done chan<- answer) {
+	defer func() {
+		if v := recover(); v != nil {
+			done <- answer{err: fmt.Errorf("plugin panicked: %v", v), panicked: true}
+		}
+	}()
+	var a answer
+	if cancel {
+		a.err = tracker.Cancel(ctx, op.Clone())
+	} else {
+		a.progress, a.err = tracker.Progress(ctx, op.Clone())
+	}
+	done <- a
 }
 
 // progressFailed returns op as a Progress error err at now leaves it, and whether it
