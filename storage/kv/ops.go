@@ -3,7 +3,6 @@ package kv
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -70,17 +69,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
 	metaKey := with(prefix, opsMeta)
-	w, err := s.turns.wait(ctx, string(rk))
-	if err != nil {
-		return fmt.Errorf("put operations of %s: %w", o, err)
-	}
-	defer w.done()
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := s.retry(ctx, attempt); err != nil {
-				return fmt.Errorf("put operations of %s: %w", o, err)
-			}
-		}
+	err = s.writeRun(ctx, rk, func(*turn) error {
 		var runVer, metaVer Version
 		var meta opsMetaValue
 		found := make([]idEntry, len(ops)) // seq 0: not stored yet
@@ -94,14 +83,16 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			return lookupIDs(ctx, r, prefix, ops, meta.next-1, found)
 		})
 		if err != nil {
-			return fmt.Errorf("put operations of %s: %w", o, err)
+			return err
 		}
 		if meta.staged != 0 {
+			// Another write's batch is committed but not applied: apply it, and try
+			// again. This counts as a lost race, so that a run given one staged batch
+			// after another still ends in a bounded number of tries.
 			if err := s.rollForward(ctx, prefix); err != nil {
-				return fmt.Errorf("put operations of %s: %w", o, err)
+				return err
 			}
-			attempt = 0
-			continue
+			return errLost
 		}
 		if len(ops) == 0 {
 			return nil
@@ -116,7 +107,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			}
 			before := operations.Operation{Owner: o, ID: ops[i].ID, Status: operations.Status{Phase: codePhases[e.code]}}
 			if err := operations.ValidateOperationUpdate(before, ops[i]); err != nil {
-				return fmt.Errorf("put operations of %s: batch item %d: %w", o, i, err)
+				return fmt.Errorf("batch item %d: %w", i, err)
 			}
 			code := recs[i][1]
 			key := recordKey(prefix, e.seq, code)
@@ -136,15 +127,12 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			body = append(body, planNew(prefix, &meta, newOps, newRecs)...)
 		}
 		conds := []Condition{{Key: rk, Version: runVer}, {Key: metaKey, Version: metaVer}}
-		err = s.commitBatch(ctx, prefix, conds, nil, body, meta)
-		if errors.Is(err, ErrConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("put operations of %s: %w", o, err)
-		}
-		return nil
+		return lost(s.commitBatch(ctx, prefix, conds, nil, body, meta))
+	})
+	if err != nil {
+		return fmt.Errorf("put operations of %s: %w", o, err)
 	}
+	return nil
 }
 
 // lookupIDs finds the ID index entries of ops, of a run whose index holds at most
@@ -200,7 +188,7 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 	}
 	prefix := opsPrefix(o)
 	metaKey := with(prefix, opsMeta)
-	for {
+	return s.retry(ctx, func() error {
 		staged := false
 		err := s.b.Read(ctx, func(r Reader) error {
 			if _, _, err := readRun(ctx, r, o); err != nil {
@@ -221,13 +209,16 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 		if err := s.rollForward(ctx, prefix); err != nil {
 			return err
 		}
-	}
+		return errLost // read again, now that the batch is applied
+	})
 }
 
 // GetOperation returns the operation id of o. It fails with [operations.ErrNotFound]
 // when o has no run or the run no such operation, with [operations.ErrUIDMismatch] as
 // [Store.GetRun] does, with an error wrapping [operations.ErrCorrupt] when a record does
-// not decode, and with ctx.Err() or the backend's error.
+// not decode, with [operations.ErrConflict] when every read it may make (see
+// [WithRetries]) finds a batch of another write staged and not yet applied, and with
+// ctx.Err() or the backend's error.
 func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string) (operations.Operation, error) {
 	var op operations.Operation
 	err := s.readOps(ctx, o, func(r Reader, prefix []byte, _ opsMetaValue) error {

@@ -149,12 +149,7 @@ func parseChunk(b []byte) ([]Write, error) {
 // starts over.
 func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
 	metaKey := with(prefix, opsMeta)
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := s.retry(ctx, attempt); err != nil {
-				return fmt.Errorf("apply a staged batch: %w", err)
-			}
-		}
+	err := s.retry(ctx, func() error {
 		var meta opsMetaValue
 		var ver Version
 		type chunk struct{ key, value []byte }
@@ -169,42 +164,28 @@ func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
 				return nil
 			})
 		})
-		if err != nil {
-			return fmt.Errorf("apply a staged batch: %w", err)
-		}
-		if meta.staged == 0 {
-			return nil
+		if err != nil || meta.staged == 0 {
+			return err
 		}
 		cond := []Condition{{Key: metaKey, Version: ver}}
-		lost := false
 		for _, c := range chunks {
 			writes, err := parseChunk(c.value)
 			if err != nil {
-				return fmt.Errorf("apply a staged batch: chunk %x: %w", c.key, err)
+				return fmt.Errorf("chunk %x: %w", c.key, err)
 			}
-			err = s.b.Commit(ctx, cond, append(writes, Write{Key: c.key, Delete: true}))
-			if lost = errors.Is(err, ErrConditionFailed); lost {
-				break
+			if err := lost(s.b.Commit(ctx, cond, append(writes, Write{Key: c.key, Delete: true}))); err != nil {
+				return err
 			}
-			if err != nil {
-				return fmt.Errorf("apply a staged batch: %w", err)
-			}
-		}
-		if lost {
-			continue
 		}
 		meta.staged, meta.chunks = 0, 0
 		staged := with(prefix, opsStaged)
-		err = s.b.Commit(ctx, cond, []Write{
+		return lost(s.b.Commit(ctx, cond, []Write{
 			{Key: metaKey, Value: meta.append(nil)},
 			{Key: staged, End: end(staged), Delete: true},
-		})
-		if errors.Is(err, ErrConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("apply a staged batch: %w", err)
-		}
-		return nil
+		}))
+	})
+	if err != nil {
+		return fmt.Errorf("apply a staged batch: %w", err)
 	}
+	return nil
 }

@@ -6,9 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"time"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -28,11 +26,13 @@ type Store struct {
 type Option func(*Store)
 
 // DefaultRetries is how many times a write that loses races to concurrent writers is
-// tried before it fails with operations.ErrConflict.
+// tried before it fails with operations.ErrConflict. A write, or a read of a run's
+// operations, that finds a batch of another write staged applies it and counts that as
+// a lost race, so every call ends after that many tries.
 const DefaultRetries = 100
 
-// WithRetries sets how many times a write that loses races is tried; the default is
-// [DefaultRetries], and less than 1 means 1.
+// WithRetries sets how many times a write that loses races is tried (see
+// [DefaultRetries]); the default is DefaultRetries, and less than 1 means 1.
 func WithRetries(n int) Option { return func(s *Store) { s.attempts = max(n, 1) } }
 
 // ClaimKey returns a name for the run of o, unique among runs and the same for every
@@ -45,44 +45,45 @@ var _ operations.Store = (*Store)(nil)
 // Open returns the engine over b. It reads the format key: a backend without keys
 // becomes a store (the format key is written), a backend of this format is opened as it
 // is, and anything else fails with an error wrapping [ErrFormat], leaving b unchanged.
-// A done ctx, or a backend error, fails it with that error.
+// A done ctx, or a backend error, fails it with that error; a write of the format key
+// that keeps losing races, as [DefaultRetries] says, fails it with operations.ErrConflict.
 func Open(ctx context.Context, b Backend, opts ...Option) (*Store, error) {
 	s := &Store{b: b, limits: b.Limits(), attempts: DefaultRetries}
 	for _, o := range opts {
 		o(s)
 	}
-	var format []byte
-	var empty bool
-	err := b.Read(ctx, func(r Reader) error {
-		v, _, err := r.Get(ctx, keyFormat)
-		if err != nil {
+	err := s.retry(ctx, func() error {
+		var format []byte
+		var empty bool
+		err := b.Read(ctx, func(r Reader) error {
+			v, _, err := r.Get(ctx, keyFormat)
+			if err != nil {
+				return err
+			}
+			format = bytes.Clone(v)
+			if v != nil {
+				return nil
+			}
+			empty = true
+			return r.Scan(ctx, nil, nil, func(k, _ []byte, _ Version) error {
+				empty = false
+				return errStop
+			})
+		})
+		if err != nil && !errors.Is(err, errStop) {
 			return err
 		}
-		format = bytes.Clone(v)
-		if v != nil {
+		switch {
+		case string(format) == formatValue:
 			return nil
+		case format != nil:
+			return fmt.Errorf("format %q, want %q: %w", format, formatValue, ErrFormat)
+		case !empty:
+			return fmt.Errorf("keys without a format key: %w", ErrFormat)
 		}
-		empty = true
-		return r.Scan(ctx, nil, nil, func(k, _ []byte, _ Version) error {
-			empty = false
-			return errStop
-		})
+		// Lost when another Open wrote the format key first: the next try reads it.
+		return lost(b.Commit(ctx, []Condition{{Key: keyFormat}}, []Write{{Key: keyFormat, Value: []byte(formatValue)}}))
 	})
-	if err != nil && !errors.Is(err, errStop) {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	switch {
-	case string(format) == formatValue:
-		return s, nil
-	case format != nil:
-		return nil, fmt.Errorf("open store: format %q, want %q: %w", format, formatValue, ErrFormat)
-	case !empty:
-		return nil, fmt.Errorf("open store: keys without a format key: %w", ErrFormat)
-	}
-	err = b.Commit(ctx, []Condition{{Key: keyFormat}}, []Write{{Key: keyFormat, Value: []byte(formatValue)}})
-	if errors.Is(err, ErrConditionFailed) {
-		return Open(ctx, b, opts...) // another Open wrote it first
-	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -102,25 +103,6 @@ func (s *Store) get(ctx context.Context, key []byte) ([]byte, Version, error) {
 		return err
 	})
 	return val, ver, err
-}
-
-// retry waits before attempt (from 1) of a write that lost a race, or reports
-// operations.ErrConflict when the attempts are used up, or ctx.Err().
-func (s *Store) retry(ctx context.Context, attempt int) error {
-	if attempt >= s.attempts {
-		return fmt.Errorf("lost to concurrent writers %d times: %w", attempt, operations.ErrConflict)
-	}
-	if attempt > 2 {
-		// Back off a little, at random, so that writers that keep colliding spread out.
-		d := time.Duration(rand.Int64N(int64(min(attempt, 20)) * int64(100*time.Microsecond)))
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-	return ctx.Err()
 }
 
 // checkUID refuses an owner whose UID is set and differs from the stored run's.
@@ -212,15 +194,20 @@ func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run,
 	if err := lookup(o); err != nil {
 		return operations.Run{}, fmt.Errorf("get run %s: %w", o, err)
 	}
-	var run operations.Run
-	err := s.b.Read(ctx, func(r Reader) (err error) {
-		run, _, err = readRun(ctx, r, o)
-		return err
-	})
+	run, _, err := s.getRun(ctx, o)
 	if err != nil {
 		return operations.Run{}, fmt.Errorf("get run %s: %w", o, err)
 	}
 	return run, nil
+}
+
+// getRun reads the run of o, as readRun does, in a snapshot of its own.
+func (s *Store) getRun(ctx context.Context, o operations.Owner) (run operations.Run, ver Version, err error) {
+	err = s.b.Read(ctx, func(r Reader) (err error) {
+		run, ver, err = readRun(ctx, r, o)
+		return err
+	})
+	return run, ver, err
 }
 
 // UpdateRun applies update to the run of o atomically and returns the run as stored.
@@ -241,49 +228,36 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	if err := lookup(o); err != nil {
 		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
 	}
-	rk := runKey(o)
-	w, err := s.turns.wait(ctx, string(rk))
-	if err != nil {
-		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
-	}
-	defer w.done()
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := s.retry(ctx, attempt); err != nil {
-				return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
-			}
-		}
-		var before operations.Run
-		var ver Version
-		err := s.b.Read(ctx, func(r Reader) (err error) {
-			before, ver, err = readRun(ctx, r, o)
-			return err
-		})
+	var after operations.Run
+	fromUpdate := false // err is update's own, returned as it is
+	err := s.writeRun(ctx, runKey(o), func(w *turn) error {
+		before, ver, err := s.getRun(ctx, o)
 		if err != nil {
-			return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
+			return err
 		}
 		work := before.Clone()
 		if err := w.lend(func() error { return update(&work) }); err != nil {
-			return operations.Run{}, err
+			fromUpdate = true
+			return err
 		}
-		after := work.Clone() // update may have kept the pointer it was given
+		after = work.Clone() // update may have kept the pointer it was given
 		if err := operations.ValidateRunUpdate(before, after); err != nil {
-			return operations.Run{}, fmt.Errorf("update run: %w", err)
+			return err
 		}
-		rec := appendRun(nil, &after)
+		rk, rec := runKey(o), appendRun(nil, &after)
 		writes := []Write{{Key: rk, Value: rec}, {Key: idxKey(o, after.Phase), Value: rec}}
 		if after.Phase != before.Phase {
 			writes = append(writes, Write{Key: idxKey(o, before.Phase), Delete: true})
 		}
-		err = s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, writes)
-		if errors.Is(err, ErrConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
-		}
-		return after, nil
+		return lost(s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, writes))
+	})
+	switch {
+	case fromUpdate:
+		return operations.Run{}, err
+	case err != nil:
+		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
 	}
+	return after, nil
 }
 
 // ListRuns returns the runs f selects, by kind (Backup first), then name. When f names
@@ -364,37 +338,19 @@ func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
 		return fmt.Errorf("delete run %s: %w", o, err)
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
-	w, err := s.turns.wait(ctx, string(rk))
-	if err != nil {
-		return fmt.Errorf("delete run %s: %w", o, err)
-	}
-	defer w.done()
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := s.retry(ctx, attempt); err != nil {
-				return fmt.Errorf("delete run %s: %w", o, err)
-			}
-		}
-		var run operations.Run
-		var ver Version
-		err := s.b.Read(ctx, func(r Reader) (err error) {
-			run, ver, err = readRun(ctx, r, o)
-			return err
-		})
+	err := s.writeRun(ctx, rk, func(*turn) error {
+		run, ver, err := s.getRun(ctx, o)
 		if err != nil {
-			return fmt.Errorf("delete run %s: %w", o, err)
+			return err
 		}
-		err = s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, []Write{
+		return lost(s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, []Write{
 			{Key: rk, Delete: true},
 			{Key: idxKey(o, run.Phase), Delete: true},
 			{Key: prefix, End: end(prefix), Delete: true},
-		})
-		if errors.Is(err, ErrConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("delete run %s: %w", o, err)
-		}
-		return nil
+		}))
+	})
+	if err != nil {
+		return fmt.Errorf("delete run %s: %w", o, err)
 	}
+	return nil
 }
