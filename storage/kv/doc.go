@@ -64,7 +64,8 @@
 // in the order they are called, so that goroutines of one process do not make each
 // other retry; writers in other processes still race. A write waiting for its turn ends
 // with ctx.Err() when ctx is done. While UpdateRun calls its update function it lends
-// its turn: a write of the run that starts meanwhile, from inside that function for one,
-// goes ahead and races as it would without turns, instead of waiting for UpdateRun to
-// end (a deadlock, when it comes from inside).
+// its turn to the writes made from inside an update function (on its goroutine, below
+// the call), as the operations.Store contract lets update write: they go ahead instead
+// of waiting for an UpdateRun that waits for them. A write from anywhere else, another
+// goroutine of the caller or one that update starts, waits for its turn.
 package kv
