@@ -19,6 +19,12 @@
 // and finished ones. Owners are checked by UID: a call that names an owner whose UID
 // differs from its stored run's fails with operations.ErrUIDMismatch.
 //
+// A time is read back as the same instant in the same zone by every process, whatever
+// its time.Local: a time in UTC comes back in UTC, and any other, one in time.Local
+// too, in a fixed zone (time.FixedZone) of the name and offset its zone had at that
+// instant. Times that earlier builds stored for time.Local, without their zone, come
+// back in UTC.
+//
 // # Layout
 //
 //	format                                      "itemops.kv/1"
