@@ -453,11 +453,3 @@ func DecodeRun(o operations.Owner, b []byte) (operations.Run, error) { return de
 func DecodeOperation(o operations.Owner, b []byte) (operations.Operation, error) {
 	return decodeOperation(o, b)
 }
-
-// AppendRun appends the record of r in the engine's encoding to b; [DecodeRun] reads it
-// back. The owner's kind and name are not written: a record's key names them.
-func AppendRun(b []byte, r *operations.Run) []byte { return appendRun(b, r) }
-
-// AppendOperation appends the record of op, which must have passed
-// [operations.Operation.Validate], as [AppendRun] does a run's.
-func AppendOperation(b []byte, op *operations.Operation) []byte { return appendOperation(b, op) }

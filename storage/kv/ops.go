@@ -63,6 +63,9 @@ func planNew(prefix []byte, meta *opsMetaValue, ops []operations.Operation, recs
 // ctx.Err() or the backend's error. An empty batch writes nothing and succeeds when the
 // run exists.
 func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
+	if s == nil {
+		return ErrClosed
+	}
 	recs, err := encodeBatch(o, ops)
 	if err != nil {
 		return fmt.Errorf("put operations of %s: %w", o, err)
@@ -220,6 +223,9 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 // [WithRetries]) finds a batch of another write staged and not yet applied, and with
 // ctx.Err() or the backend's error.
 func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string) (operations.Operation, error) {
+	if s == nil {
+		return operations.Operation{}, ErrClosed
+	}
 	var op operations.Operation
 	err := s.readOps(ctx, o, func(r Reader, prefix []byte, _ opsMetaValue) error {
 		v, _, err := r.Get(ctx, idKey(prefix, id))
@@ -254,6 +260,9 @@ func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string)
 // run's unfinished operations, however many finished ones it holds. It fails as
 // [Store.GetOperation] does, but for a missing operation.
 func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operations.OperationFilter) ([]operations.Operation, error) {
+	if s == nil {
+		return nil, ErrClosed
+	}
 	onlyUnfinished := len(f.Phases) > 0 && !slices.ContainsFunc(f.Phases, func(p operations.OperationPhase) bool {
 		return p != operations.OperationNew && p != operations.OperationInProgress
 	})

@@ -14,7 +14,7 @@ import (
 
 // A Store is the engine: an [operations.Store] over a [Backend]. Create one with [Open].
 // It is safe for concurrent use, as its Backend is, also by Stores in other processes on
-// the same backend.
+// the same backend. Every method of a nil *Store fails with [ErrClosed].
 type Store struct {
 	b        Backend
 	limits   Limits
@@ -136,6 +136,9 @@ func readRun(ctx context.Context, r Reader, o operations.Owner) (operations.Run,
 // has r's kind and name, with [operations.ErrExists] when another run does, and with
 // ctx.Err() or the backend's error.
 func (s *Store) CreateRun(ctx context.Context, r operations.Run) error {
+	if s == nil {
+		return ErrClosed
+	}
 	return s.create(ctx, r, nil)
 }
 
@@ -144,6 +147,9 @@ func (s *Store) CreateRun(ctx context.Context, r operations.Run) error {
 // [Store.CreateRun] does and as [Store.PutOperations] does on its batch, writing nothing.
 // It is the optional operations.RunStarter ability of a store.
 func (s *Store) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	if s == nil {
+		return ErrClosed
+	}
 	if err := operations.ValidateBatch(r.Owner, ops); err != nil {
 		return fmt.Errorf("create run %s: %w", r.Owner, err)
 	}
@@ -191,6 +197,9 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 // error wrapping [operations.ErrCorrupt] when the record does not decode, and with
 // ctx.Err() or the backend's error.
 func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run, error) {
+	if s == nil {
+		return operations.Run{}, ErrClosed
+	}
 	if err := lookup(o); err != nil {
 		return operations.Run{}, fmt.Errorf("get run %s: %w", o, err)
 	}
@@ -222,6 +231,9 @@ func (s *Store) getRun(ctx context.Context, o operations.Owner) (run operations.
 // [operations.ValidateRunUpdate], with [operations.ErrConflict] when it keeps losing races (see [WithRetries]),
 // and with ctx.Err() or the backend's error.
 func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
+	if s == nil {
+		return operations.Run{}, ErrClosed
+	}
 	if update == nil {
 		return operations.Run{}, fmt.Errorf("update run %s: nil update function: %w", o, operations.ErrInvalid)
 	}
@@ -265,6 +277,9 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 // wrapping [operations.ErrCorrupt] when a record does not decode, and with ctx.Err() or
 // the backend's error.
 func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
+	if s == nil {
+		return nil, ErrClosed
+	}
 	kinds := []phase.Kind{phase.Backup, phase.Restore}
 	if f.Kind != "" {
 		kinds = nil // no run has another kind
@@ -334,6 +349,9 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 // deleting nothing, with [operations.ErrNotFound] or [operations.ErrUIDMismatch] as
 // [Store.GetRun] does, and with ctx.Err() or the backend's error.
 func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
+	if s == nil {
+		return ErrClosed
+	}
 	if err := lookup(o); err != nil {
 		return fmt.Errorf("delete run %s: %w", o, err)
 	}
