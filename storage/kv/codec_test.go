@@ -168,3 +168,19 @@ func TestTimesDecodeTheSameEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// The operations metadata of format 1, which ended with a chunk count, still reads.
+func TestOpsMetaFormat1(t *testing.T) {
+	old := []byte{opsMetaFormat1, 7, 3, 5, 2} // next 7, batches 3, staged 5, 2 chunks
+	got, err := parseOpsMeta(old)
+	require.NoError(t, err)
+	want := opsMetaValue{next: 7, batches: 3, staged: 5}
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(opsMetaValue{})); d != "" {
+		t.Errorf("format 1 metadata (-want +got):\n%s", d)
+	}
+	again, err := parseOpsMeta(got.append(nil))
+	require.NoError(t, err)
+	if d := cmp.Diff(want, again, cmp.AllowUnexported(opsMetaValue{})); d != "" {
+		t.Errorf("metadata written again (-want +got):\n%s", d)
+	}
+}

@@ -22,5 +22,5 @@ func RunsWritten(s *Store) int {
 // StagedMeta returns the key of the operations metadata of o's run, and a value of it
 // that names a staged batch, as a write that has passed its commit point leaves it.
 func StagedMeta(o operations.Owner) (key, value []byte) {
-	return with(opsPrefix(o), opsMeta), opsMetaValue{next: 1, batches: 1, staged: 1, chunks: 1}.append(nil)
+	return opsKey(opsPrefix(o), opsMeta), opsMetaValue{next: 1, batches: 1, staged: 1}.append(nil)
 }

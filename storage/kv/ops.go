@@ -71,7 +71,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		return fmt.Errorf("put operations of %s: %w", o, err)
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
-	metaKey := with(prefix, opsMeta)
+	metaKey := opsKey(prefix, opsMeta)
 	err = s.writeRun(ctx, rk, func(*turn) error {
 		var runVer, metaVer Version
 		var meta opsMetaValue
@@ -161,7 +161,7 @@ func lookupIDs(ctx context.Context, r Reader, prefix []byte, ops []operations.Op
 	for i := range ops {
 		index[ops[i].ID] = i
 	}
-	start := with(prefix, opsID)
+	start := opsKey(prefix, opsID)
 	return r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 		i, ok := index[string(k[len(start):])]
 		if !ok {
@@ -186,11 +186,11 @@ func readMeta(ctx context.Context, r Reader, key []byte) (opsMetaValue, Version,
 // readOps runs fn in a snapshot in which o's run exists, has o's UID, and has no staged
 // batch left to apply; it applies one first when it finds one.
 func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reader, prefix []byte, meta opsMetaValue) error) error {
-	if err := lookup(o); err != nil {
+	if err := notFoundIfInvalid(o); err != nil {
 		return err
 	}
 	prefix := opsPrefix(o)
-	metaKey := with(prefix, opsMeta)
+	metaKey := opsKey(prefix, opsMeta)
 	return s.retry(ctx, func() error {
 		staged := false
 		err := s.b.Read(ctx, func(r Reader) error {
@@ -276,7 +276,7 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 				break
 			}
 			lists[i] = seqmerge.List[operations.Operation]{}
-			start := with(prefix, suffix)
+			start := opsKey(prefix, suffix)
 			err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 				if len(k) != len(start)+8 {
 					return fmt.Errorf("operation record key %q: %w", k, operations.ErrCorrupt)

@@ -169,7 +169,7 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	}
 	rk, rec := runKey(r.Owner), appendRun(nil, &r)
 	prefix := opsPrefix(r.Owner)
-	metaKey := with(prefix, opsMeta)
+	metaKey := opsKey(prefix, opsMeta)
 	head := []Write{{Key: rk, Value: rec}, {Key: idxKey(r.Owner, r.Phase), Value: rec}}
 	meta := opsMetaValue{next: 1}
 	body := planNew(prefix, &meta, ops, recs)
@@ -200,7 +200,7 @@ func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run,
 	if s == nil {
 		return operations.Run{}, ErrClosed
 	}
-	if err := lookup(o); err != nil {
+	if err := notFoundIfInvalid(o); err != nil {
 		return operations.Run{}, fmt.Errorf("get run %s: %w", o, err)
 	}
 	run, _, err := s.getRun(ctx, o)
@@ -237,7 +237,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	if update == nil {
 		return operations.Run{}, fmt.Errorf("update run %s: nil update function: %w", o, operations.ErrInvalid)
 	}
-	if err := lookup(o); err != nil {
+	if err := notFoundIfInvalid(o); err != nil {
 		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
 	}
 	var after operations.Run
@@ -352,7 +352,7 @@ func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
 	if s == nil {
 		return ErrClosed
 	}
-	if err := lookup(o); err != nil {
+	if err := notFoundIfInvalid(o); err != nil {
 		return fmt.Errorf("delete run %s: %w", o, err)
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
