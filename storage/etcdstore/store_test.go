@@ -13,6 +13,7 @@ import (
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/kv"
+	"github.com/itemops/itemops/storage/storetest"
 )
 
 func TestOpen(t *testing.T) {
@@ -240,23 +241,6 @@ func TestUnavailable(t *testing.T) {
 	require.ErrorContains(t, err, "client is closed")
 }
 
-// storeCalls returns a call of each method of s, but Close, on the run of o.
-func storeCalls(s *Store, o operations.Owner) map[string]func() error {
-	run := operations.Run{Owner: backup("c"), Phase: phase.New}
-	return map[string]func() error{
-		"CreateRun":               func() error { return s.CreateRun(bg, run) },
-		"CreateRunWithOperations": func() error { return s.CreateRunWithOperations(bg, run, nil) },
-		"GetRun":                  func() error { _, err := s.GetRun(bg, o); return err },
-		"UpdateRun":               func() error { _, err := s.UpdateRun(bg, o, func(*operations.Run) error { return nil }); return err },
-		"ListRuns":                func() error { _, err := s.ListRuns(bg, operations.RunFilter{}); return err },
-		"DeleteRun":               func() error { return s.DeleteRun(bg, o) },
-		"PutOperations":           func() error { return s.PutOperations(bg, o, nil) },
-		"GetOperation":            func() error { _, err := s.GetOperation(bg, o, "x"); return err },
-		"ListOperations":          func() error { _, err := s.ListOperations(bg, o, operations.OperationFilter{}); return err },
-		"ClaimRun":                func() error { _, _, err := s.ClaimRun(bg, o); return err },
-	}
-}
-
 func TestClose(t *testing.T) {
 	c := newClient(t, testServer)
 	prefix := newPrefix()
@@ -269,14 +253,14 @@ func TestClose(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "a second Close")
 
-	for name, call := range storeCalls(s, o) {
-		require.ErrorIs(t, call(), ErrClosed, "%s after Close", name)
-	}
+	t.Run("closed", func(t *testing.T) { storetest.RunClosed(t, s, ErrClosed) })
+	_, _, err = s.ClaimRun(bg, o)
+	require.ErrorIs(t, err, ErrClosed, "ClaimRun after Close")
 	// The zero Store's methods are the engine's too, which fails them with ErrClosed.
 	var zero Store
-	for name, call := range storeCalls(&zero, o) {
-		require.ErrorIs(t, call(), ErrClosed, "%s of the zero Store", name)
-	}
+	t.Run("zero", func(t *testing.T) { storetest.RunClosed(t, &zero, ErrClosed) })
+	_, _, err = zero.ClaimRun(bg, o)
+	require.ErrorIs(t, err, ErrClosed, "ClaimRun of the zero Store")
 	require.NoError(t, zero.Close(), "Close of the zero Store")
 	// The claim went with the lease, and the client is still the caller's.
 	other := openStore(t, c, prefix, nil)
