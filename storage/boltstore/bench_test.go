@@ -141,13 +141,9 @@ func bareFile(b *testing.B, o operations.Owner, n int, noSync bool) (*bolt.DB, [
 	if err := s.CreateRun(ctx, newRun(o, phase.InProgress)); err != nil {
 		b.Fatal(err)
 	}
-	ops := benchOps(o, 0, n, operations.OperationInProgress, 0)
-	if err := s.PutOperations(ctx, o, ops); err != nil {
-		b.Fatal(err)
-	}
-	for i := range ops {
-		ops[i].Status.NCompleted = 1
-	}
+	// The store is given the operations as the status update leaves them (NCompleted 1),
+	// so that it writes the records the bare transactions put again.
+	ops := benchOps(o, 0, n, operations.OperationInProgress, 1)
 	if err := s.PutOperations(ctx, o, ops); err != nil {
 		b.Fatal(err)
 	}
@@ -159,9 +155,9 @@ func bareFile(b *testing.B, o operations.Owner, n int, noSync bool) (*bolt.DB, [
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	// The updated records as the store keeps them: the values under the keys of the run's
-	// unfinished operations, "o" <kind> <len(name)> <name> "u" <seq> in the engine's
-	// layout (see storage/kv), each a version and then the record.
+	// Those records are the values under the keys of the run's unfinished operations,
+	// "o" <kind> <len(name)> <name> "u" <seq> in the engine's layout (see storage/kv),
+	// each a version and then the record.
 	kind := byte('B')
 	if o.Kind == phase.Restore {
 		kind = 'R'
