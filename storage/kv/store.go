@@ -242,7 +242,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	}
 	var after operations.Run
 	fromUpdate := false // err is update's own, returned as it is
-	err := s.writeRun(ctx, runKey(o), func(w *turn) error {
+	err := s.writeRun(ctx, runKey(o), func(w turn) error {
 		before, ver, err := s.getRun(ctx, o)
 		if err != nil {
 			return err
@@ -356,7 +356,7 @@ func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
 		return fmt.Errorf("delete run %s: %w", o, err)
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
-	err := s.writeRun(ctx, rk, func(*turn) error {
+	err := s.writeRun(ctx, rk, func(turn) error {
 		run, ver, err := s.getRun(ctx, o)
 		if err != nil {
 			return err

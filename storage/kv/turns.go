@@ -112,13 +112,13 @@ func (t *turns) wait(ctx context.Context, key string) (turn, error) {
 
 // lend calls update, lending the turn while it runs (see [turns]), and takes it back
 // after, even if update panics.
-func (w *turn) lend(update func() error) error {
+func (w turn) lend(update func() error) error {
 	w.setLent(true)
 	defer w.setLent(false)
 	return callUpdate(update)
 }
 
-func (w *turn) setLent(lent bool) {
+func (w turn) setLent(lent bool) {
 	if !w.mine {
 		return
 	}
@@ -162,7 +162,7 @@ func insideUpdate() bool {
 
 // done ends the write: the turn, if it is this write's, goes to the write that has
 // waited longest.
-func (w *turn) done() {
+func (w turn) done() {
 	t, q := w.t, w.q
 	t.mu.Lock()
 	defer t.mu.Unlock()
