@@ -52,10 +52,12 @@ type queue struct {
 // A turn is one write's place in its run's queue. Its holder calls done once, when the
 // write ends, however it ends.
 type turn struct {
-	t    *turns
-	key  string
-	q    *queue
-	mine bool // the turn is this write's; false for a write from inside update that went ahead while it was lent
+	t   *turns
+	key string
+	q   *queue
+	// mine is true when the turn is this write's, false for a write from inside an
+	// update function that went ahead while the turn was lent.
+	mine bool
 }
 
 // wait returns when the write may begin: when the run's previous writes have ended, at
