@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 	"github.com/itemops/itemops/internal/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
-	"github.com/itemops/itemops/storage/kv"
 )
 
 // seededBench opens a store holding a run of o with n running operations and returns it
@@ -141,7 +141,9 @@ func bareFile(b *testing.B, o operations.Owner, n int, noSync bool) (*bolt.DB, [
 	if err := s.CreateRun(ctx, newRun(o, phase.InProgress)); err != nil {
 		b.Fatal(err)
 	}
-	ops := benchOps(o, 0, n, operations.OperationInProgress, 0)
+	// The store is given the operations as the status update leaves them (NCompleted 1),
+	// so that it writes the records the bare transactions put again.
+	ops := benchOps(o, 0, n, operations.OperationInProgress, 1)
 	if err := s.PutOperations(ctx, o, ops); err != nil {
 		b.Fatal(err)
 	}
@@ -153,12 +155,26 @@ func bareFile(b *testing.B, o operations.Owner, n int, noSync bool) (*bolt.DB, [
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	keys := make([][]byte, n)
-	vals := make([][]byte, n)
-	for i := range ops {
-		ops[i].Status.NCompleted = 1
-		keys[i] = binary.BigEndian.AppendUint64([]byte("bare/"), uint64(i+1))
-		vals[i] = kv.AppendOperation(binary.BigEndian.AppendUint64(nil, uint64(i+1)), &ops[i])
+	// Those records are the values under the keys of the run's unfinished operations,
+	// "o" <kind> <len(name)> <name> "u" <seq> in the engine's layout (see storage/kv),
+	// each a version and then the record.
+	kind := byte('B')
+	if o.Kind == phase.Restore {
+		kind = 'R'
+	}
+	prefix := append(binary.AppendUvarint([]byte{'o', kind}, uint64(len(o.Name))), o.Name+"u"...)
+	keys := make([][]byte, 0, n)
+	vals := make([][]byte, 0, n)
+	err = db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketKV).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			keys = append(keys, binary.BigEndian.AppendUint64([]byte("bare/"), uint64(len(keys)+1)))
+			vals = append(vals, bytes.Clone(v))
+		}
+		return nil
+	})
+	if err != nil || len(vals) != n {
+		b.Fatalf("read %d of the %d records: %v", len(vals), n, err)
 	}
 	return db, keys, vals
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,7 +25,6 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
-	"github.com/itemops/itemops/storage/kv"
 )
 
 // The crash test runs its writer in a child process: this test binary, started again with
@@ -141,17 +141,18 @@ func (p crashPlan) update(n int) func(*operations.Run) error {
 	}
 }
 
-func digestOps(ops []operations.Operation) string {
-	var b []byte
-	for i := range ops {
-		b = kv.AppendOperation(b, &ops[i])
+// digest is a short name for what a step writes, the same in the child and the model.
+func digest(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
 	}
 	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
 
-func digestRun(r operations.Run) string {
-	return fmt.Sprintf("%x", sha256.Sum256(kv.AppendRun(nil, &r)))
-}
+func digestOps(ops []operations.Operation) string { return digest(ops) }
+
+func digestRun(r operations.Run) string { return digest(r) }
 
 // crashChild writes the plan's steps from envCrashFrom on, forever, printing
 // "ack <step> <digest>" only after each call has returned nil. It returns only on failure.

@@ -19,6 +19,7 @@ import (
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/kv"
 	"github.com/itemops/itemops/storage/kv/kvtest"
+	"github.com/itemops/itemops/storage/storetest"
 )
 
 var t0 = time.Date(2022, 12, 14, 12, 0, 0, 0, time.UTC)
@@ -207,44 +208,7 @@ func TestCloseIsIdempotentAndLaterCallsFail(t *testing.T) {
 	require.NoError(t, opened.CreateRun(context.Background(), newRun(backup("b"), phase.New)))
 	require.NoError(t, opened.Close())
 	require.NoError(t, opened.Close(), "second Close")
-	t.Run("closed store", func(t *testing.T) { checkAllCallsFail(t, opened) })
-}
-
-// checkAllCallsFail checks that every method of s fails with ErrClosed.
-func checkAllCallsFail(t *testing.T, s *Store) {
-	ctx := context.Background()
-	o := backup("b")
-
-	calls := []struct {
-		name string
-		call func() error
-	}{
-		{name: "CreateRun", call: func() error { return s.CreateRun(ctx, newRun(backup("other"), phase.New)) }},
-		{name: "GetRun", call: func() error { _, err := s.GetRun(ctx, o); return err }},
-		{name: "UpdateRun", call: func() error {
-			_, err := s.UpdateRun(ctx, o, func(*operations.Run) error { return nil })
-			return err
-		}},
-		{name: "ListRuns", call: func() error { _, err := s.ListRuns(ctx, operations.RunFilter{}); return err }},
-		{name: "ListRuns of an unknown kind", call: func() error {
-			_, err := s.ListRuns(ctx, operations.RunFilter{Kind: "Snapshot"})
-			return err
-		}},
-		{name: "DeleteRun", call: func() error { return s.DeleteRun(ctx, o) }},
-		{name: "PutOperations", call: func() error {
-			return s.PutOperations(ctx, o, []operations.Operation{newOp(o, "x", operations.OperationNew)})
-		}},
-		{name: "GetOperation", call: func() error { _, err := s.GetOperation(ctx, o, "x"); return err }},
-		{name: "ListOperations", call: func() error {
-			_, err := s.ListOperations(ctx, o, operations.OperationFilter{})
-			return err
-		}},
-	}
-	for _, c := range calls {
-		t.Run(c.name, func(t *testing.T) {
-			require.ErrorIs(t, c.call(), ErrClosed)
-		})
-	}
+	storetest.RunClosed(t, opened, ErrClosed)
 }
 
 // fileBytes returns the content of path.

@@ -144,7 +144,7 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 
 // ready returns ErrClosed after Close (or for the zero Store), else ctx.Err().
 func (s *Store) ready(ctx context.Context) error {
-	if s.engine == nil {
+	if s.Store == nil {
 		return ErrClosed
 	}
 	return s.b.ready(ctx)

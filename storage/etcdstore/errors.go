@@ -3,7 +3,7 @@ package etcdstore
 import (
 	"errors"
 
-	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/kv"
 )
 
 // ErrUnavailable is returned when etcd does not answer a request within
@@ -22,13 +22,6 @@ var ErrNotStore = errors.New("prefix holds no itemops etcdstore")
 // schema 1, by the release before the kv engine (see the package documentation).
 var ErrSchemaVersion = errors.New("unsupported schema version")
 
-// ErrCorrupt is [operations.ErrCorrupt], which the store returns when a stored record or
-// index entry cannot be decoded or contradicts another. Nothing is written by the call
-// that meets it.
-//
-// Deprecated: use [operations.ErrCorrupt]; this name stays for errors.Is checks written
-// against earlier releases.
-var ErrCorrupt = operations.ErrCorrupt
-
-// ErrClosed is returned by every method of a [Store] after [Store.Close].
-var ErrClosed = errors.New("store is closed")
+// ErrClosed is returned by every method of a [Store] after [Store.Close], and of the
+// zero Store. It is kv.ErrClosed, which the engine returns for a Store without one.
+var ErrClosed = kv.ErrClosed

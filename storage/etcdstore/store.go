@@ -27,10 +27,14 @@ const (
 // runs. It is safe for concurrent use; several Stores, in this process or others, may
 // use the same prefix at once. Get one from [Open] and release it with [Store.Close].
 // The zero Store has no client, and its methods fail with [ErrClosed].
+//
+// The methods of operations.Store are the engine's (package kv), which documents them.
+// Beside its errors, each fails with [ErrUnavailable] when etcd does not answer (a write
+// may then have been made, whole, or not at all) and with [ErrClosed] after Close.
 type Store struct {
-	engine *kv.Store // nil in the zero Store
-	b      *backend
-	prefix string // "" or ends with "/"
+	*kv.Store // the engine; nil in the zero Store, whose methods then fail with ErrClosed
+	b         *backend
+	prefix    string // "" or ends with "/"
 
 	// sessMu guards sess, the lease that holds this store's claims.
 	sessMu sync.Mutex
@@ -87,7 +91,7 @@ func Open(ctx context.Context, client *clientv3.Client, prefix string, o *Option
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: open %q: %w", prefix, err)
 	}
-	s.engine = eng
+	s.Store = eng
 	return s, nil
 }
 
@@ -166,7 +170,7 @@ func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then []clientv3.Op
 // what it returned. Close waits at most [Options.RequestTimeout] for etcd; when etcd does
 // not answer, the claims end by themselves after [Options.ClaimTTL].
 func (s *Store) Close() error {
-	if s.engine == nil {
+	if s.Store == nil {
 		return nil
 	}
 	s.closeOnce.Do(func() {
@@ -186,97 +190,4 @@ func (s *Store) Close() error {
 		}
 	})
 	return s.closeErr
-}
-
-// store returns the engine, or ErrClosed for the zero Store.
-func (s *Store) store() (*kv.Store, error) {
-	if s.engine == nil {
-		return nil, ErrClosed
-	}
-	return s.engine, nil
-}
-
-// The methods of operations.Store are the engine's (package kv), which documents them.
-// Beside its errors, each fails with [ErrUnavailable] when etcd does not answer (a write
-// may then have been made, whole, or not at all) and with [ErrClosed] after Close.
-
-// CreateRun is [kv.Store.CreateRun].
-func (s *Store) CreateRun(ctx context.Context, r operations.Run) error {
-	e, err := s.store()
-	if err != nil {
-		return err
-	}
-	return e.CreateRun(ctx, r)
-}
-
-// CreateRunWithOperations is [kv.Store.CreateRunWithOperations].
-func (s *Store) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
-	e, err := s.store()
-	if err != nil {
-		return err
-	}
-	return e.CreateRunWithOperations(ctx, r, ops)
-}
-
-// GetRun is [kv.Store.GetRun].
-func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run, error) {
-	e, err := s.store()
-	if err != nil {
-		return operations.Run{}, err
-	}
-	return e.GetRun(ctx, o)
-}
-
-// UpdateRun is [kv.Store.UpdateRun].
-func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
-	e, err := s.store()
-	if err != nil {
-		return operations.Run{}, err
-	}
-	return e.UpdateRun(ctx, o, update)
-}
-
-// ListRuns is [kv.Store.ListRuns].
-func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
-	e, err := s.store()
-	if err != nil {
-		return nil, err
-	}
-	return e.ListRuns(ctx, f)
-}
-
-// DeleteRun is [kv.Store.DeleteRun].
-func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
-	e, err := s.store()
-	if err != nil {
-		return err
-	}
-	return e.DeleteRun(ctx, o)
-}
-
-// PutOperations is [kv.Store.PutOperations].
-func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
-	e, err := s.store()
-	if err != nil {
-		return err
-	}
-	return e.PutOperations(ctx, o, ops)
-}
-
-// GetOperation is [kv.Store.GetOperation].
-func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string) (operations.Operation, error) {
-	e, err := s.store()
-	if err != nil {
-		return operations.Operation{}, err
-	}
-	return e.GetOperation(ctx, o, id)
-}
-
-// ListOperations is [kv.Store.ListOperations].
-func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operations.OperationFilter) ([]operations.Operation, error) {
-	e, err := s.store()
-	if err != nil {
-		return nil, err
-	}
-	return e.ListOperations(ctx, o, f)
 }

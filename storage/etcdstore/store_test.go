@@ -13,6 +13,7 @@ import (
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/kv"
+	"github.com/itemops/itemops/storage/storetest"
 )
 
 func TestOpen(t *testing.T) {
@@ -252,23 +253,12 @@ func TestClose(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "a second Close")
 
-	calls := map[string]func() error{
-		"CreateRun":      func() error { return s.CreateRun(bg, operations.Run{Owner: backup("c"), Phase: phase.New}) },
-		"GetRun":         func() error { _, err := s.GetRun(bg, o); return err },
-		"UpdateRun":      func() error { _, err := s.UpdateRun(bg, o, func(*operations.Run) error { return nil }); return err },
-		"ListRuns":       func() error { _, err := s.ListRuns(bg, operations.RunFilter{}); return err },
-		"DeleteRun":      func() error { return s.DeleteRun(bg, o) },
-		"PutOperations":  func() error { return s.PutOperations(bg, o, nil) },
-		"GetOperation":   func() error { _, err := s.GetOperation(bg, o, "x"); return err },
-		"ListOperations": func() error { _, err := s.ListOperations(bg, o, operations.OperationFilter{}); return err },
-		"ClaimRun":       func() error { _, _, err := s.ClaimRun(bg, o); return err },
-	}
-	for name, call := range calls {
-		require.ErrorIs(t, call(), ErrClosed, "%s after Close", name)
-	}
+	t.Run("closed", func(t *testing.T) { storetest.RunClosed(t, s, ErrClosed) })
+	_, _, err = s.ClaimRun(bg, o)
+	require.ErrorIs(t, err, ErrClosed, "ClaimRun after Close")
+	// The zero Store's methods are the engine's too, which fails them with ErrClosed.
 	var zero Store
-	_, err = zero.GetRun(bg, o)
-	require.ErrorIs(t, err, ErrClosed, "GetRun of the zero Store")
+	t.Run("zero", func(t *testing.T) { storetest.RunClosed(t, &zero, ErrClosed) })
 	_, _, err = zero.ClaimRun(bg, o)
 	require.ErrorIs(t, err, ErrClosed, "ClaimRun of the zero Store")
 	require.NoError(t, zero.Close(), "Close of the zero Store")

@@ -50,13 +50,20 @@ var codePhases = [...]operations.OperationPhase{"", operations.OperationNew, ope
 // unfinishedCode reports whether c is the code of New or InProgress.
 func unfinishedCode(c byte) bool { return c == codeNew || c == codeInProgress }
 
-// Time forms, the first byte of an encoded time.
+// Time forms, the first byte of an encoded time. Every reader decodes a time to the
+// same instant in the same Location, whatever its own time.Local: UTC, or a fixed zone
+// of the name and offset the writer's time had.
 const (
 	timeZero   = 0 // the zero time; nothing follows
 	timeUTC    = 1 // seconds, nanoseconds; decoded in UTC
-	timeLocal  = 2 // seconds, nanoseconds; decoded in time.Local
+	timeLocal1 = 2 // seconds, nanoseconds; read only (see below); decoded in UTC
 	timeOffset = 3 // seconds, nanoseconds, zone name, offset; decoded in a fixed zone
 )
+
+// Records written before the engine wrote timeOffset for a time in time.Local hold
+// timeLocal1 for it, which names no zone: once decoded in each reader's time.Local,
+// so two processes sharing an etcd disagreed on the time's Location. It is decoded in
+// UTC, the same instant for every reader, and never written again.
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
@@ -65,16 +72,16 @@ func appendString(b []byte, s string) []byte {
 
 func appendInt(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
 
+// appendTime appends t: the zero time as timeZero, a time in UTC as timeUTC, and any
+// other (time.Local included) as timeOffset with the name and offset of its zone at
+// that instant, so that it decodes the same in every process.
 func appendTime(b []byte, t time.Time) []byte {
 	if t.IsZero() {
 		return append(b, timeZero)
 	}
 	form := byte(timeOffset)
-	switch t.Location() {
-	case time.UTC:
+	if t.Location() == time.UTC {
 		form = timeUTC
-	case time.Local:
-		form = timeLocal
 	}
 	b = append(b, form)
 	b = binary.AppendVarint(b, t.Unix())
@@ -182,6 +189,8 @@ type decoder struct {
 	b   []byte
 	off int
 	err error
+
+	timesLocal1 int // times read of the form timeLocal1, which encode again as timeUTC
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -299,11 +308,11 @@ func (d *decoder) tm() time.Time {
 		d.fail("nanoseconds %d out of range", nsec)
 		return time.Time{}
 	}
-	t := time.Unix(sec, int64(nsec))
-	switch form {
-	case timeUTC:
-		return t.UTC()
-	case timeLocal:
+	t := time.Unix(sec, int64(nsec)).UTC()
+	if form == timeLocal1 {
+		d.timesLocal1++
+	}
+	if form != timeOffset {
 		return t
 	}
 	name := d.str()
@@ -334,6 +343,10 @@ func (d *decoder) end() error {
 // record). The result shares no memory with b.
 func decodeOperation(o operations.Owner, b []byte) (operations.Operation, error) {
 	d := decoder{b: b}
+	return d.operation(o)
+}
+
+func (d *decoder) operation(o operations.Owner) (operations.Operation, error) {
 	if f := d.u8(); d.err == nil && f != opFormat1 {
 		return operations.Operation{}, fmt.Errorf("unknown operation record format %d: %w", f, operations.ErrCorrupt)
 	}
@@ -379,6 +392,10 @@ func recordCode(b []byte) (byte, error) {
 // result shares no memory with b, and its phase is one of its kind and profile.
 func decodeRun(o operations.Owner, b []byte) (operations.Run, error) {
 	d := decoder{b: b}
+	return d.run(o)
+}
+
+func (d *decoder) run(o operations.Owner) (operations.Run, error) {
 	f := d.u8()
 	if d.err == nil && f != runFormat1 && f != runFormat2 {
 		return operations.Run{}, fmt.Errorf("unknown run record format %d: %w", f, operations.ErrCorrupt)
@@ -436,11 +453,3 @@ func DecodeRun(o operations.Owner, b []byte) (operations.Run, error) { return de
 func DecodeOperation(o operations.Owner, b []byte) (operations.Operation, error) {
 	return decodeOperation(o, b)
 }
-
-// AppendRun appends the record of r in the engine's encoding to b; [DecodeRun] reads it
-// back. The owner's kind and name are not written: a record's key names them.
-func AppendRun(b []byte, r *operations.Run) []byte { return appendRun(b, r) }
-
-// AppendOperation appends the record of op, which must have passed
-// [operations.Operation.Validate], as [AppendRun] does a run's.
-func AppendOperation(b []byte, op *operations.Operation) []byte { return appendOperation(b, op) }

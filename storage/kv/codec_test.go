@@ -1,11 +1,14 @@
 package kv
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -25,6 +28,13 @@ var (
 		}
 		return r
 	}()
+	// fuzzRunLocal1 is fuzzRun as earlier builds wrote it, its cancel request's time, in
+	// time.Local, of the form timeLocal1.
+	fuzzRunLocal1 = func() operations.Run {
+		r := fuzzRun.Clone()
+		r.Cancel.At = r.Cancel.At.UTC()
+		return r
+	}()
 	fuzzOp = operations.Operation{Owner: operations.Owner{Kind: phase.Backup, Name: "b", UID: "u"}, Action: "a", ID: "op",
 		Resource:           operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: "p"},
 		PostOperationItems: []operations.ResourceIdentifier{{Resource: "pvc", Name: "x"}},
@@ -33,27 +43,35 @@ var (
 
 // FuzzDecode feeds the record decoders what a damaged backend might hold: they must
 // return a record or an error wrapping operations.ErrCorrupt, never panic, and a record
-// they return must encode back to the same bytes.
+// they return must encode back to the same bytes (but for times of the read-only form
+// timeLocal1, which encode as timeUTC), bytes that decode and encode to themselves.
 func FuzzDecode(f *testing.F) {
 	f.Add(appendRun(nil, &fuzzRun))
 	f.Add(appendOperation(nil, &fuzzOp))
 	f.Add([]byte{runFormat1})
 	f.Add([]byte{opFormat1, codeNew, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(withTimeLocal1(appendRun(nil, &fuzzRunLocal1), fuzzRunLocal1.Cancel.At, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if r, err := decodeRun(fuzzRunOwner, b); err != nil {
+		d := decoder{b: b}
+		if r, err := d.run(fuzzRunOwner); err != nil {
 			if !errors.Is(err, operations.ErrCorrupt) {
 				t.Fatalf("decodeRun error %v does not wrap ErrCorrupt", err)
 			}
-		} else if again := appendRun(nil, &r); string(again) != string(b) {
+		} else if again := appendRun(nil, &r); d.timesLocal1 == 0 && string(again) != string(b) {
 			t.Fatalf("run record %x decodes to %+v, which encodes to %x", b, r, again)
+		} else if r2, err := decodeRun(fuzzRunOwner, again); err != nil || string(appendRun(nil, &r2)) != string(again) {
+			t.Fatalf("run record %x decodes to %+v, which encodes to %x, which does not decode to the same: %+v, %v", b, r, again, r2, err)
 		}
-		if op, err := decodeOperation(fuzzRunOwner, b); err != nil {
+		d = decoder{b: b}
+		if op, err := d.operation(fuzzRunOwner); err != nil {
 			if !errors.Is(err, operations.ErrCorrupt) {
 				t.Fatalf("decodeOperation error %v does not wrap ErrCorrupt", err)
 			}
 		} else if op.Validate() == nil {
-			if again := appendOperation(nil, &op); string(again) != string(b) {
+			if again := appendOperation(nil, &op); d.timesLocal1 == 0 && string(again) != string(b) {
 				t.Fatalf("operation record %x decodes to %+v, which encodes to %x", b, op, again)
+			} else if op2, err := decodeOperation(fuzzRunOwner, again); err != nil || string(appendOperation(nil, &op2)) != string(again) {
+				t.Fatalf("operation record %x decodes to %+v, which encodes to %x, which does not decode to the same: %+v, %v", b, op, again, op2, err)
 			}
 		}
 		if _, err := parseChunk(b); err != nil && !errors.Is(err, operations.ErrCorrupt) {
@@ -72,7 +90,8 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eq := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) && a.Location().String() == b.Location().String() })
+	// A time in time.Local comes back in a fixed zone of the same name and offset.
+	eq := cmp.Comparer(func(a, b time.Time) bool { return zonedOf(a) == zonedOf(b) })
 	if d := cmp.Diff(fuzzRun, r, eq); d != "" {
 		t.Errorf("run round trip (-want +got):\n%s", d)
 	}
@@ -82,5 +101,86 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	if d := cmp.Diff(fuzzOp, op, eq); d != "" {
 		t.Errorf("operation round trip (-want +got):\n%s", d)
+	}
+}
+
+// withTimeLocal1 returns rec, whose last time, written after tail bytes, is t in UTC,
+// with that time written as earlier builds wrote a time in time.Local: in the form
+// timeLocal1, which names no zone.
+func withTimeLocal1(rec []byte, t time.Time, tail int) []byte {
+	at := len(rec) - tail - len(appendTime(nil, t))
+	if rec[at] != timeUTC {
+		panic(fmt.Sprintf("byte %d of %x is not a time in UTC", at, rec))
+	}
+	out := bytes.Clone(rec)
+	out[at] = timeLocal1
+	return out
+}
+
+// zoned is what a test compares of a time: the instant, and the name and offset of the
+// zone it is in.
+type zoned struct {
+	Unix   int64
+	Nano   int
+	Zone   string
+	Offset int
+}
+
+func zonedOf(t time.Time) zoned {
+	name, offset := t.Zone()
+	return zoned{t.Unix(), t.Nanosecond(), name, offset}
+}
+
+// A time decodes to the same instant in the same zone in every process, whatever its
+// time.Local: a time that was in the writer's time.Local keeps the writer's zone, as a
+// fixed zone, and a time of the read-only form timeLocal1, whose writer's zone the
+// record does not name, decodes in UTC.
+func TestTimesDecodeTheSameEverywhere(t *testing.T) {
+	saved := time.Local
+	t.Cleanup(func() { time.Local = saved })
+	writer, reader := time.FixedZone("WRITER", 5*3600+1800), time.FixedZone("READER", -7*3600)
+	t0 := time.Date(2025, 6, 7, 8, 9, 10, 11, time.UTC)
+
+	time.Local = writer
+	op := operations.Operation{Owner: fuzzOp.Owner, ID: "op", Status: operations.Status{Phase: operations.OperationNew,
+		Created: t0.Local(), Started: t0.In(time.FixedZone("FIXED", -60)), Updated: t0}}
+	rec := appendOperation(nil, &op)
+	old := op
+	old.Status = operations.Status{Phase: operations.OperationNew, Created: t0}
+	// Created, then the zero Started and Updated, one byte each.
+	oldRec := withTimeLocal1(appendOperation(nil, &old), t0, 2)
+
+	want := []zoned{
+		{t0.Unix(), 11, "WRITER", 5*3600 + 1800},
+		{t0.Unix(), 11, "FIXED", -60},
+		{t0.Unix(), 11, "UTC", 0},
+		{t0.Unix(), 11, "UTC", 0}, // timeLocal1
+	}
+	for _, local := range []*time.Location{writer, reader} {
+		time.Local = local
+		got, err := decodeOperation(op.Owner, rec)
+		require.NoError(t, err)
+		gotOld, err := decodeOperation(op.Owner, oldRec)
+		require.NoError(t, err)
+		times := []zoned{zonedOf(got.Status.Created), zonedOf(got.Status.Started), zonedOf(got.Status.Updated), zonedOf(gotOld.Status.Created)}
+		if d := cmp.Diff(want, times); d != "" {
+			t.Errorf("times decoded with time.Local %s (-want +got):\n%s", local, d)
+		}
+	}
+}
+
+// The operations metadata of format 1, which ended with a chunk count, still reads.
+func TestOpsMetaFormat1(t *testing.T) {
+	old := []byte{opsMetaFormat1, 7, 3, 5, 2} // next 7, batches 3, staged 5, 2 chunks
+	got, err := parseOpsMeta(old)
+	require.NoError(t, err)
+	want := opsMetaValue{next: 7, batches: 3, staged: 5}
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(opsMetaValue{})); d != "" {
+		t.Errorf("format 1 metadata (-want +got):\n%s", d)
+	}
+	again, err := parseOpsMeta(got.append(nil))
+	require.NoError(t, err)
+	if d := cmp.Diff(want, again, cmp.AllowUnexported(opsMetaValue{})); d != "" {
+		t.Errorf("metadata written again (-want +got):\n%s", d)
 	}
 }

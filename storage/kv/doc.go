@@ -19,6 +19,12 @@
 // and finished ones. Owners are checked by UID: a call that names an owner whose UID
 // differs from its stored run's fails with operations.ErrUIDMismatch.
 //
+// A time is read back as the same instant in the same zone by every process, whatever
+// its time.Local: a time in UTC comes back in UTC, and any other, one in time.Local
+// too, in a fixed zone (time.FixedZone) of the name and offset its zone had at that
+// instant. Times that earlier builds stored for time.Local, without their zone, come
+// back in UTC.
+//
 // # Layout
 //
 //	format                                      "itemops.kv/1"
@@ -64,7 +70,8 @@
 // in the order they are called, so that goroutines of one process do not make each
 // other retry; writers in other processes still race. A write waiting for its turn ends
 // with ctx.Err() when ctx is done. While UpdateRun calls its update function it lends
-// its turn: a write of the run that starts meanwhile, from inside that function for one,
-// goes ahead and races as it would without turns, instead of waiting for UpdateRun to
-// end (a deadlock, when it comes from inside).
+// its turn to the writes made from inside an update function (on its goroutine, below
+// the call), as the operations.Store contract lets update write: they go ahead instead
+// of waiting for an UpdateRun that waits for them. A write from anywhere else, another
+// goroutine of the caller or one that update starts, waits for its turn.
 package kv

@@ -13,3 +13,8 @@ var ErrTooLarge = errors.New("kv: commit too large")
 // itemops store, or one written by a release whose layout this one does not read. Open
 // leaves such a backend as it found it.
 var ErrFormat = errors.New("kv: not a store of this format")
+
+// ErrClosed is returned by every method of a nil *[Store], so that a driver that embeds
+// one gives its zero value that error, and by a driver's [Backend] after the driver has
+// closed it. Drivers export it as their own ErrClosed.
+var ErrClosed = errors.New("store is closed")

@@ -18,3 +18,9 @@ func RunsWritten(s *Store) int {
 	defer s.turns.mu.Unlock()
 	return len(s.turns.runs)
 }
+
+// StagedMeta returns the key of the operations metadata of o's run, and a value of it
+// that names a staged batch, as a write that has passed its commit point leaves it.
+func StagedMeta(o operations.Owner) (key, value []byte) {
+	return opsKey(opsPrefix(o), opsMeta), opsMetaValue{next: 1, batches: 1, staged: 1}.append(nil)
+}

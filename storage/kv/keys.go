@@ -96,9 +96,12 @@ func opsPrefix(o operations.Owner) []byte {
 	return append(k, o.Name...)
 }
 
-func with(prefix []byte, suffix ...byte) []byte {
-	k := make([]byte, 0, len(prefix)+len(suffix)+8)
-	return append(append(k, prefix...), suffix...)
+// opsKey returns a new key under a run's operations prefix: the prefix, then suffix (one
+// of opsMeta, opsUnfinished...), with room left for the 8-byte number that most such keys
+// end with (a sequence number, a batch number), so appending it does not copy the key.
+func opsKey(prefix []byte, suffix byte) []byte {
+	k := make([]byte, 0, len(prefix)+1+8)
+	return append(append(k, prefix...), suffix)
 }
 
 // recordKey is the key of the record with sequence number seq and phase code code.
@@ -107,10 +110,10 @@ func recordKey(prefix []byte, seq uint64, code byte) []byte {
 	if unfinishedCode(code) {
 		s = opsUnfinished
 	}
-	return binary.BigEndian.AppendUint64(with(prefix, s), seq)
+	return binary.BigEndian.AppendUint64(opsKey(prefix, s), seq)
 }
 
-func idKey(prefix []byte, id string) []byte { return append(with(prefix, opsID), id...) }
+func idKey(prefix []byte, id string) []byte { return append(opsKey(prefix, opsID), id...) }
 
 // end returns the smallest key after every key that starts with prefix, or nil when
 // there is none (prefix is all 0xff).
@@ -125,10 +128,10 @@ func end(prefix []byte) []byte {
 	return nil
 }
 
-// lookup checks an owner that a call reads or changes the run of: an owner that no
-// run can have (invalid, or with a name too long for a key) has none, so the call fails
-// with operations.ErrNotFound.
-func lookup(o operations.Owner) error {
+// notFoundIfInvalid checks an owner that a call reads or changes the run of, before the
+// call reads anything: an owner that no run can have (invalid, or with a name too long
+// for a key) has none, so it returns an error wrapping operations.ErrNotFound.
+func notFoundIfInvalid(o operations.Owner) error {
 	if err := checkOwner(o); err != nil {
 		return fmt.Errorf("%w: %w", operations.ErrNotFound, err)
 	}
@@ -171,15 +174,21 @@ type opsMetaValue struct {
 	next    uint64
 	batches uint64
 	staged  uint64 // batch number; 0: none
-	chunks  uint32 // number of staged chunks of that batch
 }
 
+// Formats of the operations metadata, its first byte. Format 1 ended with the number of
+// chunks of the staged batch, which nothing read (applying a batch scans its chunks);
+// it is still read, and the number skipped.
+const (
+	opsMetaFormat1 = 1
+	opsMetaFormat2 = 2
+)
+
 func (m opsMetaValue) append(b []byte) []byte {
-	b = append(b, 1) // format
+	b = append(b, opsMetaFormat2)
 	b = binary.AppendUvarint(b, m.next)
 	b = binary.AppendUvarint(b, m.batches)
-	b = binary.AppendUvarint(b, m.staged)
-	return binary.AppendUvarint(b, uint64(m.chunks))
+	return binary.AppendUvarint(b, m.staged)
 }
 
 func parseOpsMeta(v []byte) (opsMetaValue, error) {
@@ -188,15 +197,16 @@ func parseOpsMeta(v []byte) (opsMetaValue, error) {
 	}
 	d := decoder{b: v}
 	var m opsMetaValue
-	if f := d.u8(); d.err == nil && f != 1 {
+	f := d.u8()
+	if d.err == nil && f != opsMetaFormat1 && f != opsMetaFormat2 {
 		return m, fmt.Errorf("operations metadata format %d: %w", f, operations.ErrCorrupt)
 	}
 	m.next, m.batches, m.staged = d.uvarint(), d.uvarint(), d.uvarint()
-	c := d.uvarint()
-	if c > 1<<31 {
-		d.fail("chunk count %d", c)
+	if f == opsMetaFormat1 {
+		if c := d.uvarint(); c > 1<<31 {
+			d.fail("chunk count %d", c)
+		}
 	}
-	m.chunks = uint32(c)
 	if err := d.end(); err != nil {
 		return m, fmt.Errorf("operations metadata: %w: %w", operations.ErrCorrupt, err)
 	}

@@ -3,7 +3,6 @@ package kv
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -64,23 +63,16 @@ func planNew(prefix []byte, meta *opsMetaValue, ops []operations.Operation, recs
 // ctx.Err() or the backend's error. An empty batch writes nothing and succeeds when the
 // run exists.
 func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
+	if s == nil {
+		return ErrClosed
+	}
 	recs, err := encodeBatch(o, ops)
 	if err != nil {
 		return fmt.Errorf("put operations of %s: %w", o, err)
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
-	metaKey := with(prefix, opsMeta)
-	w, err := s.turns.wait(ctx, string(rk))
-	if err != nil {
-		return fmt.Errorf("put operations of %s: %w", o, err)
-	}
-	defer w.done()
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := s.retry(ctx, attempt); err != nil {
-				return fmt.Errorf("put operations of %s: %w", o, err)
-			}
-		}
+	metaKey := opsKey(prefix, opsMeta)
+	err = s.writeRun(ctx, rk, func(turn) error {
 		var runVer, metaVer Version
 		var meta opsMetaValue
 		found := make([]idEntry, len(ops)) // seq 0: not stored yet
@@ -94,14 +86,16 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			return lookupIDs(ctx, r, prefix, ops, meta.next-1, found)
 		})
 		if err != nil {
-			return fmt.Errorf("put operations of %s: %w", o, err)
+			return err
 		}
 		if meta.staged != 0 {
+			// Another write's batch is committed but not applied: apply it, and try
+			// again. This counts as a lost race, so that a run given one staged batch
+			// after another still ends in a bounded number of tries.
 			if err := s.rollForward(ctx, prefix); err != nil {
-				return fmt.Errorf("put operations of %s: %w", o, err)
+				return err
 			}
-			attempt = 0
-			continue
+			return errLost
 		}
 		if len(ops) == 0 {
 			return nil
@@ -116,7 +110,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			}
 			before := operations.Operation{Owner: o, ID: ops[i].ID, Status: operations.Status{Phase: codePhases[e.code]}}
 			if err := operations.ValidateOperationUpdate(before, ops[i]); err != nil {
-				return fmt.Errorf("put operations of %s: batch item %d: %w", o, i, err)
+				return fmt.Errorf("batch item %d: %w", i, err)
 			}
 			code := recs[i][1]
 			key := recordKey(prefix, e.seq, code)
@@ -136,15 +130,12 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			body = append(body, planNew(prefix, &meta, newOps, newRecs)...)
 		}
 		conds := []Condition{{Key: rk, Version: runVer}, {Key: metaKey, Version: metaVer}}
-		err = s.commitBatch(ctx, prefix, conds, nil, body, meta)
-		if errors.Is(err, ErrConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("put operations of %s: %w", o, err)
-		}
-		return nil
+		return lost(s.commitBatch(ctx, prefix, conds, nil, body, meta))
+	})
+	if err != nil {
+		return fmt.Errorf("put operations of %s: %w", o, err)
 	}
+	return nil
 }
 
 // lookupIDs finds the ID index entries of ops, of a run whose index holds at most
@@ -170,7 +161,7 @@ func lookupIDs(ctx context.Context, r Reader, prefix []byte, ops []operations.Op
 	for i := range ops {
 		index[ops[i].ID] = i
 	}
-	start := with(prefix, opsID)
+	start := opsKey(prefix, opsID)
 	return r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 		i, ok := index[string(k[len(start):])]
 		if !ok {
@@ -195,12 +186,12 @@ func readMeta(ctx context.Context, r Reader, key []byte) (opsMetaValue, Version,
 // readOps runs fn in a snapshot in which o's run exists, has o's UID, and has no staged
 // batch left to apply; it applies one first when it finds one.
 func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reader, prefix []byte, meta opsMetaValue) error) error {
-	if err := lookup(o); err != nil {
+	if err := notFoundIfInvalid(o); err != nil {
 		return err
 	}
 	prefix := opsPrefix(o)
-	metaKey := with(prefix, opsMeta)
-	for {
+	metaKey := opsKey(prefix, opsMeta)
+	return s.retry(ctx, func() error {
 		staged := false
 		err := s.b.Read(ctx, func(r Reader) error {
 			if _, _, err := readRun(ctx, r, o); err != nil {
@@ -221,14 +212,20 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 		if err := s.rollForward(ctx, prefix); err != nil {
 			return err
 		}
-	}
+		return errLost // read again, now that the batch is applied
+	})
 }
 
 // GetOperation returns the operation id of o. It fails with [operations.ErrNotFound]
 // when o has no run or the run no such operation, with [operations.ErrUIDMismatch] as
 // [Store.GetRun] does, with an error wrapping [operations.ErrCorrupt] when a record does
-// not decode, and with ctx.Err() or the backend's error.
+// not decode, with [operations.ErrConflict] when every read it may make (see
+// [WithRetries]) finds a batch of another write staged and not yet applied, and with
+// ctx.Err() or the backend's error.
 func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string) (operations.Operation, error) {
+	if s == nil {
+		return operations.Operation{}, ErrClosed
+	}
 	var op operations.Operation
 	err := s.readOps(ctx, o, func(r Reader, prefix []byte, _ opsMetaValue) error {
 		v, _, err := r.Get(ctx, idKey(prefix, id))
@@ -263,6 +260,9 @@ func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string)
 // run's unfinished operations, however many finished ones it holds. It fails as
 // [Store.GetOperation] does, but for a missing operation.
 func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operations.OperationFilter) ([]operations.Operation, error) {
+	if s == nil {
+		return nil, ErrClosed
+	}
 	onlyUnfinished := len(f.Phases) > 0 && !slices.ContainsFunc(f.Phases, func(p operations.OperationPhase) bool {
 		return p != operations.OperationNew && p != operations.OperationInProgress
 	})
@@ -276,7 +276,7 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 				break
 			}
 			lists[i] = seqmerge.List[operations.Operation]{}
-			start := with(prefix, suffix)
+			start := opsKey(prefix, suffix)
 			err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 				if len(k) != len(start)+8 {
 					return fmt.Errorf("operation record key %q: %w", k, operations.ErrCorrupt)

@@ -31,7 +31,7 @@ func (s *Store) fits(conds []Condition, writes []Write) bool {
 
 // stagedPrefix is the prefix of the staged chunks of one batch of a run.
 func stagedPrefix(prefix []byte, batch uint64) []byte {
-	return binary.BigEndian.AppendUint64(with(prefix, opsStaged), batch)
+	return binary.BigEndian.AppendUint64(opsKey(prefix, opsStaged), batch)
 }
 
 func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
@@ -49,7 +49,7 @@ func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
 // condition did not hold and the batch was not committed; its staged chunks, if any,
 // are left for the run's next staged batch or its deletion to remove.
 func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Condition, head, body []Write, meta opsMetaValue) error {
-	metaKey := with(prefix, opsMeta)
+	metaKey := opsKey(prefix, opsMeta)
 	meta.batches++
 	all := append(body, Write{Key: metaKey, Value: meta.append(nil)}) // body's spare room, if any
 	if len(head) > 0 {
@@ -68,7 +68,7 @@ func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Conditio
 			return fmt.Errorf("stage chunk %d of %d: %w", i+1, len(chunks), err)
 		}
 	}
-	meta.staged, meta.chunks = batch, uint32(len(chunks))
+	meta.staged = batch
 	commit := append(head[:len(head):len(head)], Write{Key: metaKey, Value: meta.append(nil)})
 	if !s.fits(conds, commit) {
 		return fmt.Errorf("the run's records alone exceed one write of the backend (%+v): %w", s.limits, errors.Join(ErrTooLarge, operations.ErrInvalid))
@@ -82,7 +82,7 @@ func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Conditio
 // chunks encodes writes, puts and single-key deletes, into chunks that each fit one
 // Commit when applied with a condition and the deletion of the chunk itself.
 func (s *Store) chunks(prefix []byte, batch uint64, writes []Write) ([][]byte, error) {
-	overhead := 2*len(stagedKey(prefix, batch, 0)) + len(with(prefix, opsMeta)) + 64
+	overhead := 2*len(stagedKey(prefix, batch, 0)) + len(opsKey(prefix, opsMeta)) + 64
 	maxOps, maxBytes := s.limits.MaxOps-2, s.limits.MaxBytes-overhead
 	if s.limits.MaxOps <= 0 {
 		maxOps = len(writes)
@@ -148,13 +148,8 @@ func parseChunk(b []byte) ([]Write, error) {
 // apply the same chunk write the same values; a caller that finds the metadata changed
 // starts over.
 func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
-	metaKey := with(prefix, opsMeta)
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := s.retry(ctx, attempt); err != nil {
-				return fmt.Errorf("apply a staged batch: %w", err)
-			}
-		}
+	metaKey := opsKey(prefix, opsMeta)
+	err := s.retry(ctx, func() error {
 		var meta opsMetaValue
 		var ver Version
 		type chunk struct{ key, value []byte }
@@ -169,42 +164,28 @@ func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
 				return nil
 			})
 		})
-		if err != nil {
-			return fmt.Errorf("apply a staged batch: %w", err)
-		}
-		if meta.staged == 0 {
-			return nil
+		if err != nil || meta.staged == 0 {
+			return err
 		}
 		cond := []Condition{{Key: metaKey, Version: ver}}
-		lost := false
 		for _, c := range chunks {
 			writes, err := parseChunk(c.value)
 			if err != nil {
-				return fmt.Errorf("apply a staged batch: chunk %x: %w", c.key, err)
+				return fmt.Errorf("chunk %x: %w", c.key, err)
 			}
-			err = s.b.Commit(ctx, cond, append(writes, Write{Key: c.key, Delete: true}))
-			if lost = errors.Is(err, ErrConditionFailed); lost {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("apply a staged batch: %w", err)
+			if err := lost(s.b.Commit(ctx, cond, append(writes, Write{Key: c.key, Delete: true}))); err != nil {
+				return err
 			}
 		}
-		if lost {
-			continue
-		}
-		meta.staged, meta.chunks = 0, 0
-		staged := with(prefix, opsStaged)
-		err = s.b.Commit(ctx, cond, []Write{
+		meta.staged = 0
+		staged := opsKey(prefix, opsStaged)
+		return lost(s.b.Commit(ctx, cond, []Write{
 			{Key: metaKey, Value: meta.append(nil)},
 			{Key: staged, End: end(staged), Delete: true},
-		})
-		if errors.Is(err, ErrConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("apply a staged batch: %w", err)
-		}
-		return nil
+		}))
+	})
+	if err != nil {
+		return fmt.Errorf("apply a staged batch: %w", err)
 	}
+	return nil
 }

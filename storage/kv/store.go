@@ -6,9 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"time"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -16,7 +14,7 @@ import (
 
 // A Store is the engine: an [operations.Store] over a [Backend]. Create one with [Open].
 // It is safe for concurrent use, as its Backend is, also by Stores in other processes on
-// the same backend.
+// the same backend. Every method of a nil *Store fails with [ErrClosed].
 type Store struct {
 	b        Backend
 	limits   Limits
@@ -28,11 +26,13 @@ type Store struct {
 type Option func(*Store)
 
 // DefaultRetries is how many times a write that loses races to concurrent writers is
-// tried before it fails with operations.ErrConflict.
+// tried before it fails with operations.ErrConflict. A write, or a read of a run's
+// operations, that finds a batch of another write staged applies it and counts that as
+// a lost race, so every call ends after that many tries.
 const DefaultRetries = 100
 
-// WithRetries sets how many times a write that loses races is tried; the default is
-// [DefaultRetries], and less than 1 means 1.
+// WithRetries sets how many times a write that loses races is tried (see
+// [DefaultRetries]); the default is DefaultRetries, and less than 1 means 1.
 func WithRetries(n int) Option { return func(s *Store) { s.attempts = max(n, 1) } }
 
 // ClaimKey returns a name for the run of o, unique among runs and the same for every
@@ -45,44 +45,45 @@ var _ operations.Store = (*Store)(nil)
 // Open returns the engine over b. It reads the format key: a backend without keys
 // becomes a store (the format key is written), a backend of this format is opened as it
 // is, and anything else fails with an error wrapping [ErrFormat], leaving b unchanged.
-// A done ctx, or a backend error, fails it with that error.
+// A done ctx, or a backend error, fails it with that error; a write of the format key
+// that keeps losing races, as [DefaultRetries] says, fails it with operations.ErrConflict.
 func Open(ctx context.Context, b Backend, opts ...Option) (*Store, error) {
 	s := &Store{b: b, limits: b.Limits(), attempts: DefaultRetries}
 	for _, o := range opts {
 		o(s)
 	}
-	var format []byte
-	var empty bool
-	err := b.Read(ctx, func(r Reader) error {
-		v, _, err := r.Get(ctx, keyFormat)
-		if err != nil {
+	err := s.retry(ctx, func() error {
+		var format []byte
+		var empty bool
+		err := b.Read(ctx, func(r Reader) error {
+			v, _, err := r.Get(ctx, keyFormat)
+			if err != nil {
+				return err
+			}
+			format = bytes.Clone(v)
+			if v != nil {
+				return nil
+			}
+			empty = true
+			return r.Scan(ctx, nil, nil, func(k, _ []byte, _ Version) error {
+				empty = false
+				return errStop
+			})
+		})
+		if err != nil && !errors.Is(err, errStop) {
 			return err
 		}
-		format = bytes.Clone(v)
-		if v != nil {
+		switch {
+		case string(format) == formatValue:
 			return nil
+		case format != nil:
+			return fmt.Errorf("format %q, want %q: %w", format, formatValue, ErrFormat)
+		case !empty:
+			return fmt.Errorf("keys without a format key: %w", ErrFormat)
 		}
-		empty = true
-		return r.Scan(ctx, nil, nil, func(k, _ []byte, _ Version) error {
-			empty = false
-			return errStop
-		})
+		// Lost when another Open wrote the format key first: the next try reads it.
+		return lost(b.Commit(ctx, []Condition{{Key: keyFormat}}, []Write{{Key: keyFormat, Value: []byte(formatValue)}}))
 	})
-	if err != nil && !errors.Is(err, errStop) {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	switch {
-	case string(format) == formatValue:
-		return s, nil
-	case format != nil:
-		return nil, fmt.Errorf("open store: format %q, want %q: %w", format, formatValue, ErrFormat)
-	case !empty:
-		return nil, fmt.Errorf("open store: keys without a format key: %w", ErrFormat)
-	}
-	err = b.Commit(ctx, []Condition{{Key: keyFormat}}, []Write{{Key: keyFormat, Value: []byte(formatValue)}})
-	if errors.Is(err, ErrConditionFailed) {
-		return Open(ctx, b, opts...) // another Open wrote it first
-	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -102,25 +103,6 @@ func (s *Store) get(ctx context.Context, key []byte) ([]byte, Version, error) {
 		return err
 	})
 	return val, ver, err
-}
-
-// retry waits before attempt (from 1) of a write that lost a race, or reports
-// operations.ErrConflict when the attempts are used up, or ctx.Err().
-func (s *Store) retry(ctx context.Context, attempt int) error {
-	if attempt >= s.attempts {
-		return fmt.Errorf("lost to concurrent writers %d times: %w", attempt, operations.ErrConflict)
-	}
-	if attempt > 2 {
-		// Back off a little, at random, so that writers that keep colliding spread out.
-		d := time.Duration(rand.Int64N(int64(min(attempt, 20)) * int64(100*time.Microsecond)))
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-	return ctx.Err()
 }
 
 // checkUID refuses an owner whose UID is set and differs from the stored run's.
@@ -154,6 +136,9 @@ func readRun(ctx context.Context, r Reader, o operations.Owner) (operations.Run,
 // has r's kind and name, with [operations.ErrExists] when another run does, and with
 // ctx.Err() or the backend's error.
 func (s *Store) CreateRun(ctx context.Context, r operations.Run) error {
+	if s == nil {
+		return ErrClosed
+	}
 	return s.create(ctx, r, nil)
 }
 
@@ -162,6 +147,9 @@ func (s *Store) CreateRun(ctx context.Context, r operations.Run) error {
 // [Store.CreateRun] does and as [Store.PutOperations] does on its batch, writing nothing.
 // It is the optional operations.RunStarter ability of a store.
 func (s *Store) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	if s == nil {
+		return ErrClosed
+	}
 	if err := operations.ValidateBatch(r.Owner, ops); err != nil {
 		return fmt.Errorf("create run %s: %w", r.Owner, err)
 	}
@@ -181,7 +169,7 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	}
 	rk, rec := runKey(r.Owner), appendRun(nil, &r)
 	prefix := opsPrefix(r.Owner)
-	metaKey := with(prefix, opsMeta)
+	metaKey := opsKey(prefix, opsMeta)
 	head := []Write{{Key: rk, Value: rec}, {Key: idxKey(r.Owner, r.Phase), Value: rec}}
 	meta := opsMetaValue{next: 1}
 	body := planNew(prefix, &meta, ops, recs)
@@ -209,18 +197,26 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 // error wrapping [operations.ErrCorrupt] when the record does not decode, and with
 // ctx.Err() or the backend's error.
 func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run, error) {
-	if err := lookup(o); err != nil {
+	if s == nil {
+		return operations.Run{}, ErrClosed
+	}
+	if err := notFoundIfInvalid(o); err != nil {
 		return operations.Run{}, fmt.Errorf("get run %s: %w", o, err)
 	}
-	var run operations.Run
-	err := s.b.Read(ctx, func(r Reader) (err error) {
-		run, _, err = readRun(ctx, r, o)
-		return err
-	})
+	run, _, err := s.getRun(ctx, o)
 	if err != nil {
 		return operations.Run{}, fmt.Errorf("get run %s: %w", o, err)
 	}
 	return run, nil
+}
+
+// getRun reads the run of o, as readRun does, in a snapshot of its own.
+func (s *Store) getRun(ctx context.Context, o operations.Owner) (run operations.Run, ver Version, err error) {
+	err = s.b.Read(ctx, func(r Reader) (err error) {
+		run, ver, err = readRun(ctx, r, o)
+		return err
+	})
+	return run, ver, err
 }
 
 // UpdateRun applies update to the run of o atomically and returns the run as stored.
@@ -235,55 +231,45 @@ func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run,
 // [operations.ValidateRunUpdate], with [operations.ErrConflict] when it keeps losing races (see [WithRetries]),
 // and with ctx.Err() or the backend's error.
 func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
+	if s == nil {
+		return operations.Run{}, ErrClosed
+	}
 	if update == nil {
 		return operations.Run{}, fmt.Errorf("update run %s: nil update function: %w", o, operations.ErrInvalid)
 	}
-	if err := lookup(o); err != nil {
+	if err := notFoundIfInvalid(o); err != nil {
 		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
 	}
-	rk := runKey(o)
-	w, err := s.turns.wait(ctx, string(rk))
-	if err != nil {
-		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
-	}
-	defer w.done()
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := s.retry(ctx, attempt); err != nil {
-				return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
-			}
-		}
-		var before operations.Run
-		var ver Version
-		err := s.b.Read(ctx, func(r Reader) (err error) {
-			before, ver, err = readRun(ctx, r, o)
-			return err
-		})
+	var after operations.Run
+	fromUpdate := false // err is update's own, returned as it is
+	err := s.writeRun(ctx, runKey(o), func(w turn) error {
+		before, ver, err := s.getRun(ctx, o)
 		if err != nil {
-			return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
+			return err
 		}
 		work := before.Clone()
 		if err := w.lend(func() error { return update(&work) }); err != nil {
-			return operations.Run{}, err
+			fromUpdate = true
+			return err
 		}
-		after := work.Clone() // update may have kept the pointer it was given
+		after = work.Clone() // update may have kept the pointer it was given
 		if err := operations.ValidateRunUpdate(before, after); err != nil {
-			return operations.Run{}, fmt.Errorf("update run: %w", err)
+			return err
 		}
-		rec := appendRun(nil, &after)
+		rk, rec := runKey(o), appendRun(nil, &after)
 		writes := []Write{{Key: rk, Value: rec}, {Key: idxKey(o, after.Phase), Value: rec}}
 		if after.Phase != before.Phase {
 			writes = append(writes, Write{Key: idxKey(o, before.Phase), Delete: true})
 		}
-		err = s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, writes)
-		if errors.Is(err, ErrConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
-		}
-		return after, nil
+		return lost(s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, writes))
+	})
+	switch {
+	case fromUpdate:
+		return operations.Run{}, err
+	case err != nil:
+		return operations.Run{}, fmt.Errorf("update run %s: %w", o, err)
 	}
+	return after, nil
 }
 
 // ListRuns returns the runs f selects, by kind (Backup first), then name. When f names
@@ -291,6 +277,9 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 // wrapping [operations.ErrCorrupt] when a record does not decode, and with ctx.Err() or
 // the backend's error.
 func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
+	if s == nil {
+		return nil, ErrClosed
+	}
 	kinds := []phase.Kind{phase.Backup, phase.Restore}
 	if f.Kind != "" {
 		kinds = nil // no run has another kind
@@ -360,41 +349,26 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 // deleting nothing, with [operations.ErrNotFound] or [operations.ErrUIDMismatch] as
 // [Store.GetRun] does, and with ctx.Err() or the backend's error.
 func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
-	if err := lookup(o); err != nil {
+	if s == nil {
+		return ErrClosed
+	}
+	if err := notFoundIfInvalid(o); err != nil {
 		return fmt.Errorf("delete run %s: %w", o, err)
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
-	w, err := s.turns.wait(ctx, string(rk))
-	if err != nil {
-		return fmt.Errorf("delete run %s: %w", o, err)
-	}
-	defer w.done()
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := s.retry(ctx, attempt); err != nil {
-				return fmt.Errorf("delete run %s: %w", o, err)
-			}
-		}
-		var run operations.Run
-		var ver Version
-		err := s.b.Read(ctx, func(r Reader) (err error) {
-			run, ver, err = readRun(ctx, r, o)
-			return err
-		})
+	err := s.writeRun(ctx, rk, func(turn) error {
+		run, ver, err := s.getRun(ctx, o)
 		if err != nil {
-			return fmt.Errorf("delete run %s: %w", o, err)
+			return err
 		}
-		err = s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, []Write{
+		return lost(s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, []Write{
 			{Key: rk, Delete: true},
 			{Key: idxKey(o, run.Phase), Delete: true},
 			{Key: prefix, End: end(prefix), Delete: true},
-		})
-		if errors.Is(err, ErrConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("delete run %s: %w", o, err)
-		}
-		return nil
+		}))
+	})
+	if err != nil {
+		return fmt.Errorf("delete run %s: %w", o, err)
 	}
+	return nil
 }

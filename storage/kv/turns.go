@@ -2,6 +2,8 @@ package kv
 
 import (
 	"context"
+	"reflect"
+	"runtime"
 	"slices"
 	"sync"
 )
@@ -17,9 +19,22 @@ import (
 // in a row. With turns only writers in other processes still race, and the retries are
 // for them. docs/BENCHMARKS.md has the figures, of the cost too.
 //
-// UpdateRun lends its turn while it calls the caller's update function: a write of the
-// run that starts meanwhile (from inside update, for one) goes ahead without waiting and
-// races as it would without turns, so a write from inside update cannot deadlock.
+// UpdateRun lends its turn while it calls the caller's update function, which may write
+// the run too (the operations.Store contract lets it write the operations of its own
+// run): such a write, made from inside update, goes ahead without waiting, where waiting
+// for the turn that update's own UpdateRun holds would never end. Every other write
+// waits for its turn, lent or not.
+//
+// The update function has no context and no token to pass on, so a write made from
+// inside one is told apart by the only thing it has: it runs on the goroutine that
+// called update, below that call ([insideUpdate] looks for it on the goroutine's stack,
+// and only when the turn it wants is lent). It goes ahead when the run's turn is lent,
+// whichever UpdateRun lent it: update may write other runs, so two UpdateRuns of two
+// runs whose update functions write each other's run would each wait for the other's
+// turn if only a write from inside the lender's own update went ahead. A write from a
+// goroutine that update starts is not made from inside update: it waits for its turn,
+// so an update function that waits for such a write of its own run never returns (until
+// the write's ctx ends).
 type turns struct {
 	mu   sync.Mutex
 	runs map[string]*queue // by run key; an entry lives while some write of the run does
@@ -37,14 +52,17 @@ type queue struct {
 // A turn is one write's place in its run's queue. Its holder calls done once, when the
 // write ends, however it ends.
 type turn struct {
-	t    *turns
-	key  string
-	q    *queue
-	mine bool // the turn is this write's; false for a write that went ahead while it was lent
+	t   *turns
+	key string
+	q   *queue
+	// mine is true when the turn is this write's, false for a write from inside an
+	// update function that went ahead while the turn was lent.
+	mine bool
 }
 
-// wait returns when the write may begin: when the run's previous writes have ended, or
-// at once when no write of the run is under way or the turn is lent. A done ctx ends the
+// wait returns when the write may begin: when the run's previous writes have ended, at
+// once when no write of the run is under way, or at once when the run's turn is lent and
+// the write is made from inside an update function (see [turns]). A done ctx ends the
 // wait with ctx.Err(), and the write gives up its place.
 func (t *turns) wait(ctx context.Context, key string) (turn, error) {
 	t.mu.Lock()
@@ -58,9 +76,18 @@ func (t *turns) wait(ctx context.Context, key string) (turn, error) {
 	}
 	q.writes++
 	w := turn{t: t, key: key, q: q}
-	if !q.busy || q.lent {
-		w.mine = !q.busy
-		q.busy = true
+	if q.busy && q.lent {
+		// Reading the stack takes microseconds: not with the lock held.
+		t.mu.Unlock()
+		inside := insideUpdate()
+		t.mu.Lock()
+		if inside && q.busy && q.lent {
+			t.mu.Unlock()
+			return w, nil
+		}
+	}
+	if !q.busy {
+		w.mine, q.busy = true, true
 		t.mu.Unlock()
 		return w, nil
 	}
@@ -85,14 +112,15 @@ func (t *turns) wait(ctx context.Context, key string) (turn, error) {
 	return turn{}, ctx.Err()
 }
 
-// lend lends the turn while fn runs, and takes it back after, even if fn panics.
-func (w *turn) lend(fn func() error) error {
+// lend calls update, lending the turn while it runs (see [turns]), and takes it back
+// after, even if update panics.
+func (w turn) lend(update func() error) error {
 	w.setLent(true)
 	defer w.setLent(false)
-	return fn()
+	return callUpdate(update)
 }
 
-func (w *turn) setLent(lent bool) {
+func (w turn) setLent(lent bool) {
 	if !w.mine {
 		return
 	}
@@ -101,9 +129,42 @@ func (w *turn) setLent(lent bool) {
 	w.t.mu.Unlock()
 }
 
+// callUpdate calls update. It is the frame that insideUpdate looks for, so it is never
+// inlined.
+//
+//go:noinline
+func callUpdate(update func() error) error { return update() }
+
+// callUpdateName is callUpdate's name as the runtime reports it in a stack frame.
+var callUpdateName = runtime.FuncForPC(reflect.ValueOf(callUpdate).Pointer()).Name()
+
+// insideUpdate reports whether the calling goroutine is inside an update function that
+// an UpdateRun called: whether callUpdate is on its stack.
+func insideUpdate() bool {
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(2, pcs)
+		if n < len(pcs) {
+			pcs = pcs[:n]
+			break
+		}
+		pcs = make([]uintptr, 2*len(pcs)) // a deep stack: read all of it
+	}
+	frames := runtime.CallersFrames(pcs)
+	for {
+		f, more := frames.Next()
+		if f.Function == callUpdateName {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
 // done ends the write: the turn, if it is this write's, goes to the write that has
 // waited longest.
-func (w *turn) done() {
+func (w turn) done() {
 	t, q := w.t, w.q
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -76,10 +76,24 @@ func TestUpdateRunMayUseTheStore(t *testing.T) {
 	require.Equal(t, 1, got.ItemsTotal)
 }
 
+// twoStores returns two engines over one backend in memory, holding the run of owner,
+// as two processes sharing etcd are: the writes of one Store to a run take turns, so a
+// write that races an update function comes from the other.
+func twoStores(t *testing.T) (*kv.Store, *kv.Store) {
+	t.Helper()
+	b := memstore.NewBackend(kv.Limits{})
+	s1, err := kv.Open(bg, b)
+	require.NoError(t, err)
+	s2, err := kv.Open(bg, b)
+	require.NoError(t, err)
+	require.NoError(t, s1.CreateRun(bg, operations.Run{Owner: owner, Phase: phase.New}))
+	return s1, s2
+}
+
 // blockUpdate starts an UpdateRun whose update function waits for release the first
 // time it is called, and returns once the function is running, with a channel that
 // delivers UpdateRun's result and a counter of the function's calls.
-func blockUpdate(t *testing.T, s *memstore.Store, o operations.Owner) (release chan<- struct{}, result <-chan error, calls *atomic.Int32) {
+func blockUpdate(t *testing.T, s operations.Store, o operations.Owner) (release chan<- struct{}, result <-chan error, calls *atomic.Int32) {
 	t.Helper()
 	started, rel, res := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	calls = new(atomic.Int32)
@@ -101,8 +115,8 @@ func blockUpdate(t *testing.T, s *memstore.Store, o operations.Owner) (release c
 // A write of the run while an update function runs makes the update run again, on what
 // is stored then: no write is lost.
 func TestUpdateRunRetriesAfterAConcurrentWrite(t *testing.T) {
-	s := newStore(t)
-	release, result, calls := blockUpdate(t, s, owner)
+	updating, s := twoStores(t)
+	release, result, calls := blockUpdate(t, updating, owner)
 	_, err := s.UpdateRun(bg, owner, func(r *operations.Run) error { r.Warnings = 3; return nil })
 	require.NoError(t, err)
 	close(release)
@@ -116,8 +130,8 @@ func TestUpdateRunRetriesAfterAConcurrentWrite(t *testing.T) {
 
 // A run deleted while an update function runs is not written again by the update.
 func TestUpdateRunDeletedDuringUpdate(t *testing.T) {
-	s := newStore(t)
-	release, result, _ := blockUpdate(t, s, owner)
+	updating, s := twoStores(t)
+	release, result, _ := blockUpdate(t, updating, owner)
 	require.NoError(t, s.DeleteRun(bg, owner))
 	close(release)
 	require.ErrorIs(t, <-result, operations.ErrNotFound)
@@ -128,8 +142,8 @@ func TestUpdateRunDeletedDuringUpdate(t *testing.T) {
 // A run deleted and created again, by an object of another UID, while an update function
 // of the old one runs, is refused to it.
 func TestUpdateRunRecreatedWithAnotherUID(t *testing.T) {
-	s := newStore(t)
-	release, result, _ := blockUpdate(t, s, owner)
+	updating, s := twoStores(t)
+	release, result, _ := blockUpdate(t, updating, owner)
 	require.NoError(t, s.DeleteRun(bg, owner))
 	other := owner
 	other.UID = "u2"
