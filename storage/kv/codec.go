@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -189,6 +190,9 @@ type decoder struct {
 	b   []byte
 	off int
 	err error
+	// s is b as a string, made by the first str that reads a string that is not
+	// empty: the strings of a record are cut from it, one allocation for them all.
+	s string
 
 	timesLocal1 int // times read of the form timeLocal1, which encode again as timeUTC
 }
@@ -284,8 +288,18 @@ func (d *decoder) span() []byte {
 	return b
 }
 
-// str reads a length-prefixed string, copying it out of the record.
-func (d *decoder) str() string { return string(d.span()) }
+// str reads a length-prefixed string, copied out of the record (see decoder.s).
+func (d *decoder) str() string {
+	b := d.span()
+	if len(b) == 0 {
+		return ""
+	}
+	if d.s == "" {
+		d.s = string(d.b)
+	}
+	end := d.off // span has moved d.off past b
+	return d.s[end-len(b) : end]
+}
 
 // bytes reads a length-prefixed byte string, copying it out of the record.
 func (d *decoder) bytes() []byte { return append([]byte(nil), d.span()...) }
@@ -315,7 +329,7 @@ func (d *decoder) tm() time.Time {
 	if form != timeOffset {
 		return t
 	}
-	name := d.str()
+	name := d.span()
 	offset := d.varint()
 	if d.err != nil {
 		return time.Time{}
@@ -324,7 +338,62 @@ func (d *decoder) tm() time.Time {
 		d.fail("zone offset %d out of range", offset)
 		return time.Time{}
 	}
-	return t.In(time.FixedZone(name, int(offset)))
+	return t.In(zones.get(name, int(offset)))
+}
+
+// zones holds the fixed zones that times were decoded in, so that decoding a time does
+// not make a new *time.Location each time: a store's times come from a few zones, and a
+// Monitor's pass decodes one or more times per operation.
+var zones zoneCache
+
+// zoneCache maps a zone's name and offset to its fixed zone. It holds at most
+// maxCachedZones zones (a damaged or hostile store cannot make it grow without bound); a
+// zone beyond them is made anew each time.
+type zoneCache struct {
+	mu    sync.RWMutex
+	names map[string][]zone // by name: one per offset seen
+	n     int               // the zones held
+}
+
+type zone struct {
+	offset int
+	loc    *time.Location
+}
+
+const maxCachedZones = 64
+
+// get returns the fixed zone of name (the bytes of a record) and offset.
+func (c *zoneCache) get(name []byte, offset int) *time.Location {
+	c.mu.RLock()
+	loc := findZone(c.names[string(name)], offset) // the conversion does not copy name
+	c.mu.RUnlock()
+	if loc != nil {
+		return loc
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if loc := findZone(c.names[string(name)], offset); loc != nil {
+		return loc
+	}
+	loc = time.FixedZone(string(name), offset)
+	if c.n < maxCachedZones {
+		if c.names == nil {
+			c.names = make(map[string][]zone)
+		}
+		c.names[string(name)] = append(c.names[string(name)], zone{offset, loc})
+		c.n++
+	}
+	return loc
+}
+
+// findZone returns the zone of zs whose offset is offset, or nil.
+func findZone(zs []zone, offset int) *time.Location {
+	for _, z := range zs {
+		if z.offset == offset {
+			return z.loc
+		}
+	}
+	return nil
 }
 
 func (d *decoder) resource() operations.ResourceIdentifier {

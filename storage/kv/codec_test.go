@@ -184,3 +184,40 @@ func TestOpsMetaFormat1(t *testing.T) {
 		t.Errorf("metadata written again (-want +got):\n%s", d)
 	}
 }
+
+// TestZonesAreShared checks that decoding times of one zone gives them one
+// *time.Location, made once, so that a time in a zone costs no more allocations than one
+// in UTC; and that a store of many zones does not grow the cache beyond its bound, each
+// time still decoding in its own zone.
+func TestZonesAreShared(t *testing.T) {
+	at := func(name string, offset int) *operations.Operation {
+		op := fuzzOp
+		op.Status.Created = time.Unix(1700000000, 5).In(time.FixedZone(name, offset))
+		return &op
+	}
+	zoned, inUTC := appendOperation(nil, at("CEST", 7200)), appendOperation(nil, at("UTC", 0))
+	first, err := decodeOperation(fuzzOp.Owner, zoned)
+	require.NoError(t, err)
+	second, err := decodeOperation(fuzzOp.Owner, zoned)
+	require.NoError(t, err)
+	require.Same(t, first.Status.Created.Location(), second.Status.Created.Location())
+	decode := func(rec []byte) func() {
+		return func() {
+			if _, err := decodeOperation(fuzzOp.Owner, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	require.Equal(t, testing.AllocsPerRun(100, decode(inUTC)), testing.AllocsPerRun(100, decode(zoned)))
+
+	for i := range 3 * maxCachedZones {
+		name, offset := fmt.Sprintf("Z%d", i), (i%48-24)*1800
+		op, err := decodeOperation(fuzzOp.Owner, appendOperation(nil, at(name, offset)))
+		require.NoError(t, err)
+		gotName, gotOffset := op.Status.Created.Zone()
+		require.Equal(t, [2]any{name, offset}, [2]any{gotName, gotOffset})
+	}
+	zones.mu.RLock()
+	defer zones.mu.RUnlock()
+	require.LessOrEqual(t, zones.n, maxCachedZones)
+}

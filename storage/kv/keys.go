@@ -106,11 +106,28 @@ func opsKey(prefix []byte, suffix byte) []byte {
 
 // recordKey is the key of the record with sequence number seq and phase code code.
 func recordKey(prefix []byte, seq uint64, code byte) []byte {
+	return appendRecordKey(make([]byte, 0, len(prefix)+1+8), prefix, seq, code)
+}
+
+// appendRecordKey appends the key of recordKey to b.
+func appendRecordKey(b, prefix []byte, seq uint64, code byte) []byte {
 	s := byte(opsFinished)
 	if unfinishedCode(code) {
 		s = opsUnfinished
 	}
-	return binary.BigEndian.AppendUint64(opsKey(prefix, s), seq)
+	return binary.BigEndian.AppendUint64(append(append(b, prefix...), s), seq)
+}
+
+// keyArena hands out keys cut from one buffer, so that a batch's keys cost an
+// allocation for a few hundred rather than one each. A key it returns stays valid when
+// it grows.
+type keyArena struct{ buf []byte }
+
+// record returns the key of recordKey.
+func (a *keyArena) record(prefix []byte, seq uint64, code byte) []byte {
+	start := len(a.buf)
+	a.buf = appendRecordKey(a.buf, prefix, seq, code)
+	return a.buf[start:len(a.buf):len(a.buf)]
 }
 
 func idKey(prefix []byte, id string) []byte { return append(opsKey(prefix, opsID), id...) }

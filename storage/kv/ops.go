@@ -101,6 +101,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			return nil
 		}
 		body := make([]Write, 0, 3*len(ops)+1)
+		keys := keyArena{buf: make([]byte, 0, len(ops)*(len(prefix)+1+8))}
 		var fresh []int
 		for i := range ops {
 			e := found[i]
@@ -113,11 +114,11 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 				return fmt.Errorf("batch item %d: %w", i, err)
 			}
 			code := recs[i][1]
-			key := recordKey(prefix, e.seq, code)
-			if old := recordKey(prefix, e.seq, e.code); string(old) != string(key) {
-				body = append(body, Write{Key: old, Delete: true})
+			if unfinishedCode(code) != unfinishedCode(e.code) {
+				// The record moves between the unfinished and the finished keys.
+				body = append(body, Write{Key: keys.record(prefix, e.seq, e.code), Delete: true})
 			}
-			body = append(body, Write{Key: key, Value: recs[i]})
+			body = append(body, Write{Key: keys.record(prefix, e.seq, code), Value: recs[i]})
 			if code != e.code {
 				body = append(body, Write{Key: idKey(prefix, ops[i].ID), Value: appendIDEntry(nil, idEntry{e.seq, code})})
 			}
