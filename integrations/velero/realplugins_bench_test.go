@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,11 +117,17 @@ func (p *builtPlugin) remove() {
 //     64 polled at a time; each run's unfinished operations listed, their calls made as
 //     in pool-no-store (64 at a time across all runs), the reports copied into the
 //     operations and the run's operations written in one batch.
+//   - pool-workers: the pool with 64 goroutines that each pass starts, each checking
+//     operations one after another and making their calls itself, still under
+//     context.WithTimeout and with recover: the classic worker pool, which cannot give
+//     up a call that hangs (Velero's plugin calls take no context, so only a goroutine
+//     of the call's own can be left behind). Beside the pool, it shows what a goroutine
+//     per call costs.
 //   - monitor: the itemops Monitor with 64 workers over a memstore, one RunOnce.
 //
-// Each also reports client-cpu-us/operation, the CPU time the benchmark's process (not
-// the plugin's) spent per operation polled, which the other work on a shared machine
-// disturbs far less than the wall time. The Monitor also reports of-pool and
+// Each also reports client-cpu-us/operation and plugin-cpu-us/operation, the CPU time
+// the benchmark's process and the plugin's spent per operation polled, which the other
+// work on a shared machine disturbs far less than the wall time. The Monitor also reports of-pool and
 // of-velero-sequential: its operations per second over those of the pool and of the
 // sequential loop measured before it in the same process (their mean, when -count
 // repeated them; go test runs each sub-benchmark -count times in a row, so run the
@@ -139,7 +146,7 @@ func BenchmarkRealPlugins(b *testing.B) {
 					ctx := context.Background()
 					b.ReportAllocs()
 					b.ResetTimer()
-					cpu := processCPU()
+					cpu, pluginCPU := benchplugin.ProcessCPU(), f.pluginCPU(b)
 					for range b.N {
 						n, err := pass(ctx)
 						if err != nil {
@@ -149,12 +156,13 @@ func BenchmarkRealPlugins(b *testing.B) {
 							b.Fatalf("a pass polled %d operations, want %d", n, benchRuns*benchPerRun)
 						}
 					}
-					cpu = processCPU() - cpu
+					cpu, pluginCPU = benchplugin.ProcessCPU()-cpu, f.pluginCPU(b)-pluginCPU
 					polled := float64(benchRuns * benchPerRun * b.N)
 					perSec := polled / b.Elapsed().Seconds()
 					b.ReportMetric(perSec, "ops/s")
-					if cpu > 0 {
+					if cpu > 0 && pluginCPU > 0 {
 						b.ReportMetric(float64(cpu.Microseconds())/polled, "client-cpu-us/operation")
+						b.ReportMetric(float64(pluginCPU.Microseconds())/polled, "plugin-cpu-us/operation")
 					}
 					rates.add(name, b.N, perSec)
 					if name != "monitor" {
@@ -169,6 +177,7 @@ func BenchmarkRealPlugins(b *testing.B) {
 			}
 			run("velero-sequential", f.sequential)
 			run("pool-no-store", f.poolNoStore)
+			run("pool-workers", f.poolWorkers)
 			run("pool", f.pool)
 			run("monitor", f.monitor)
 		})
@@ -273,6 +282,24 @@ func newRealFixture(b *testing.B, dir string) *realFixture {
 		b.Fatal(err)
 	}
 	return f
+}
+
+// pluginCPU returns the CPU time the plugin process has used so far.
+func (f *realFixture) pluginCPU(b *testing.B) time.Duration {
+	b.Helper()
+	action, err := f.plugins.GetBackupItemActionV2(benchplugin.Name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := action.Progress(benchplugin.CPUOperationID, f.backups[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns, err := strconv.ParseInt(p.Description, 10, 64)
+	if err != nil {
+		b.Fatalf("the plugin's CPU time: %v", err)
+	}
+	return time.Duration(ns)
 }
 
 // store returns a memstore holding every backup, waiting, with its operations, recorded
@@ -400,13 +427,47 @@ var (
 
 // pool makes passes the standard way: what the Monitor is without its lanes, watchdog
 // and hand-written call context. A pass lists the waiting runs and polls up to 64 at a
-// time; a run's poll lists its unfinished operations, checks them through calls, which
-// take a slot of 64 shared by all runs, and writes them in one batch. It leaves out
-// the Monitor's bookkeeping: no run is read or moved, and reports are not validated.
+// time; a run's poll lists its unfinished operations, checks each in a goroutine of its
+// own, which takes a slot of 64 shared by all runs, with progress, and writes them in
+// one batch. It leaves out the Monitor's bookkeeping: no run is read or moved, and
+// reports are not validated.
 func (f *realFixture) pool(b *testing.B) func(context.Context) (int, error) {
+	return f.poolWith(b, func() (func(check func()), func()) {
+		calls := make(chan struct{}, benchWorkers) // a slot for each check in flight
+		return func(check func()) {
+			calls <- struct{}{}
+			go func() {
+				defer func() { <-calls }()
+				check()
+			}()
+		}, func() {}
+	}, f.progress)
+}
+
+// poolWorkers makes the pool's passes with 64 goroutines that each pass starts and
+// that check operations one after another, each call made with progressInline: in the
+// worker's goroutine, so that a call that hangs holds its worker.
+func (f *realFixture) poolWorkers(b *testing.B) func(context.Context) (int, error) {
+	return f.poolWith(b, func() (func(check func()), func()) {
+		checks := make(chan func())
+		for range benchWorkers {
+			go func() {
+				for check := range checks {
+					check()
+				}
+			}()
+		}
+		return func(check func()) { checks <- check }, func() { close(checks) }
+	}, f.progressInline)
+}
+
+// poolWith makes the pool's passes. start begins a pass: it returns the function that
+// runs an operation's check, at most 64 at a time, and the one that ends the pass. Each
+// check makes its call with progress.
+func (f *realFixture) poolWith(b *testing.B, start func() (run func(check func()), end func()),
+	progress func(context.Context, operations.Operation) (operations.Progress, error)) func(context.Context) (int, error) {
 	s := f.store(b)
-	calls := make(chan struct{}, benchWorkers) // a slot for each call in flight
-	poll := func(ctx context.Context, o operations.Owner) (int, error) {
+	poll := func(ctx context.Context, o operations.Owner, run func(func())) (int, error) {
 		ops, err := s.ListOperations(ctx, o, unfinished)
 		if err != nil {
 			return 0, err
@@ -414,17 +475,16 @@ func (f *realFixture) pool(b *testing.B) func(context.Context) (int, error) {
 		errs := make([]error, len(ops))
 		var wg sync.WaitGroup
 		for i := range ops {
-			calls <- struct{}{}
 			wg.Add(1)
-			go func() {
-				defer func() { <-calls; wg.Done() }()
-				p, err := f.progress(ctx, ops[i])
+			run(func() {
+				defer wg.Done()
+				p, err := progress(ctx, ops[i])
 				if err != nil {
 					errs[i] = err
 					return
 				}
 				record(&ops[i], p)
-			}()
+			})
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
@@ -437,6 +497,8 @@ func (f *realFixture) pool(b *testing.B) func(context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		run, end := start()
+		defer end()
 		var (
 			polled atomic.Int64
 			errs   = make([]error, len(runs))
@@ -448,7 +510,7 @@ func (f *realFixture) pool(b *testing.B) func(context.Context) (int, error) {
 			wg.Add(1)
 			go func() {
 				defer func() { <-slots; wg.Done() }()
-				n, err := poll(ctx, r.Owner)
+				n, err := poll(ctx, r.Owner, run)
 				polled.Add(int64(n))
 				errs[i] = err
 			}()
@@ -522,6 +584,24 @@ func (f *realFixture) progress(ctx context.Context, op operations.Operation) (op
 	case <-ctx.Done():
 		return operations.Progress{}, ctx.Err()
 	}
+}
+
+// progressInline makes the call as progress does, under context.WithTimeout and with
+// recover, but in the calling goroutine: a call that hangs holds that goroutine until
+// the plugin answers.
+func (f *realFixture) progressInline(ctx context.Context, op operations.Operation) (p operations.Progress, err error) {
+	ctx, cancel := context.WithTimeout(ctx, operations.DefaultCallTimeout)
+	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			p, err = operations.Progress{}, fmt.Errorf("plugin panicked: %v", v)
+		}
+	}()
+	tracker, err := f.resolver.Resolve(op.Action)
+	if err != nil {
+		return operations.Progress{}, err
+	}
+	return tracker.Progress(ctx, op)
 }
 
 // record copies report p into op, as the Monitor does.

@@ -8,6 +8,7 @@ package benchplugin
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,11 @@ const Name = "itemops.io/bench-progress"
 // waits before it answers, in time.ParseDuration's syntax ("2ms"); unset or empty is
 // no wait. The plugin process inherits it from the process that starts it.
 const DelayEnv = "ITEMOPS_BENCH_PLUGIN_DELAY"
+
+// CPUOperationID is an operation ID that asks the plugin process for the CPU time it
+// has used: Progress answers it at once, with ProcessCPU in nanoseconds as the
+// report's Description.
+const CPUOperationID = "itemops-bench-cpu"
 
 // Started is the start time every report gives.
 var Started = time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
@@ -79,8 +85,12 @@ func (a *action) Execute(item runtime.Unstructured, _ *velerov1api.Backup) (runt
 }
 
 // Progress waits for the delay, then reports one more unit done than the call before
-// it, out of a total it never reaches.
-func (a *action) Progress(string, *velerov1api.Backup) (vplugin.OperationProgress, error) {
+// it, out of a total it never reaches; for CPUOperationID it reports the process's CPU
+// time instead.
+func (a *action) Progress(operationID string, _ *velerov1api.Backup) (vplugin.OperationProgress, error) {
+	if operationID == CPUOperationID {
+		return vplugin.OperationProgress{Description: strconv.FormatInt(int64(ProcessCPU()), 10)}, nil
+	}
 	if a.delay > 0 {
 		time.Sleep(a.delay)
 	}

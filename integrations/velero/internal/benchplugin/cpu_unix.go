@@ -1,15 +1,15 @@
 //go:build unix
 
-package velero_test
+package benchplugin
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time the test process has used so far, in user and
+// ProcessCPU returns the CPU time the calling process has used so far, in user and
 // system mode, or 0 when the system does not tell.
-func processCPU() time.Duration {
+func ProcessCPU() time.Duration {
 	var u syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
 		return 0
