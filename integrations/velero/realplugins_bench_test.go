@@ -29,6 +29,7 @@ import (
 	itemvelero "github.com/itemops/itemops/integrations/velero"
 	"github.com/itemops/itemops/integrations/velero/internal/benchplugin"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -326,7 +327,7 @@ func (f *realFixture) store(b *testing.B) operations.Store {
 // monitor makes passes of the itemops Monitor. All of the Monitor's own API that the
 // benchmark uses is in this function.
 func (f *realFixture) monitor(b *testing.B) func(context.Context) (int, error) {
-	m := operations.NewMonitor(f.store(b), f.resolver, operations.WithWorkers(benchWorkers))
+	m := monitor.New(f.store(b), f.resolver, monitor.WithWorkers(benchWorkers))
 	return func(ctx context.Context) (int, error) {
 		stats, err := m.RunOnce(ctx)
 		if err == nil && stats.Failed > 0 {
@@ -557,7 +558,7 @@ func (f *realFixture) poolNoStore(*testing.B) func(context.Context) (int, error)
 // outlasts the timeout is given up, and its goroutine left to end when the plugin
 // answers.
 func (f *realFixture) progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-	ctx, cancel := context.WithTimeout(ctx, operations.DefaultCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, monitor.DefaultCallTimeout)
 	defer cancel()
 	type result struct {
 		p   operations.Progress
@@ -590,7 +591,7 @@ func (f *realFixture) progress(ctx context.Context, op operations.Operation) (op
 // recover, but in the calling goroutine: a call that hangs holds that goroutine until
 // the plugin answers.
 func (f *realFixture) progressInline(ctx context.Context, op operations.Operation) (p operations.Progress, err error) {
-	ctx, cancel := context.WithTimeout(ctx, operations.DefaultCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, monitor.DefaultCallTimeout)
 	defer cancel()
 	defer func() {
 		if v := recover(); v != nil {
