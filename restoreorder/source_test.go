@@ -433,11 +433,13 @@ func TestFromTarGzMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, src)
 	require.LessOrEqual(t, n, uint64(size+4<<20), "allocated %d bytes for an item of %d", n, size)
+	t.Logf("allocated %d bytes to read an item of %d", n, size)
 
 	notObject := makeTarGz(t, tarFile{name: "resources/pods/cluster/big.json", body: strings.Repeat("x", size)})
 	n = allocated(func() { _, err = restoreorder.FromTarGz(bytes.NewReader(notObject)) })
 	require.ErrorIs(t, err, restoreorder.ErrInvalidItem)
 	require.LessOrEqual(t, n, uint64(4<<20), "allocated %d bytes to refuse an item that is not an object", n)
+	t.Logf("allocated %d bytes to refuse an item that is not an object", n)
 
 	// A header that claims 32 MiB over 10 bytes, the archive cut after them.
 	var raw bytes.Buffer
