@@ -105,7 +105,8 @@ func (p *builtPlugin) remove() {
 // that has moved on and never completes, at once or after a delay (delay=0ms, 2ms), so
 // every pass calls Progress once for every operation and has every operation to write.
 // One op is one pass over the 10,000 operations; ops/s counts operations polled. The
-// ways of making a pass, in the order they run:
+// ways of making a pass (they run in the order velero-sequential, pool-no-store,
+// pool-workers, pool, monitor):
 //
 //   - velero-sequential: Velero's way: for each backup in turn, its operations as
 //     Velero's item-operations map holds them in memory, one Progress call after
@@ -128,13 +129,13 @@ func (p *builtPlugin) remove() {
 //
 // Each also reports client-cpu-us/operation and plugin-cpu-us/operation, the CPU time
 // the benchmark's process and the plugin's spent per operation polled, which the other
-// work on a shared machine disturbs far less than the wall time. The Monitor also reports of-pool and
-// of-velero-sequential: its operations per second over those of the pool and of the
-// sequential loop measured before it in the same process (their mean, when -count
-// repeated them; go test runs each sub-benchmark -count times in a row, so run the
-// command several times with -count 1 to pair each Monitor figure with the baselines
-// measured minutes before it). Run with -benchtime=3x: the sequential pass over a plugin
-// that waits 2 ms takes over 20 s.
+// work on a shared machine disturbs far less than the wall time. The Monitor also
+// reports of-pool and of-velero-sequential: its operations per second over those of the
+// pool and of the sequential loop measured before it in the same process (their mean,
+// when -count repeated them; go test runs each sub-benchmark -count times in a row, so
+// run the command several times with -count 1 to pair each Monitor figure with the
+// baselines measured minutes before it). Run with -benchtime=3x: the sequential pass
+// over a plugin that waits 2 ms takes over 20 s.
 func BenchmarkRealPlugins(b *testing.B) {
 	for _, delay := range []time.Duration{0, 2 * time.Millisecond} {
 		b.Run(fmt.Sprintf("delay=%dms", delay.Milliseconds()), func(b *testing.B) {
@@ -227,6 +228,9 @@ func (r passRates) of(name string) (float64, bool) {
 const (
 	benchRuns, benchPerRun = 100, 100
 	benchWorkers           = 64
+	// benchCallTimeout bounds each call of the pools, as the Monitor's default call
+	// timeout bounds its calls.
+	benchCallTimeout = 30 * time.Second
 )
 
 // realFixture is what every way of making a pass shares: Velero's plugin manager with
@@ -553,12 +557,11 @@ func (f *realFixture) poolNoStore(*testing.B) func(context.Context) (int, error)
 }
 
 // progress asks the plugin of op for its progress through the Resolver, as the
-// standard pattern makes a call: under context.WithTimeout (the Monitor's default call
-// timeout), in a goroutine of its own that turns a panic into an error. A call that
-// outlasts the timeout is given up, and its goroutine left to end when the plugin
-// answers.
+// standard pattern makes a call: under context.WithTimeout (benchCallTimeout), in a
+// goroutine of its own that turns a panic into an error. A call that outlasts the
+// timeout is given up, and its goroutine left to end when the plugin answers.
 func (f *realFixture) progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-	ctx, cancel := context.WithTimeout(ctx, monitor.DefaultCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	defer cancel()
 	type result struct {
 		p   operations.Progress
@@ -591,7 +594,7 @@ func (f *realFixture) progress(ctx context.Context, op operations.Operation) (op
 // recover, but in the calling goroutine: a call that hangs holds that goroutine until
 // the plugin answers.
 func (f *realFixture) progressInline(ctx context.Context, op operations.Operation) (p operations.Progress, err error) {
-	ctx, cancel := context.WithTimeout(ctx, monitor.DefaultCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, benchCallTimeout)
 	defer cancel()
 	defer func() {
 		if v := recover(); v != nil {
