@@ -36,9 +36,9 @@ type checks struct {
 // the poll ends first. An atomic state per call (calling, returned, given up) decides,
 // by CompareAndSwap, who settles the operation: the worker when the plugin returns in
 // time, or the give-up function, which records the operation's failure ("progress: no
-// answer within ..." or "cancel: ..."; nothing when the poll's ctx ended) and starts a
-// new worker goroutine that takes over the token and the WaitGroup slot and goes on with
-// the remaining operations. A plugin that ignores its context thus keeps only the
+// answer within ..." or "cancel: ...") and starts a new worker goroutine that takes over
+// the token and the WaitGroup slot and goes on with the remaining operations; when the
+// poll's ctx ended, it records nothing and gives back the token and the slot itself. A plugin that ignores its context thus keeps only the
 // goroutine it hangs in, never a token: when it returns at last, that goroutine sees the
 // call was given up and leaves without touching the poll. A panic in the plugin is
 // recovered around the call and becomes the operation's error.
@@ -49,16 +49,25 @@ type checks struct {
 // made each call in a new goroutine spent 1.14x (plugins answering at once) and 1.16x
 // (answering in 2 ms) the client CPU of this worker pool.
 func (c *checks) work() {
+	w := worker{c: c}
 	for c.ctx.Err() == nil {
 		i := int(c.next.Add(1) - 1)
 		if i >= len(c.ops) {
 			break
 		}
-		if !c.check(i) {
+		if !w.check(i) {
 			return // a call was given up: another worker took over
 		}
 	}
 	c.leave()
+}
+
+// A worker is what one worker goroutine keeps between its checks.
+type worker struct {
+	c *checks
+	// spare is a call record that no give-up can reach any more, reused for the next
+	// call to spare an allocation per call.
+	spare *pending
 }
 
 // leave gives back the worker's token and leaves the poll's workers.
@@ -72,7 +81,8 @@ func (c *checks) leave() {
 // when the poll's ctx ends, the operation is left as it is. check reports false when a
 // plugin call was given up: the operation was settled and another worker took over, and
 // the caller must leave without touching the poll.
-func (c *checks) check(i int) bool {
+func (w *worker) check(i int) bool {
+	c := w.c
 	op := c.ops[i]
 	now := stamp(c.m.cfg.clock)
 	tracker, err := c.m.resolve(op.Action)
@@ -81,7 +91,7 @@ func (c *checks) check(i int) bool {
 		next := created(op, now)
 		if err == nil {
 			var ok bool
-			if _, ok, err = c.call(tracker, &pending{i: i, op: next, now: now, cancel: true}); !ok {
+			if _, ok, err = w.call(tracker, i, next, now, true); !ok {
 				return false
 			}
 		}
@@ -91,7 +101,7 @@ func (c *checks) check(i int) bool {
 	var p operations.Progress
 	if err == nil {
 		var ok bool
-		if p, ok, err = c.call(tracker, &pending{i: i, op: op, now: now}); !ok {
+		if p, ok, err = w.call(tracker, i, op, now, false); !ok {
 			return false
 		}
 	}
@@ -105,7 +115,7 @@ func (c *checks) check(i int) bool {
 		if f := c.m.cfg.observer.TimedOut; f != nil {
 			f(next.Clone())
 		}
-		_, ok, err := c.call(tracker, &pending{i: i, op: next, now: now, cancel: true})
+		_, ok, err := w.call(tracker, i, next, now, true)
 		if !ok {
 			return false
 		}
@@ -123,8 +133,9 @@ const (
 )
 
 // A pending plugin call of a worker: what is needed to settle its operation if it is
-// given up. Each call has its own, so that a give-up that comes late never meets a later
-// call.
+// given up. A worker reuses the record for its next call only when the call's give-up
+// was stopped before it ran (context.AfterFunc's stop reported true), so that a give-up
+// that comes late never meets a later call.
 type pending struct {
 	c      *checks
 	state  atomic.Int32
@@ -133,6 +144,7 @@ type pending struct {
 	now    time.Time            // when its check started
 	cancel bool                 // a Cancel call; else a Progress call
 	start  time.Time            // when the call started
+	onDone func()               // p.giveUp, made once for each record
 }
 
 func (p *pending) what() string {
@@ -142,18 +154,27 @@ func (p *pending) what() string {
 	return "progress"
 }
 
-// call makes plugin call p on tracker in the worker's goroutine, with a context that ends
-// after the Monitor's call timeout (see work). It returns the plugin's answer, or an
+// call makes a plugin call for operation i on tracker in the worker's goroutine: Cancel
+// of op when cancel is set, else Progress of op. If the call is given up, the operation
+// is failed from op (see pending); now is when the check started. The call's context
+// ends after the Monitor's call timeout (see work). It returns the plugin's answer, or an
 // error that names the call when the plugin failed, panicked or had not answered by the
 // deadline; a call whose deadline has passed when it returns counts as unanswered, so
 // that each call ends one way. When the poll's ctx ends first, it returns ctx.Err(). ok
-// is false when the call was given up (see giveUp): the operation is settled, and the
-// caller must leave the poll alone.
-func (c *checks) call(tracker operations.Tracker, p *pending) (progress operations.Progress, ok bool, err error) {
-	p.c, p.start = c, time.Now()
+// is false when the call was given up (see pending.giveUp): the operation is settled, and
+// the caller must leave the poll alone.
+func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation, now time.Time, cancel bool) (progress operations.Progress, ok bool, err error) {
+	c, p := w.c, w.spare
+	if p == nil {
+		p = &pending{c: c}
+		p.onDone = p.giveUp
+	}
+	w.spare = nil
+	p.state.Store(calling)
+	p.i, p.op, p.now, p.cancel, p.start = i, op, now, cancel, time.Now()
 	ctx, stop := context.WithTimeout(c.ctx, c.m.cfg.callTimeout)
 	defer stop()
-	unwatch := context.AfterFunc(ctx, p.giveUp)
+	unwatch := context.AfterFunc(ctx, p.onDone)
 	panicked := false
 	func() {
 		defer func() {
@@ -170,7 +191,9 @@ func (c *checks) call(tracker operations.Tracker, p *pending) (progress operatio
 	if !p.state.CompareAndSwap(calling, returned) {
 		return operations.Progress{}, false, nil
 	}
-	unwatch()
+	if unwatch() {
+		w.spare = p // the give-up will never run: the record is free
+	}
 	if err := c.ctx.Err(); err != nil {
 		return operations.Progress{}, true, err // the poll ended: not the plugin's doing
 	}
