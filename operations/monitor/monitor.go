@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -193,17 +191,14 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int
 }
 
 // check checks ops, asking each plugin for progress, or, when cancelReason is set,
-// cancelling each operation. Up to the Monitor's worker count of goroutines check them,
-// one operation after another; each holds one of the Monitor's tokens, shared by all the
-// runs polled at once, until no operation is left. A worker never waits on a plugin for
-// longer than the call timeout (see call), so a plugin that hangs never holds a token.
-// check returns when every worker has ended, with ctx.Err() when ctx ended first.
+// cancelling each operation. Up to the Monitor's worker count of workers check them (see
+// checks.work), one operation after another; each holds one of the Monitor's tokens,
+// shared by all the runs polled at once, until no operation is left. A worker never waits
+// on a plugin for longer than the call timeout, so a plugin that hangs never holds a
+// token. check returns when every worker has ended, with ctx.Err() when ctx ended first;
+// the operations are then not all checked.
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
 	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
-	var (
-		wg   sync.WaitGroup
-		next atomic.Int64 // the index of the next operation to check
-	)
 spawn:
 	for range min(len(ops), m.cfg.workers) {
 		select {
@@ -211,26 +206,14 @@ spawn:
 		case <-ctx.Done():
 			break spawn
 		}
-		if next.Load() >= int64(len(ops)) {
+		if c.next.Load() >= int64(len(ops)) {
 			<-m.tokens // the workers started took every operation
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer func() {
-				<-m.tokens
-				wg.Done()
-			}()
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= len(ops) {
-					return
-				}
-				c.check(i)
-			}
-		}()
+		c.workers.Add(1)
+		go c.work()
 	}
-	wg.Wait()
+	c.workers.Wait()
 	return c, ctx.Err()
 }
 
