@@ -26,10 +26,10 @@ type checks struct {
 	workers      sync.WaitGroup // the workers of the poll
 }
 
-// work is a worker of a poll: it checks operations one after another, making each plugin
-// call in its own goroutine, until none is left or the poll's ctx ends; then it gives
-// back its token and leaves the poll's workers. The caller holds the token and has
-// counted the worker in c.workers.
+// work is a worker of a poll: it checks operations one after another, making each
+// plugin call itself, in the worker's goroutine, until none is left or the poll's ctx
+// ends; then it gives back its token and leaves the poll's workers. The caller holds the
+// token and has counted the worker in c.workers.
 //
 // A call is made under context.WithTimeout(poll's ctx, call timeout), and
 // context.AfterFunc on that context gives the call up when it outlasts its deadline or
@@ -38,16 +38,17 @@ type checks struct {
 // time, or the give-up function, which records the operation's failure ("progress: no
 // answer within ..." or "cancel: ...") and starts a new worker goroutine that takes over
 // the token and the WaitGroup slot and goes on with the remaining operations; when the
-// poll's ctx ended, it records nothing and gives back the token and the slot itself. A plugin that ignores its context thus keeps only the
-// goroutine it hangs in, never a token: when it returns at last, that goroutine sees the
-// call was given up and leaves without touching the poll. A panic in the plugin is
-// recovered around the call and becomes the operation's error.
+// poll's ctx ended, it records nothing and gives back the token and the slot itself. A
+// plugin that ignores its context thus keeps only the goroutine it hangs in, never a
+// token: when it returns at last, that goroutine sees the call was given up and leaves
+// without touching the poll. A panic in the plugin is recovered around the call and
+// becomes the operation's error.
 //
 // The calls are made in long-lived workers rather than in a goroutine each because a new
 // goroutine regrows its stack through a plugin client's deep call chain: with real
 // Velero plugins over gRPC (BenchmarkRealPlugins in integrations/velero), a pool that
 // made each call in a new goroutine spent 1.14x (plugins answering at once) and 1.16x
-// (answering in 2 ms) the client CPU of this worker pool.
+// (answering in 2 ms) the client CPU of this worker pool (docs/BENCHMARKS.md).
 func (c *checks) work() {
 	w := worker{c: c}
 	for c.ctx.Err() == nil {
