@@ -100,7 +100,9 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		if len(ops) == 0 {
 			return nil
 		}
-		body := make([]Write, 0, 3*len(ops)+1)
+		// One write per operation in the usual case, a status update; a record that
+		// moves between unfinished and finished, or a new one, takes more, and grows it.
+		body := make([]Write, 0, len(ops)+2)
 		keys := keyArena{buf: make([]byte, 0, len(ops)*(len(prefix)+1+8))}
 		var fresh []int
 		for i := range ops {

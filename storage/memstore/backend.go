@@ -61,9 +61,16 @@ func (bl *block) add(b []byte) uint32 {
 	return uint32(off)
 }
 
-// newBlock copies the entries of es, from block from, into a block of their own.
-func newBlock(from *block, es []entry) *block {
-	bl := &block{ents: make([]entry, len(es))}
+// newBlock copies the entries of es, from block from, into a block of their own, whose
+// data has room for spare bytes more: a block compacted because updates filled it with
+// garbage gets room for as many bytes as it holds, so that the updates to come append
+// without growing it until it is compacted again.
+func newBlock(from *block, es []entry, spare int) *block {
+	live := 0
+	for _, e := range es {
+		live += int(e.klen + e.vlen)
+	}
+	bl := &block{ents: make([]entry, len(es)), data: make([]byte, 0, live+spare)}
 	for i, e := range es {
 		bl.ents[i] = entry{klen: e.klen, vlen: e.vlen, ver: e.ver}
 		bl.ents[i].koff = bl.add(from.data[e.koff : e.koff+e.klen])
@@ -109,10 +116,10 @@ func (b *backend) put(key, value []byte, ver kv.Version) {
 	switch {
 	case len(bl.ents) > maxBlock:
 		half := len(bl.ents) / 2
-		b.blocks[blk] = newBlock(bl, bl.ents[:half])
-		b.blocks = slices.Insert(b.blocks, blk+1, newBlock(bl, bl.ents[half:]))
+		b.blocks[blk] = newBlock(bl, bl.ents[:half], 0)
+		b.blocks = slices.Insert(b.blocks, blk+1, newBlock(bl, bl.ents[half:], 0))
 	case bl.garbage > len(bl.data)/2:
-		b.blocks[blk] = newBlock(bl, bl.ents)
+		b.blocks[blk] = newBlock(bl, bl.ents, len(bl.data)-bl.garbage)
 	}
 }
 
@@ -155,7 +162,7 @@ func (b *backend) remove(blk, i, j int) (removed bool) {
 		b.blocks = slices.Delete(b.blocks, blk, blk+1)
 		return true
 	case bl.garbage > len(bl.data)/2:
-		b.blocks[blk] = newBlock(bl, bl.ents)
+		b.blocks[blk] = newBlock(bl, bl.ents, 0) // deleted: no updates expected
 	}
 	return false
 }
