@@ -47,10 +47,10 @@ func WithMaxBytes(n int64) TarGzOption {
 // would otherwise lose the rest silently) or holds data after it, if an entry's path is
 // absolute or climbs out with "..", if an entry is a link, device or other special file,
 // if a file's path appears twice, if the items do not fit the layout, or if there is no
-// resources directory; with [ErrInvalidItem] if an item file is not a JSON
-// object; and with [ErrTooLarge] past the limit of [WithMaxBytes]. It never panics on
-// bad input. It does not take a context: to stop it, make r fail (close the file or
-// connection it reads).
+// resources directory; with [ErrInvalidItem] if an item file is not a JSON object; and
+// with [ErrTooLarge] past the limit of [WithMaxBytes]. It never panics on bad input. It
+// does not take a context: to stop it, make r fail (close the file or connection it
+// reads).
 //
 // The Source is safe for concurrent use. [ReadItem] hands out copies of its items.
 func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
