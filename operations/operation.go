@@ -1,6 +1,7 @@
 package operations
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -21,14 +22,17 @@ type Owner struct {
 // String returns "Kind/Name".
 func (o Owner) String() string { return string(o.Kind) + "/" + o.Name }
 
-// Validate reports an error wrapping [ErrInvalid] unless the kind is Backup or Restore
-// and the name is not empty.
+// Validate reports an error wrapping [ErrInvalid] unless the kind is Backup or Restore,
+// the name is not empty, and the name and UID are at most [MaxNameBytes] long.
 func (o Owner) Validate() error {
 	if o.Kind != phase.Backup && o.Kind != phase.Restore {
 		return fmt.Errorf("owner %s: kind %q is not Backup or Restore: %w", o, o.Kind, ErrInvalid)
 	}
 	if o.Name == "" {
 		return fmt.Errorf("owner %s: empty name: %w", o, ErrInvalid)
+	}
+	if err := cmp.Or(tooLong("name", o.Name, MaxNameBytes), tooLong("UID", o.UID, MaxNameBytes)); err != nil {
+		return fmt.Errorf("owner of kind %s: %w", o.Kind, err)
 	}
 	return nil
 }
@@ -128,10 +132,18 @@ func (op Operation) Clone() Operation {
 }
 
 // Validate reports an error wrapping [ErrInvalid] when op has an invalid owner, an empty
-// ID or an unknown phase.
+// ID, an unknown phase, a name longer than [MaxNameBytes] or a text longer than
+// [MaxTextBytes] (see the limits).
 func (op Operation) Validate() error {
 	if err := op.Owner.Validate(); err != nil {
 		return err
+	}
+	if err := cmp.Or(
+		tooLong("ID", op.ID, MaxNameBytes),
+		tooLong("action", op.Action, MaxNameBytes),
+		op.Resource.tooLong("resource"),
+	); err != nil {
+		return fmt.Errorf("operation of %s: %w", op.Owner, err)
 	}
 	if op.ID == "" {
 		return fmt.Errorf("operation of %s on %s: empty ID: %w", op.Owner, op.Resource, ErrInvalid)
@@ -139,5 +151,27 @@ func (op Operation) Validate() error {
 	if !op.Status.Phase.Valid() {
 		return fmt.Errorf("operation %q of %s: unknown phase %q: %w", op.ID, op.Owner, op.Status.Phase, ErrInvalid)
 	}
+	err := cmp.Or(
+		tooLong("error", op.Status.Error, MaxTextBytes),
+		tooLong("operation units", op.Status.OperationUnits, MaxTextBytes),
+		tooLong("description", op.Status.Description, MaxTextBytes),
+	)
+	for i := 0; err == nil && i < len(op.PostOperationItems); i++ {
+		err = op.PostOperationItems[i].tooLong(fmt.Sprintf("post-operation item %d", i))
+	}
+	if err != nil {
+		return fmt.Errorf("operation %q of %s: %w", op.ID, op.Owner, err)
+	}
 	return nil
+}
+
+// tooLong returns an error wrapping ErrInvalid when a field of r, named what, is longer
+// than MaxNameBytes.
+func (r ResourceIdentifier) tooLong(what string) error {
+	return cmp.Or(
+		tooLong(what+" group", r.Group, MaxNameBytes),
+		tooLong(what+" resource", r.Resource, MaxNameBytes),
+		tooLong(what+" namespace", r.Namespace, MaxNameBytes),
+		tooLong(what+" name", r.Name, MaxNameBytes),
+	)
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/itemops/itemops/internal/textlimit"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -63,13 +64,17 @@ func (r Run) CancelRequested() bool { return r.Cancel.Reason != "" || !r.Cancel.
 // at, and appends it to r's History. A run in a terminal phase cannot be cancelled:
 // RequestCancel returns an error wrapping [ErrRunEnded] and leaves r as it was. A run
 // whose cancel was already requested keeps its first request, and RequestCancel returns
-// nil. Store it with UpdateRun, or call [RequestCancel].
+// nil. A reason longer than [MaxTextBytes] is refused with an error wrapping
+// [ErrInvalid]. Store it with UpdateRun, or call [RequestCancel].
 func (r *Run) RequestCancel(reason string, at time.Time) error {
 	if phase.IsTerminal(r.Phase) || r.Phase == phase.Deleting {
 		return fmt.Errorf("run %s is %s: %w", r.Owner, r.Phase, ErrRunEnded)
 	}
 	if r.CancelRequested() {
 		return nil
+	}
+	if err := tooLong("cancel reason", reason, MaxTextBytes); err != nil {
+		return fmt.Errorf("run %s: %w", r.Owner, err)
 	}
 	if reason == "" {
 		reason = "cancel requested"
@@ -101,7 +106,8 @@ func (r Run) Clone() Run {
 }
 
 // SetPhase moves r to phase to, appending one [Transition] per step of the way (see
-// [phase.Path]); each carries reason and time at, which also becomes r.Updated. Entering
+// [phase.Path]); each carries reason (cut to [MaxTextBytes], visibly, when longer) and
+// time at, which also becomes r.Updated. Entering
 // InProgress sets r.Started and entering a terminal phase sets r.Completed, when they are
 // unset. Moving to the current phase changes nothing. When to cannot be reached from the
 // current phase by r's kind and profile, SetPhase returns the error of [phase.Path]
@@ -111,6 +117,7 @@ func (r *Run) SetPhase(to phase.Phase, reason string, at time.Time) error {
 	if err != nil {
 		return err
 	}
+	reason = textlimit.Fit(reason, MaxTextBytes)
 	for _, e := range events {
 		next, _ := e.Target()
 		r.History = append(r.History, Transition{From: r.Phase, To: next, Event: e, Time: at, Reason: reason})
@@ -129,13 +136,47 @@ func (r *Run) SetPhase(to phase.Phase, reason string, at time.Time) error {
 }
 
 // Validate reports an error when r cannot be stored: an invalid owner (wrapping
-// [ErrInvalid]), or a phase that is not one of its kind and profile (wrapping
-// [phase.ErrUnknownPhase]).
+// [ErrInvalid]), a phase that is not one of its kind and profile (wrapping
+// [phase.ErrUnknownPhase]), or a FailureReason, cancel reason or History reason longer
+// than [MaxTextBytes] (wrapping [ErrInvalid]).
 func (r Run) Validate() error {
+	if err := r.validPhase(); err != nil {
+		return err
+	}
+	return r.textTooLong(nil)
+}
+
+// validPhase checks r's owner, and its phase against its kind and profile.
+func (r Run) validPhase() error {
 	if err := r.Owner.Validate(); err != nil {
 		return err
 	}
 	if err := phase.Validate(r.Owner.Kind, r.Phase, r.Profile); err != nil {
+		return fmt.Errorf("run %s: %w", r.Owner, err)
+	}
+	return nil
+}
+
+// textTooLong returns an error wrapping ErrInvalid when a text of r is longer than
+// MaxTextBytes. When before is not nil, r updates it, and only the texts the update
+// changes or adds are checked, so that a run stored before the limits existed can still
+// be updated.
+func (r Run) textTooLong(before *Run) error {
+	var err error
+	if before == nil || r.FailureReason != before.FailureReason {
+		err = tooLong("failure reason", r.FailureReason, MaxTextBytes)
+	}
+	if err == nil && (before == nil || r.Cancel.Reason != before.Cancel.Reason) {
+		err = tooLong("cancel reason", r.Cancel.Reason, MaxTextBytes)
+	}
+	i := 0
+	if before != nil {
+		i = min(len(before.History), len(r.History))
+	}
+	for ; err == nil && i < len(r.History); i++ {
+		err = tooLong(fmt.Sprintf("reason of history entry %d", i), r.History[i].Reason, MaxTextBytes)
+	}
+	if err != nil {
 		return fmt.Errorf("run %s: %w", r.Owner, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package operations_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -294,4 +295,30 @@ func TestRunRequestCancel(t *testing.T) {
 	require.ErrorIs(t, done.RequestCancel("too late", t0), operations.ErrRunEnded)
 	require.False(t, done.CancelRequested())
 	require.Empty(t, done.History)
+}
+
+// TestTextLimits checks the limits on a run's texts: a cancel reason too long is refused
+// and changes nothing; a phase change's reason too long is cut, visibly.
+func TestTextLimits(t *testing.T) {
+	o := operations.Owner{Kind: phase.Backup, Name: "b"}
+	r := operations.Run{Owner: o, Phase: phase.New}
+	require.NoError(t, r.SetPhase(phase.InProgress, strings.Repeat("s", operations.MaxTextBytes+1), t0))
+	reason := r.History[0].Reason
+	require.LessOrEqual(t, len(reason), operations.MaxTextBytes)
+	require.True(t, strings.HasPrefix(reason, "sss") && strings.HasSuffix(reason, "bytes cut]"), "reason cut to %q…%q", reason[:3], reason[len(reason)-12:])
+	require.NoError(t, r.Validate())
+
+	before := r.Clone()
+	err := r.RequestCancel(strings.Repeat("c", operations.MaxTextBytes+1), t0)
+	require.ErrorIs(t, err, operations.ErrInvalid)
+	if diff := cmp.Diff(before, r); diff != "" {
+		t.Errorf("a refused cancel changed the run (-before +after):\n%s", diff)
+	}
+	require.NoError(t, r.RequestCancel(strings.Repeat("c", operations.MaxTextBytes), t0))
+
+	r.FailureReason = strings.Repeat("f", operations.MaxTextBytes+1)
+	require.ErrorIs(t, r.Validate(), operations.ErrInvalid)
+	require.ErrorIs(t, operations.ValidateRunUpdate(before, r), operations.ErrInvalid)
+	// A text stored before the limits is not checked again when an update leaves it.
+	require.NoError(t, operations.ValidateRunUpdate(r, r))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/itemops/itemops/internal/textlimit"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -35,8 +36,8 @@ type MainRun struct {
 	// Fatal says the main run failed as a whole: the run becomes Failed, with Reason as
 	// its FailureReason.
 	Fatal bool
-	// Reason is recorded in the run's history; empty means "main run ended: N
-	// operations started".
+	// Reason is recorded in the run's history, cut to [MaxTextBytes] (visibly) when
+	// longer; empty means "main run ended: N operations started".
 	Reason string
 }
 
@@ -205,7 +206,7 @@ func endMainRun(r *Run, res MainRun, pending int, now time.Time) error {
 		reason = fmt.Sprintf("main run ended: %d operations started", pending)
 	}
 	if next == phase.Failed {
-		r.FailureReason = reason
+		r.FailureReason = textlimit.Fit(reason, MaxTextBytes)
 	}
 	return r.SetPhase(next, reason, now)
 }

@@ -88,7 +88,9 @@ type Store interface {
 //   - History only grows: the old entries are unchanged (times are compared as instants,
 //     with [time.Time.Equal]), and after a phase change the last entry leads to the new
 //     phase (else [ErrInvalid]; [Run.SetPhase] keeps it so);
-//   - a cancel request, once made, stays as it was (else [ErrConflict]).
+//   - a cancel request, once made, stays as it was (else [ErrConflict]);
+//   - the texts the update changes or adds are at most [MaxTextBytes] long (else
+//     [ErrInvalid]); texts it leaves as they were are not checked again.
 func ValidateRunUpdate(before, after Run) error {
 	if after.Owner.Kind != before.Owner.Kind || after.Owner.Name != before.Owner.Name {
 		return fmt.Errorf("run %s: update changes the owner to %s: %w", before.Owner, after.Owner, ErrConflict)
@@ -96,7 +98,10 @@ func ValidateRunUpdate(before, after Run) error {
 	if after.Profile != before.Profile {
 		return fmt.Errorf("run %s: update changes the profile from %s to %s: %w", before.Owner, before.Profile, after.Profile, ErrConflict)
 	}
-	if err := after.Validate(); err != nil {
+	if err := after.validPhase(); err != nil {
+		return err
+	}
+	if err := after.textTooLong(&before); err != nil {
 		return err
 	}
 	if after.Phase != before.Phase {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/itemops/itemops/internal/textlimit"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
@@ -272,6 +273,9 @@ func (m *Monitor) failCancelled(ctx context.Context, run operations.Run) (int, p
 // them first, the store refuses the batch with ErrConflict; those operations are then left
 // as the other Monitor wrote them and the rest is written again.
 func (m *Monitor) putBatch(ctx context.Context, o operations.Owner, batch []operations.Operation) error {
+	for i := range batch {
+		fitTexts(&batch[i].Status)
+	}
 	for attempt := 0; len(batch) > 0; attempt++ {
 		err := m.store.PutOperations(ctx, o, batch)
 		if err == nil || !errors.Is(err, operations.ErrConflict) || attempt == 3 {
@@ -290,6 +294,15 @@ func (m *Monitor) putBatch(ctx context.Context, o operations.Owner, batch []oper
 		batch = kept
 	}
 	return nil
+}
+
+// fitTexts cuts the texts of s, which come from plugins (or from a store written before
+// the limits of package operations), to operations.MaxTextBytes, visibly, so that no
+// plugin can make the Monitor's writes fail.
+func fitTexts(s *operations.Status) {
+	s.Error = textlimit.Fit(s.Error, operations.MaxTextBytes)
+	s.OperationUnits = textlimit.Fit(s.OperationUnits, operations.MaxTextBytes)
+	s.Description = textlimit.Fit(s.Description, operations.MaxTextBytes)
 }
 
 // advance counts the failed operations of run into its errors and moves its phase by

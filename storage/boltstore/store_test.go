@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -402,7 +403,7 @@ func TestFailedBatchWritesNothing(t *testing.T) {
 		{
 			name: "last item has an ID too long for a key",
 			batch: func() []operations.Operation {
-				return []operations.Operation{newOp(o, "new-1", operations.OperationNew), newOp(o, string(bytes.Repeat([]byte("x"), 8<<10+1)), operations.OperationNew)}
+				return []operations.Operation{newOp(o, "new-1", operations.OperationNew), newOp(o, string(bytes.Repeat([]byte("x"), operations.MaxNameBytes+1)), operations.OperationNew)}
 			},
 			want: operations.ErrInvalid,
 		},
@@ -514,18 +515,38 @@ func TestContextDoneFirst(t *testing.T) {
 	require.ErrorIs(t, err, operations.ErrNotFound)
 }
 
-func TestLongNamesAreRefused(t *testing.T) {
+// TestLongestRecords stores a run and an operation whose every name is as long as
+// operations.MaxNameBytes allows and whose every text as long as operations.MaxTextBytes
+// allows, and reads them back. (storetest's
+// Runs/Limits checks that one byte more is refused on every store.)
+func TestLongestRecords(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
-	long := backup(string(bytes.Repeat([]byte("n"), 8<<10+1)))
-	require.ErrorIs(t, s.CreateRun(ctx, newRun(long, phase.New)), operations.ErrInvalid)
-	_, err := s.GetRun(ctx, long)
-	require.ErrorIs(t, err, operations.ErrNotFound)
-	require.ErrorIs(t, s.PutOperations(ctx, long, []operations.Operation{newOp(long, "x", operations.OperationNew)}), operations.ErrInvalid)
-	// The longest allowed name works.
-	longest := backup(string(bytes.Repeat([]byte("n"), 8<<10)))
-	require.NoError(t, s.CreateRun(ctx, newRun(longest, phase.New)))
-	require.NoError(t, s.PutOperations(ctx, longest, []operations.Operation{newOp(longest, string(bytes.Repeat([]byte("i"), 8<<10)), operations.OperationNew)}))
+	name := strings.Repeat("n", operations.MaxNameBytes)
+	text := strings.Repeat("t", operations.MaxTextBytes)
+	o := operations.Owner{Kind: phase.Backup, Name: name, UID: name}
+	r := newRun(o, phase.New)
+	require.NoError(t, r.SetPhase(phase.InProgress, text, t0))
+	require.NoError(t, r.RequestCancel(text, t0))
+	r.FailureReason = text
+	require.NoError(t, s.CreateRun(ctx, r))
+	op := newOp(o, name, operations.OperationFailed)
+	op.Action = name
+	op.Resource = operations.ResourceIdentifier{Group: name, Resource: name, Namespace: name, Name: name}
+	op.PostOperationItems = []operations.ResourceIdentifier{op.Resource}
+	op.Status.Error, op.Status.OperationUnits, op.Status.Description = text, text, text
+	require.NoError(t, s.PutOperations(ctx, o, []operations.Operation{op}))
+
+	got, err := s.GetRun(ctx, o)
+	require.NoError(t, err)
+	if diff := cmp.Diff(r, got, cmp.Comparer(time.Time.Equal)); diff != "" {
+		t.Errorf("run read back (-stored +read):\n%.2000s", diff)
+	}
+	ops, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+	require.NoError(t, err)
+	if diff := cmp.Diff([]operations.Operation{op}, ops, cmp.Comparer(time.Time.Equal)); diff != "" {
+		t.Errorf("operations read back (-stored +read):\n%.2000s", diff)
+	}
 }
 
 func TestConcurrentWritersLoseNothing(t *testing.T) {

@@ -285,19 +285,32 @@ func TestLimitsAboveServer(t *testing.T) {
 
 // TestRecordSize writes an operation whose record takes most of a request, which fits,
 // and one larger than a request, which the engine refuses with operations.ErrInvalid.
+// Every field is within operations' limits: the records are made large by their number
+// of post-operation items.
 func TestRecordSize(t *testing.T) {
 	s := openStore(t, newClient(t, testServer), newPrefix(), nil)
 	o := backup("b")
 	createWaiting(t, s, o)
 	ok := newOps(o, "ok-", 1, operations.OperationNew)
-	ok[0].Status.Description = strings.Repeat("x", DefaultMaxRequestBytes*2/3)
+	ok[0].PostOperationItems = items(DefaultMaxRequestBytes * 2 / 3)
 	require.NoError(t, s.PutOperations(bg, o, ok), "a record of 2/3 of a request")
 	got, err := s.GetOperation(bg, o, "ok-0000")
 	require.NoError(t, err)
-	require.Equal(t, ok[0].Status.Description, got.Status.Description)
+	require.Equal(t, ok[0].PostOperationItems, got.PostOperationItems)
 
 	big := append(newOps(o, "a-", 3, operations.OperationNew), newOps(o, "big-", 1, operations.OperationNew)...)
-	big[3].Status.Description = strings.Repeat("x", DefaultMaxRequestBytes)
+	big[3].PostOperationItems = items(DefaultMaxRequestBytes)
 	require.ErrorIs(t, s.PutOperations(bg, o, big), operations.ErrInvalid, "a record larger than a request")
 	require.Equal(t, []string{"ok-0000"}, listIDs(t, s, o))
+}
+
+// items returns post-operation items whose names, each at operations.MaxNameBytes,
+// add up to at least n bytes.
+func items(n int) []operations.ResourceIdentifier {
+	out := make([]operations.ResourceIdentifier, (n+operations.MaxNameBytes-1)/operations.MaxNameBytes)
+	for i := range out {
+		name := fmt.Sprintf("%06d", i)
+		out[i] = operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: name + strings.Repeat("x", operations.MaxNameBytes-len(name))}
+	}
+	return out
 }

@@ -28,12 +28,6 @@ const (
 // formatValue is what the format key holds in every store of this layout.
 const formatValue = "itemops.kv/1"
 
-// Limits on names, so that keys stay within what every backend takes.
-const (
-	maxNameLen = 8 << 10
-	maxIDLen   = 8 << 10
-)
-
 // Kind bytes. Backup sorts before Restore.
 const (
 	kindBackup  = 'B'
@@ -146,22 +140,12 @@ func end(prefix []byte) []byte {
 }
 
 // notFoundIfInvalid checks an owner that a call reads or changes the run of, before the
-// call reads anything: an owner that no run can have (invalid, or with a name too long
-// for a key) has none, so it returns an error wrapping operations.ErrNotFound.
+// call reads anything: an owner that no run can have (one that fails
+// operations.Owner.Validate, a name too long included) has none, so it returns an error
+// wrapping operations.ErrNotFound.
 func notFoundIfInvalid(o operations.Owner) error {
-	if err := checkOwner(o); err != nil {
-		return fmt.Errorf("%w: %w", operations.ErrNotFound, err)
-	}
-	return nil
-}
-
-// checkOwner refuses an owner that a run cannot be created for.
-func checkOwner(o operations.Owner) error {
 	if err := o.Validate(); err != nil {
-		return err
-	}
-	if len(o.Name) > maxNameLen {
-		return fmt.Errorf("owner %s: name of %d bytes exceeds the store's limit of %d: %w", o.Kind, len(o.Name), maxNameLen, operations.ErrInvalid)
+		return fmt.Errorf("%w: %w", operations.ErrNotFound, err)
 	}
 	return nil
 }

@@ -16,16 +16,10 @@ func encodeBatch(o operations.Owner, ops []operations.Operation) ([][]byte, erro
 	if err := operations.ValidateBatch(o, ops); err != nil {
 		return nil, err
 	}
-	if err := checkOwner(o); err != nil {
-		return nil, err
-	}
 	// All records are carved from one buffer, each with its own capacity.
 	recs := make([][]byte, len(ops))
 	var buf []byte
 	for i := range ops {
-		if len(ops[i].ID) > maxIDLen {
-			return nil, fmt.Errorf("batch item %d: ID of %d bytes exceeds the store's limit of %d: %w", i, len(ops[i].ID), maxIDLen, operations.ErrInvalid)
-		}
 		start := len(buf)
 		buf = appendOperation(buf, &ops[i])
 		recs[i] = buf[start:len(buf):len(buf)]
@@ -56,7 +50,7 @@ func planNew(prefix []byte, meta *opsMetaValue, ops []operations.Operation, recs
 // run's other operations, in the order of ops, and known IDs are replaced where they
 // stand. A batch larger than one write of the backend is staged and committed whole
 // (see the package documentation). It fails, writing nothing, with the error of
-// [operations.ValidateBatch] (an ID longer than 8 KiB is refused the same way), with
+// [operations.ValidateBatch], with
 // [operations.ErrNotFound] or [operations.ErrUIDMismatch] as [Store.GetRun] does, with
 // the error of [operations.ValidateOperationUpdate] when the batch would revive a
 // finished operation, with [operations.ErrConflict] when it keeps losing races (see [WithRetries]), and with

@@ -131,8 +131,7 @@ func readRun(ctx context.Context, r Reader, o operations.Owner) (operations.Run,
 }
 
 // CreateRun stores r. It fails, writing nothing, with the error of
-// [operations.Run.Validate], with an error wrapping [operations.ErrInvalid] when the
-// name is longer than 8 KiB, with [operations.ErrUIDMismatch] when a run of another UID
+// [operations.Run.Validate], with [operations.ErrUIDMismatch] when a run of another UID
 // has r's kind and name, with [operations.ErrExists] when another run does, and with
 // ctx.Err() or the backend's error.
 func (s *Store) CreateRun(ctx context.Context, r operations.Run) error {
@@ -158,9 +157,6 @@ func (s *Store) CreateRunWithOperations(ctx context.Context, r operations.Run, o
 
 func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.Operation) error {
 	if err := r.Validate(); err != nil {
-		return fmt.Errorf("create run: %w", err)
-	}
-	if err := checkOwner(r.Owner); err != nil {
 		return fmt.Errorf("create run: %w", err)
 	}
 	recs, err := encodeBatch(r.Owner, ops)

@@ -22,6 +22,7 @@ func runChecks() []check {
 		{"CreateExisting", testCreateExisting},
 		{"SameNameBothKinds", testSameNameBothKinds},
 		{"CreateInvalid", testCreateInvalid},
+		{"Limits", testLimits},
 		{"GetMissing", testGetMissing},
 		{"Update", testUpdate},
 		{"UpdateAllowedPhaseChanges", testUpdateAllowedPhaseChanges},

@@ -1,0 +1,32 @@
+package operations
+
+import "fmt"
+
+// Limits on the strings a record holds, the same on every backend: the validators
+// ([Owner.Validate], [Operation.Validate], [Run.Validate], [ValidateRunUpdate],
+// [ValidateBatch]) refuse a longer one with an error wrapping [ErrInvalid], before
+// anything is written. They bound what one careless or hostile caller or plugin can make
+// a store hold.
+//
+// Text that the library builds from someone else's (a plugin's error or description, a
+// reason with a prefix, a finalizer's error) is cut to MaxTextBytes instead, visibly: it
+// ends with "… [N bytes cut]". Text a caller hands in as it is (a cancel reason, a
+// record's fields) is refused.
+const (
+	// MaxNameBytes bounds each name and identifier: an owner's Name and UID, an
+	// operation's Action and ID, and each field of its ResourceIdentifiers.
+	MaxNameBytes = 8 << 10
+	// MaxTextBytes bounds each free text: a run's FailureReason, its cancel reason and
+	// the reason of each History entry; an operation's Error, OperationUnits and
+	// Description.
+	MaxTextBytes = 32 << 10
+)
+
+// tooLong returns an error wrapping ErrInvalid when s, the field named what, is longer
+// than limit bytes. The error gives the length, never the text.
+func tooLong(what, s string, limit int) error {
+	if len(s) > limit {
+		return fmt.Errorf("%s of %d bytes exceeds the limit of %d: %w", what, len(s), limit, ErrInvalid)
+	}
+	return nil
+}

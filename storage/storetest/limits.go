@@ -1,0 +1,70 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/itemops/itemops/operations"
+)
+
+// testLimits checks that a store refuses, with operations.ErrInvalid and writing
+// nothing, every name longer than operations.MaxNameBytes and every text longer than
+// operations.MaxTextBytes. (Whether the longest allowed fit depends on the size of one
+// write of the backend as well; the drivers' own tests check that.)
+func testLimits(t *testing.T, s operations.Store) {
+	longName := strings.Repeat("n", operations.MaxNameBytes+1)
+	longText := strings.Repeat("t", operations.MaxTextBytes+1)
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, operations.ErrInvalid) {
+			t.Errorf("%s = %v, want ErrInvalid", what, err)
+		}
+	}
+
+	// Runs: a name, a UID, and each text a run holds.
+	refused("CreateRun with a name one byte too long", s.CreateRun(bg, newRun(backup(longName))))
+	uid := backup("long-uid")
+	uid.UID = longName
+	refused("CreateRun with a UID one byte too long", s.CreateRun(bg, newRun(uid)))
+	for what, edit := range map[string]func(*operations.Run){
+		"failure reason": func(r *operations.Run) { r.FailureReason = longText },
+		"history reason": func(r *operations.Run) { r.History[0].Reason = longText },
+		"cancel reason":  func(r *operations.Run) { r.Cancel.Reason = longText },
+	} {
+		r := fullRun(backup("text"))
+		edit(&r)
+		refused("CreateRun with a "+what+" one byte too long", s.CreateRun(bg, r))
+	}
+	wantRuns(t, s, operations.RunFilter{}, nil)
+
+	o := backup("b")
+	mustCreate(t, s, newRun(o))
+	_, err := s.UpdateRun(bg, o, func(r *operations.Run) error { r.FailureReason = longText; return nil })
+	refused("UpdateRun adding a failure reason one byte too long", err)
+	_, err = s.UpdateRun(bg, o, func(r *operations.Run) error {
+		r.History = append(r.History, operations.Transition{From: r.Phase, To: r.Phase, Event: operations.EventCancelRequested, Time: at(1), Reason: longText})
+		r.Cancel = operations.CancelRequest{Reason: "x", At: at(1)}
+		return nil
+	})
+	refused("UpdateRun adding a history entry whose reason is one byte too long", err)
+	_, err = operations.RequestCancel(bg, s, o, longText, at(1))
+	refused("RequestCancel with a reason one byte too long", err)
+	wantRun(t, s, newRun(o))
+
+	// Operations: each name and each text an operation holds.
+	for what, edit := range map[string]func(*operations.Operation){
+		"ID":                  func(op *operations.Operation) { op.ID = longName },
+		"action":              func(op *operations.Operation) { op.Action = longName },
+		"resource name":       func(op *operations.Operation) { op.Resource.Name = longName },
+		"post-operation item": func(op *operations.Operation) { op.PostOperationItems[0].Namespace = longName },
+		"error":               func(op *operations.Operation) { op.Status.Error = longText },
+		"operation units":     func(op *operations.Operation) { op.Status.OperationUnits = longText },
+		"description":         func(op *operations.Operation) { op.Status.Description = longText },
+	} {
+		op := newOp(o, "op", operations.OperationFailed)
+		edit(&op)
+		refused("PutOperations with an operation whose "+what+" is one byte too long", s.PutOperations(bg, o, []operations.Operation{op}))
+	}
+	wantAllOps(t, s, o, nil)
+}
