@@ -84,7 +84,14 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 // later calls do nothing. When etcd does not answer, the key stays until the lease
 // expires, and until then this store's next claim of the run adopts it. ClaimRun fails
 // with [ErrUnavailable], [ErrClosed] or ctx.Err(), or with [operations.ErrInvalid] for
-// an invalid owner.
+// an invalid owner. The claim's request is not cut short when ctx ends (it takes at most
+// [Options.RequestTimeout]): a claim made for a caller that has gone is given up before
+// ClaimRun returns ctx.Err(). When the request fails, etcd may have written the claim all
+// the same: ClaimRun then deletes the key if it is under this store's lease and no
+// Monitor here holds it, waiting at most [Options.RequestTimeout] more. A failed or
+// cancelled claim thus leaves no claim behind, unless etcd applies the failed request
+// after that deletion (it had not answered within the timeout); such a key stays until
+// this store's next claim of the run adopts it or its lease ends with the store.
 func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(), ok bool, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, false, fmt.Errorf("claim run: %w", err)
@@ -101,8 +108,11 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		if err != nil {
 			return nil, false, fmt.Errorf("claim run %s: %w", o, err)
 		}
+		// The request is not cut short when ctx ends: etcd could apply a claim whose
+		// caller has gone, and nobody would ever release it. It is bounded by
+		// Options.RequestTimeout, and ctx is looked at once the outcome is known.
 		var resp *clientv3.TxnResponse
-		err = s.b.rpc(ctx, func(ctx context.Context) (err error) {
+		err = s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) (err error) {
 			resp, err = s.b.client.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 				Then(clientv3.OpPut(key, s.b.opts.Identity, clientv3.WithLease(ss.id))).
@@ -115,6 +125,10 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 			continue
 		}
 		if err != nil {
+			// etcd may have written the claim though the request failed (no answer in
+			// time, or the answer was lost): give up whatever this session holds under
+			// key, so that the claim does not outlive the call that made it.
+			s.abandon(key, ss.id)
 			return nil, false, fmt.Errorf("claim run %s: %w", o, err)
 		}
 		rev := resp.Header.Revision
@@ -138,7 +152,12 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		s.held[key] = rev
 		s.heldMu.Unlock()
 		var once sync.Once
-		return func() { once.Do(func() { s.release(key, rev) }) }, true, nil
+		release := func() { once.Do(func() { s.release(key, rev) }) }
+		if err := ctx.Err(); err != nil {
+			release() // the caller has gone: it cannot release the claim
+			return nil, false, err
+		}
+		return release, true, nil
 	}
 }
 
@@ -154,6 +173,40 @@ func (s *Store) ready(ctx context.Context) error {
 // under claims/.
 func (s *Store) claimKey(o operations.Owner) string {
 	return s.prefix + "claims/" + string(kv.ClaimKey(o))
+}
+
+// abandoning marks in held a key whose claim abandon is giving up, so that no Monitor
+// here adopts it meanwhile.
+const abandoning = -1
+
+// abandon deletes the claim under key if it is under lease and no Monitor of this store
+// holds it: the outcome of a claim whose request failed. It waits at most
+// Options.RequestTimeout for etcd; when etcd does not answer, the key stays until the
+// lease expires or this store's next claim of the run adopts it.
+func (s *Store) abandon(key string, lease clientv3.LeaseID) {
+	s.heldMu.Lock()
+	if _, busy := s.held[key]; busy {
+		// A Monitor here holds the claim: the failed request did not write it.
+		s.heldMu.Unlock()
+		return
+	}
+	if s.held == nil {
+		s.held = make(map[string]int64)
+	}
+	s.held[key] = abandoning
+	s.heldMu.Unlock()
+	defer func() {
+		s.heldMu.Lock()
+		if s.held[key] == abandoning {
+			delete(s.held, key)
+		}
+		s.heldMu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.RequestTimeout)
+	defer cancel()
+	_, _ = s.b.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
+		Then(clientv3.OpDelete(key)).Commit()
 }
 
 // release gives up the claim under key created at rev.
