@@ -157,7 +157,9 @@ func (op Operation) Validate() error {
 		tooLong("description", op.Status.Description, MaxTextBytes),
 	)
 	for i := 0; err == nil && i < len(op.PostOperationItems); i++ {
-		err = op.PostOperationItems[i].tooLong(fmt.Sprintf("post-operation item %d", i))
+		if err = op.PostOperationItems[i].tooLong("post-operation item"); err != nil {
+			err = fmt.Errorf("item %d: %w", i, err)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("operation %q of %s: %w", op.ID, op.Owner, err)
@@ -166,12 +168,12 @@ func (op Operation) Validate() error {
 }
 
 // tooLong returns an error wrapping ErrInvalid when a field of r, named what, is longer
-// than MaxNameBytes.
+// than MaxNameBytes. It allocates nothing when none is.
 func (r ResourceIdentifier) tooLong(what string) error {
-	return cmp.Or(
-		tooLong(what+" group", r.Group, MaxNameBytes),
-		tooLong(what+" resource", r.Resource, MaxNameBytes),
-		tooLong(what+" namespace", r.Namespace, MaxNameBytes),
-		tooLong(what+" name", r.Name, MaxNameBytes),
-	)
+	for _, f := range [...]struct{ name, s string }{{"group", r.Group}, {"resource", r.Resource}, {"namespace", r.Namespace}, {"name", r.Name}} {
+		if len(f.s) > MaxNameBytes {
+			return tooLong(what+" "+f.name, f.s, MaxNameBytes)
+		}
+	}
+	return nil
 }

@@ -180,3 +180,19 @@ func TestOperationFilterMatch(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateAllocatesNothing: the checks of a valid operation run on every write of
+// every operation, so they allocate nothing.
+func TestValidateAllocatesNothing(t *testing.T) {
+	op := operations.Operation{
+		Owner:              operations.Owner{Kind: phase.Backup, Name: "b", UID: "u"},
+		Action:             "mover",
+		ID:                 "op-1",
+		Resource:           operations.ResourceIdentifier{Group: "g", Resource: "pvcs", Namespace: "ns", Name: "data"},
+		PostOperationItems: []operations.ResourceIdentifier{{Resource: "snapshots", Namespace: "ns", Name: "s"}},
+		Status:             operations.Status{Phase: operations.OperationInProgress, Description: "copying", OperationUnits: "Bytes"},
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = op.Validate() }); n != 0 {
+		t.Errorf("Validate of a valid operation allocates %v times", n)
+	}
+}
