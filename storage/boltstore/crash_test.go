@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envCancelPath) != "" {
 		os.Exit(cancelChild())
 	}
+	if os.Getenv(envGroupPath) != "" {
+		os.Exit(groupChild())
+	}
 	code := m.Run()
 	closeFixtures()
 	if code == 0 {

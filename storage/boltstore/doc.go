@@ -9,7 +9,9 @@
 //
 // A Store is the storage engine of storage/kv, which keeps every rule of the
 // operations.Store contract, over a small driver: one bbolt transaction per read of the
-// engine and one per write. It is also an [operations.RunStarter].
+// engine, and one per write or per group of writes made at the same time (the driver is
+// a kv.GroupCommitter; see "Group commit" in storage/kv). It is also an
+// [operations.RunStarter].
 //
 // # Durability and transactions
 //
@@ -17,7 +19,9 @@
 // committed and, unless [Options.NoSync] is set, been synced to disk, so a process killed
 // at any instant loses no acknowledged write and leaves no part of an unacknowledged one.
 // Every write of the engine (a run update, a whole batch of operations, a deletion with
-// all its operations) is one transaction; reads run in parallel, writes one at a time.
+// all its operations) is in one transaction, which it may share with writes that other
+// goroutines make at the same time, so that they share one sync; reads run in parallel,
+// transactions that write one at a time.
 //
 // A new file is built under a temporary name beside its path and linked into place once
 // it is a whole, synced store, so a process killed while creating it leaves no half-made

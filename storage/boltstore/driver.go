@@ -69,6 +69,33 @@ func (d driver) Commit(ctx context.Context, conds []kv.Condition, writes []kv.Wr
 	})
 }
 
+// CommitGroup applies the commits of group in one bbolt transaction, so with one sync;
+// see [kv.GroupCommitter]. A commit whose conditions do not hold is left out; any other
+// failure fails the transaction, which writes nothing.
+func (d driver) CommitGroup(ctx context.Context, group []kv.Commit) ([]error, error) {
+	if d.s.readOnly {
+		return nil, fmt.Errorf("boltstore: write %s: %w", d.s.path, ErrReadOnly)
+	}
+	if err := d.s.damaged(); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(group))
+	err := d.s.guard("write", func() error {
+		return d.s.db.Update(func(tx *bolt.Tx) error {
+			for i, c := range group {
+				err := commitTx(tx, c.Conds, c.Writes)
+				if errors.Is(err, kv.ErrConditionFailed) {
+					errs[i] = err // its conditions come first: it wrote nothing
+				} else if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	return errs, err
+}
+
 func (driver) Limits() kv.Limits { return kv.Limits{} }
 
 func readTx(tx *bolt.Tx, fn func(kv.Reader) error) error {

@@ -42,6 +42,20 @@
 // operations of a run reads only its u keys; listing runs by phase reads only the p keys
 // of those phases.
 //
+// # Group commit
+//
+// A backend whose commits each cost a sync to disk can take several commits in one
+// transaction: it implements [GroupCommitter] (boltstore does). The engine then sends it
+// the commits that concurrent writers make together (the batches of a Monitor's
+// concurrent polls, the runs of a concurrent load): while one transaction is being
+// written, the commits that arrive queue up, and the oldest of them then writes them all
+// in the next transaction, with one sync. A commit that arrives when none is being
+// written goes at once, under its caller's context, so a lone writer waits for nobody.
+// Each commit of a group keeps its own conditions: one whose conditions fail fails
+// alone, and when the transaction fails as a whole, each commit of the group is tried
+// again alone, so only those that must fail do. A queued commit is written whatever
+// happens to its caller's context afterwards, since others share its transaction.
+//
 // # Batches larger than one commit
 //
 // A batch of operations is one Commit when it fits the backend's [Limits] (bbolt and

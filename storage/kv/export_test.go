@@ -24,3 +24,10 @@ func RunsWritten(s *Store) int {
 func StagedMeta(o operations.Owner) (key, value []byte) {
 	return opsKey(opsPrefix(o), opsMeta), opsMetaValue{next: 1, batches: 1, staged: 1}.append(nil)
 }
+
+// QueuedCommits returns how many commits wait in s for a group to write them.
+func QueuedCommits(s *Store) int {
+	s.commits.mu.Lock()
+	defer s.commits.mu.Unlock()
+	return len(s.commits.queue)
+}

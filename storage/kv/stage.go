@@ -56,7 +56,7 @@ func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Conditio
 		all = append(head[:len(head):len(head)], all...)
 	}
 	if s.fits(conds, all) {
-		return s.b.Commit(ctx, conds, all)
+		return s.commits.commit(ctx, conds, all)
 	}
 	batch := rand.Uint64() | 1 // never 0, which means none
 	chunks, err := s.chunks(prefix, batch, body)
@@ -64,7 +64,7 @@ func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Conditio
 		return err
 	}
 	for i, c := range chunks {
-		if err := s.b.Commit(ctx, nil, []Write{{Key: stagedKey(prefix, batch, i), Value: c}}); err != nil {
+		if err := s.commits.commit(ctx, nil, []Write{{Key: stagedKey(prefix, batch, i), Value: c}}); err != nil {
 			return fmt.Errorf("stage chunk %d of %d: %w", i+1, len(chunks), err)
 		}
 	}
@@ -73,7 +73,7 @@ func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Conditio
 	if !s.fits(conds, commit) {
 		return fmt.Errorf("the run's records alone exceed one write of the backend (%+v): %w", s.limits, errors.Join(ErrTooLarge, operations.ErrInvalid))
 	}
-	if err := s.b.Commit(ctx, conds, commit); err != nil {
+	if err := s.commits.commit(ctx, conds, commit); err != nil {
 		return err
 	}
 	return s.rollForward(ctx, prefix)
@@ -173,13 +173,13 @@ func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
 			if err != nil {
 				return fmt.Errorf("chunk %x: %w", c.key, err)
 			}
-			if err := lost(s.b.Commit(ctx, cond, append(writes, Write{Key: c.key, Delete: true}))); err != nil {
+			if err := lost(s.commits.commit(ctx, cond, append(writes, Write{Key: c.key, Delete: true}))); err != nil {
 				return err
 			}
 		}
 		meta.staged = 0
 		staged := opsKey(prefix, opsStaged)
-		return lost(s.b.Commit(ctx, cond, []Write{
+		return lost(s.commits.commit(ctx, cond, []Write{
 			{Key: metaKey, Value: meta.append(nil)},
 			{Key: staged, End: end(staged), Delete: true},
 		}))

@@ -17,6 +17,7 @@ import (
 // the same backend. Every method of a nil *Store fails with [ErrClosed].
 type Store struct {
 	b        Backend
+	commits  *committer // every commit of the engine goes through it
 	limits   Limits
 	attempts int // see WithRetries
 	turns    turns
@@ -48,7 +49,7 @@ var _ operations.Store = (*Store)(nil)
 // A done ctx, or a backend error, fails it with that error; a write of the format key
 // that keeps losing races, as [DefaultRetries] says, fails it with operations.ErrConflict.
 func Open(ctx context.Context, b Backend, opts ...Option) (*Store, error) {
-	s := &Store{b: b, limits: b.Limits(), attempts: DefaultRetries}
+	s := &Store{b: b, commits: newCommitter(b), limits: b.Limits(), attempts: DefaultRetries}
 	for _, o := range opts {
 		o(s)
 	}
@@ -257,7 +258,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 		if after.Phase != before.Phase {
 			writes = append(writes, Write{Key: idxKey(o, before.Phase), Delete: true})
 		}
-		return lost(s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, writes))
+		return lost(s.commits.commit(ctx, []Condition{{Key: rk, Version: ver}}, writes))
 	})
 	switch {
 	case fromUpdate:
@@ -357,7 +358,7 @@ func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
 		if err != nil {
 			return err
 		}
-		return lost(s.b.Commit(ctx, []Condition{{Key: rk, Version: ver}}, []Write{
+		return lost(s.commits.commit(ctx, []Condition{{Key: rk, Version: ver}}, []Write{
 			{Key: rk, Delete: true},
 			{Key: idxKey(o, run.Phase), Delete: true},
 			{Key: prefix, End: end(prefix), Delete: true},

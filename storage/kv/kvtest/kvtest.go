@@ -55,6 +55,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) kv.Backend) {
 		{"SlicesNotKept", testSlicesNotKept},
 		{"ConcurrentCommits", testConcurrentCommits},
 		{"ContextDone", testContextDone},
+		{"CommitGroup", testCommitGroup},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := newBackend(t)
@@ -524,5 +525,47 @@ func testContextDone(t *testing.T, b kv.Backend) {
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Read whose reader's context is done: %v, want context.Canceled", err)
+	}
+}
+
+// testCommitGroup checks a driver that is a kv.GroupCommitter: the commits of a group
+// apply in order, each seeing the ones before it; one whose conditions fail writes
+// nothing and fails alone; each applied commit gets a version of its own. A driver that
+// is not one has nothing to check: its commits go one at a time.
+func testCommitGroup(t *testing.T, b kv.Backend) {
+	g, ok := b.(kv.GroupCommitter)
+	if !ok {
+		t.Logf("%T is not a kv.GroupCommitter: the engine sends it one commit at a time", b)
+		return
+	}
+	put(t, b, "a", "1")
+	a := get(t, b, "a")
+	w := func(k, v string) kv.Write { return kv.Write{Key: []byte(k), Value: []byte(v)} }
+	group := []kv.Commit{
+		{Conds: []kv.Condition{{Key: []byte("a"), Version: a.Version}}, Writes: []kv.Write{w("a", "2")}},
+		// a has moved on: this one's condition fails.
+		{Conds: []kv.Condition{{Key: []byte("a"), Version: a.Version}}, Writes: []kv.Write{w("b", "lost")}},
+		// b is still absent: this one's holds.
+		{Conds: []kv.Condition{{Key: []byte("b")}}, Writes: []kv.Write{w("b", "1"), w("c", "1")}},
+		{Writes: []kv.Write{{Key: []byte("c"), Delete: true}}},
+	}
+	errs, err := g.CommitGroup(bg, group)
+	if err != nil {
+		t.Fatalf("CommitGroup = %v", err)
+	}
+	if len(errs) != len(group) {
+		t.Fatalf("CommitGroup returned %d errors for %d commits", len(errs), len(group))
+	}
+	for i, want := range []bool{false, true, false, false} {
+		if got := errors.Is(errs[i], kv.ErrConditionFailed); got != want || (!want && errs[i] != nil) {
+			t.Errorf("commit %d of the group: error %v, want a failed condition: %v", i, errs[i], want)
+		}
+	}
+	got := scan(t, b, "", "")
+	if diff := cmp.Diff([]string{"a=2", "b=1"}, values(got)); diff != "" {
+		t.Errorf("keys after the group (-want +got):\n%s", diff)
+	}
+	if len(got) == 2 && (got[0].Version == a.Version || got[0].Version == 0 || got[1].Version == 0) {
+		t.Errorf("versions after the group: a %d (was %d), b %d", got[0].Version, a.Version, got[1].Version)
 	}
 }
