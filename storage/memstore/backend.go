@@ -53,8 +53,7 @@ func (bl *block) value(i int) []byte {
 	return bl.data[e.voff : e.voff+e.vlen : e.voff+e.vlen]
 }
 
-// add appends b to the block's data and returns its offset. Bytes already in data never
-// change: a reader may hold them.
+// add appends b to the block's data and returns its offset.
 func (bl *block) add(b []byte) uint32 {
 	off := len(bl.data)
 	bl.data = append(bl.data, b...)
@@ -105,8 +104,17 @@ func (b *backend) put(key, value []byte, ver kv.Version) {
 	bl := b.blocks[blk]
 	if found {
 		e := &bl.ents[pos]
-		bl.garbage += int(e.vlen)
-		e.voff, e.vlen, e.ver = bl.add(value), uint32(len(value)), ver
+		if len(value) <= int(e.vlen) {
+			// The new value fits where the old one is: write it there. No reader
+			// holds the old bytes, since a reader's slices are valid only while its
+			// Read holds the lock that this Commit holds alone.
+			copy(bl.data[e.voff:e.voff+e.vlen], value)
+			bl.garbage += int(e.vlen) - len(value)
+			e.vlen, e.ver = uint32(len(value)), ver
+		} else {
+			bl.garbage += int(e.vlen)
+			e.voff, e.vlen, e.ver = bl.add(value), uint32(len(value)), ver
+		}
 	} else {
 		e := entry{klen: uint32(len(key)), vlen: uint32(len(value)), ver: ver}
 		e.koff = bl.add(key)
