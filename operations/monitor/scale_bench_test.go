@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -52,9 +53,11 @@ var memstorePerSec float64
 // operations, by default; see scaleRuns), whose plugin answers at once with new
 // progress, on memstore and on boltstore (a file in a temporary directory, synced as in
 // production). It reports the operations polled per second, of-memstore (the same over
-// memstore's in the same process), the bytes and allocations per polled operation, and
-// heap-growth-MiB, the most the live heap grew above where it stood before the passes,
-// sampled every 10 ms. The load (every run and its operations, written by 16
+// memstore's in the same process), the bytes and allocations per polled operation,
+// heap-growth-MiB, the most the heap grew above where it stood before the passes
+// (sampled every 10 ms; under the garbage collector's default pacing this counts up to
+// as much garbage as the heap holds live), and held-MiB, about the most memory one more
+// pass, untimed, holds at once (see heldByPass). The load (every run and its operations, written by 16
 // goroutines, with CreateRunWithOperations) is reported as load-s and load-ops/s.
 //
 //	go test ./operations/monitor -run '^$' -bench MonitorScale -benchtime 3x -timeout 60m
@@ -105,6 +108,9 @@ func BenchmarkMonitorScale(b *testing.B) {
 			elapsed := time.Since(start)
 			b.StopTimer()
 			high := peak()
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			held := heldByPass(b, m)
 			total := float64(runs * perRun * b.N)
 			perSec := total / elapsed.Seconds()
 			b.ReportMetric(perSec, "ops/s")
@@ -114,11 +120,10 @@ func BenchmarkMonitorScale(b *testing.B) {
 				b.ReportMetric(perSec/memstorePerSec, "of-memstore")
 			}
 			b.ReportMetric(float64(max(high, before.HeapAlloc)-before.HeapAlloc)/(1<<20), "heap-growth-MiB")
+			b.ReportMetric(held/(1<<20), "held-MiB")
 			b.ReportMetric(load.Seconds(), "load-s")
 			b.ReportMetric(float64(runs*perRun)/load.Seconds(), "load-ops/s")
 			// ns/op, B/op and allocs/op are per pass; these are per polled operation.
-			var after runtime.MemStats
-			runtime.ReadMemStats(&after)
 			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/total, "B/polled-op")
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/total, "allocs/polled-op")
 		})
@@ -202,4 +207,22 @@ func sampleHeap() func() uint64 {
 		wg.Wait()
 		return high
 	}
+}
+
+// heldByPass makes one more pass of m with the garbage collector collecting once the heap
+// has grown by 10% (GOGC=10) and returns about the most memory the pass held at once:
+// the highest heap seen, less the 10% of it that may be garbage, less the heap before
+// the pass.
+func heldByPass(b *testing.B, m *monitor.Monitor) float64 {
+	old := debug.SetGCPercent(10)
+	defer debug.SetGCPercent(old)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	peak := sampleHeap()
+	if _, err := m.RunOnce(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	high := float64(peak())
+	return max(high/1.1-float64(before.HeapAlloc), 0)
 }
