@@ -123,8 +123,10 @@ func TestSuiteNamesBrokenDecorators(t *testing.T) {
 			wantSaid: "is not an operations.RunStarter",
 		},
 		{
-			name:     "a GetOperation cache returns a replaced operation as it was",
-			wrap:     func(s *memstore.Store) operations.Store { return keepStarter{&opCache{Store: s, ops: map[string]operations.Operation{}}, s} },
+			name: "a GetOperation cache returns a replaced operation as it was",
+			wrap: func(s *memstore.Store) operations.Store {
+				return keepStarter{&opCache{Store: s, ops: map[string]operations.Operation{}}, s}
+			},
 			only:     []string{"Operations", "Concurrency/GetOperationFollowsWrites"},
 			wantFail: []string{"Operations", "Operations/ReplaceThenGet", "Concurrency/GetOperationFollowsWrites"},
 			wantSaid: "a stale read",
