@@ -3,6 +3,7 @@ package operations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -164,4 +165,28 @@ func TestDecorateNilAround(t *testing.T) {
 	if _, err := s.GetRun(ctx, o); err != nil {
 		t.Fatalf("GetRun(%s) returned the error %q, want none", o, err)
 	}
+}
+
+// A decorator that logs the writes to a store, and keeps its atomic start.
+func ExampleDecorate() {
+	ctx := context.Background()
+	s := operations.Decorate(memstore.New(), func(ctx context.Context, c operations.Call, call func(context.Context) error) error {
+		err := call(ctx)
+		if c.Write {
+			fmt.Printf("%s %s: %v\n", c.Method, c.Owner, err)
+		}
+		return err
+	})
+	_, atomic := s.(operations.RunStarter)
+	fmt.Println("atomic start:", atomic)
+
+	o := operations.Owner{Kind: phase.Backup, Name: "nightly"}
+	_, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{}, nil
+	})
+	fmt.Println(err)
+	// Output:
+	// atomic start: true
+	// CreateRunWithOperations Backup/nightly: <nil>
+	// <nil>
 }

@@ -201,3 +201,39 @@ func TestSuitePassesFaithfulDecorators(t *testing.T) {
 		})
 	}
 }
+
+// frozenRuns returns, for each run, what GetRun first read of it, forever.
+type frozenRuns struct {
+	operations.Store
+	mu   sync.Mutex
+	runs map[string]operations.Run
+}
+
+func (f *frozenRuns) GetRun(ctx context.Context, o operations.Owner) (operations.Run, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.runs[o.String()]; ok {
+		return r.Clone(), nil
+	}
+	r, err := f.Store.GetRun(ctx, o)
+	if err == nil {
+		f.runs[o.String()] = r.Clone()
+	}
+	return r, err
+}
+
+// RunCancel's failures name the read that returned the stale value.
+func TestRunCancelNamesTheStaleRead(t *testing.T) {
+	rec := newRecorder(t, "HonouredByNextPass")
+	storetest.RunCancel(rec, func(*recorder) operations.Store {
+		s := memstore.New()
+		return keepStarter{&frozenRuns{Store: s, runs: map[string]operations.Run{}}, s}
+	})
+	if !slices.Contains(rec.failures(), "HonouredByNextPass") {
+		t.Fatalf("RunCancel passed a store whose GetRun never changes; the subtests that failed: %q", rec.failures())
+	}
+	const want = "GetRun(Restore/cancelled) after the pass that followed the cancel request returned the run in WaitingForPluginOperations"
+	if said := rec.said("HonouredByNextPass"); !strings.Contains(said, want) {
+		t.Errorf("HonouredByNextPass said %q, want it to say %q", said, want)
+	}
+}
