@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -123,5 +124,32 @@ func TestCounter(t *testing.T) {
 	var empty operationstest.Counter
 	if _, err := empty.Resolve(mover.Name()); err == nil {
 		t.Errorf("Resolve(%q) of a Counter without a Resolver returned no error, want one", mover.Name())
+	}
+}
+
+// Counts read while calls are counted, from the first call on, race with nothing (run
+// with -race: readers spin while the first calls are counted).
+func TestCountsWhileCalled(t *testing.T) {
+	for range 20 {
+		tr := &operationstest.Tracker{}
+		var stop atomic.Bool
+		var readers sync.WaitGroup
+		for range 4 {
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				for !stop.Load() {
+					tr.CancelCalls("a")
+					tr.ProgressCalls("a")
+				}
+			}()
+		}
+		_ = tr.Cancel(context.Background(), operations.Operation{ID: "a"})
+		_, _ = tr.Progress(context.Background(), operations.Operation{ID: "a"})
+		stop.Store(true)
+		readers.Wait()
+		if got := []int{tr.ProgressCalls("a"), tr.CancelCalls("a")}; got[0] != 1 || got[1] != 1 {
+			t.Fatalf("ProgressCalls, CancelCalls = %v after one call of each, want 1, 1", got)
+		}
 	}
 }

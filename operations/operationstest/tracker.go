@@ -40,10 +40,10 @@ func (t *Tracker) Cancel(ctx context.Context, op operations.Operation) error {
 }
 
 // ProgressCalls returns how many times Progress was called for operation id.
-func (t *Tracker) ProgressCalls(id string) int { return t.calls.get(t.calls.progress, id) }
+func (t *Tracker) ProgressCalls(id string) int { return t.calls.get(&t.calls.progress, id) }
 
 // CancelCalls returns how many times Cancel was called for operation id.
-func (t *Tracker) CancelCalls(id string) int { return t.calls.get(t.calls.cancel, id) }
+func (t *Tracker) CancelCalls(id string) int { return t.calls.get(&t.calls.cancel, id) }
 
 // calls counts the Progress and Cancel calls of each operation ID. Its zero value counts
 // none; it is safe for concurrent use.
@@ -53,6 +53,7 @@ type calls struct {
 	cancel   map[string]int
 }
 
+// count adds a call of id to *m, one of c's maps.
 func (c *calls) count(m *map[string]int, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -62,10 +63,11 @@ func (c *calls) count(m *map[string]int, id string) {
 	(*m)[id]++
 }
 
-func (c *calls) get(m map[string]int, id string) int {
+// get returns the count of id in *m; m points to one of c's maps, read under c.mu.
+func (c *calls) get(m *map[string]int, id string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return m[id]
+	return (*m)[id]
 }
 
 // Resolver returns an operations.Resolver that finds trackers by action name in
@@ -108,11 +110,11 @@ func (c *Counter) Resolve(action string) (operations.Tracker, error) {
 
 // ProgressCalls returns how many times Progress was called for operation id, through
 // the trackers c resolved.
-func (c *Counter) ProgressCalls(id string) int { return c.calls.get(c.calls.progress, id) }
+func (c *Counter) ProgressCalls(id string) int { return c.calls.get(&c.calls.progress, id) }
 
 // CancelCalls returns how many times Cancel was called for operation id, through the
 // trackers c resolved.
-func (c *Counter) CancelCalls(id string) int { return c.calls.get(c.calls.cancel, id) }
+func (c *Counter) CancelCalls(id string) int { return c.calls.get(&c.calls.cancel, id) }
 
 // counted is a tracker that a Counter resolved.
 type counted struct {
