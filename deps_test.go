@@ -164,6 +164,7 @@ func TestImportLayers(t *testing.T) {
 		// The records and the Store contract: what every store and plugin needs.
 		"operations":                {"phase"},
 		"operations/operationstest": {"operations", "phase"},
+		"operations/decorate":       {"operations", "phase"},
 		// On top of the records, never below them, and never on each other.
 		"operations/opsfile":   {"operations", "phase"},
 		"operations/monitor":   {"operations", "phase", "clock"},

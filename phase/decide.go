@@ -3,20 +3,28 @@ package phase
 import "fmt"
 
 // An Outcome is what the main run of a backup or restore produced, as [AfterMainRun]
-// needs it: whether a fatal error ended it, how many errors it recorded, and how many
-// plugin operations are still running. Negative counts are treated as zero.
+// needs it: whether a fatal error ended it, how many errors it recorded, how many plugin
+// operations are still running, and whether a cancel of the run was requested before it
+// ended (operations.Run.CancelRequested). Negative counts are treated as zero.
 type Outcome struct {
-	Fatal   bool
-	Errors  int
-	Pending int
+	Fatal     bool
+	Errors    int
+	Pending   int
+	Cancelled bool
 }
 
 // AfterMainRun returns the phase a run in InProgress moves to when its main run ends,
 // following the design case by case:
 //
 //   - a fatal error: Failed;
-//   - operations still pending: WaitingForPluginOperations, or
-//     WaitingForPluginOperationsPartiallyFailed when there were errors;
+//   - a cancel requested, nothing pending: Failed. Velero has no Canceled phase for
+//     backups and restores (nor for plugin operations, which end Failed with a
+//     "Canceled" error), so a cancelled run fails;
+//   - operations still pending, cancelled or not: WaitingForPluginOperations, or
+//     WaitingForPluginOperationsPartiallyFailed when there were errors. A run whose
+//     cancel was requested waits too, so that the Monitor (package operations/monitor)
+//     cancels its operations through their plugins, then fails it: failing it at once
+//     would leave them running;
 //   - nothing pending, backups (and restores with [WithRestoreFinalizing]): Finalizing, or
 //     FinalizingPartiallyFailed when there were errors;
 //   - nothing pending, restores: Completed, or PartiallyFailed when there were errors.
@@ -30,7 +38,7 @@ func AfterMainRun(kind Kind, o Outcome, opts ...Option) Phase {
 	}
 	errs := o.Errors > 0
 	switch {
-	case o.Fatal:
+	case o.Fatal, o.Cancelled && o.Pending <= 0:
 		return Failed
 	case o.Pending > 0 && errs:
 		return WaitingForPluginOperationsPartiallyFailed

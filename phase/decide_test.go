@@ -38,6 +38,17 @@ func TestAfterMainRun(t *testing.T) {
 		{"queued backup, no errors, no pending", phase.Backup, phase.Outcome{}, []phase.Option{phase.WithQueue()}, phase.Finalizing},
 		{"negative counts are zero", phase.Restore, phase.Outcome{Errors: -1, Pending: -1}, nil, phase.Completed},
 		{"unknown kind", "Schedule", phase.Outcome{}, nil, ""},
+		// A cancel requested during the main run fails the run, once no operation is
+		// left for the Monitor to cancel.
+		{"backup, cancelled, no pending", phase.Backup, phase.Outcome{Cancelled: true}, nil, phase.Failed},
+		{"restore, cancelled, no pending", phase.Restore, phase.Outcome{Cancelled: true}, nil, phase.Failed},
+		{"finalizing restore, cancelled, errors, no pending", phase.Restore, phase.Outcome{Cancelled: true, Errors: 2}, finalizing, phase.Failed},
+		{"queued backup, cancelled, no pending", phase.Backup, phase.Outcome{Cancelled: true}, []phase.Option{phase.WithQueue()}, phase.Failed},
+		{"backup, cancelled, negative pending", phase.Backup, phase.Outcome{Cancelled: true, Pending: -3}, nil, phase.Failed},
+		{"backup, cancelled, pending: the Monitor cancels them", phase.Backup, phase.Outcome{Cancelled: true, Pending: 2}, nil, phase.WaitingForPluginOperations},
+		{"restore, cancelled, errors, pending", phase.Restore, phase.Outcome{Cancelled: true, Errors: 1, Pending: 1}, nil, phase.WaitingForPluginOperationsPartiallyFailed},
+		{"backup, cancelled and fatal", phase.Backup, phase.Outcome{Cancelled: true, Fatal: true, Pending: 1}, nil, phase.Failed},
+		{"unknown kind, cancelled", "Schedule", phase.Outcome{Cancelled: true}, nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

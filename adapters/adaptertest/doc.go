@@ -10,7 +10,10 @@
 // New, which also returns the [FinishFunc] that makes an operation end, so the suite
 // can see an operation through without waiting. A plugin without operations (an adapted
 // v1 plugin) has no FinishFunc; the suite then checks that it starts none and that its
-// Progress returns [operations.ErrAsyncOperationsNotSupported].
+// Progress returns [operations.ErrAsyncOperationsNotSupported]. Each subtest logs first
+// how it starts operations (Execute of which item, CreateSnapshot of which volume), so
+// a failure shows what the plugin was given; each failure is a sentence that says which
+// call returned what.
 //
 // # Fakes
 //

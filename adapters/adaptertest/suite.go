@@ -3,8 +3,10 @@ package adaptertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -58,17 +60,19 @@ func RunBackupItemAction[B any](t *testing.T, h BackupItemActionHarness[B]) {
 	if item == nil {
 		item = defaultItem()
 	}
+	started := "Execute of " + describe(item, h.Item == nil)
 	run(t, false, func(t *testing.T) subject {
 		a, finish := h.New(t)
 		return subject{
-			name: a.Name(),
+			name:    a.Name(),
+			started: started,
 			start: func(ctx context.Context) (string, error) {
 				_, _, id, post, err := a.Execute(ctx, item, h.Backup)
 				if err == nil && id == "" && len(post) > 0 {
-					t.Errorf("Execute returned post-operation items %v without an operation ID", post)
+					t.Errorf("%s returned post-operation items %v without an operation ID", started, post)
 				}
 				if err == nil && finish == nil && len(post) > 0 {
-					t.Errorf("Execute of an action without operations returned post-operation items %v", post)
+					t.Errorf("%s, an action without operations, returned post-operation items %v", started, post)
 				}
 				return id, err
 			},
@@ -108,14 +112,16 @@ func RunRestoreItemAction[R any](t *testing.T, h RestoreItemActionHarness[R]) {
 	if item == nil {
 		item = defaultItem()
 	}
+	started := "Execute of " + describe(item, h.Item == nil)
 	run(t, false, func(t *testing.T) subject {
 		a, finish := h.New(t)
 		return subject{
-			name: a.Name(),
+			name:    a.Name(),
+			started: started,
 			start: func(ctx context.Context) (string, error) {
 				out, err := a.Execute(ctx, adapters.RestoreItemActionInput[R]{Item: item, ItemFromBackup: item, Restore: h.Restore})
 				if err == nil && finish == nil && out.WaitForAdditionalItems {
-					t.Errorf("Execute of an action without operations asked to wait for additional items")
+					t.Errorf("%s, an action without operations, asked to wait for additional items", started)
 				}
 				return out.OperationID, err
 			},
@@ -149,10 +155,12 @@ func RunVolumeSnapshotter(t *testing.T, h VolumeSnapshotterHarness) {
 	if h.New == nil {
 		t.Fatal("adaptertest: VolumeSnapshotterHarness.New is nil")
 	}
+	started := fmt.Sprintf("CreateSnapshot(%q, %q)", h.VolumeID, h.VolumeAZ)
 	run(t, true, func(t *testing.T) subject {
 		s, finish := h.New(t)
 		return subject{
-			name: s.Name(),
+			name:    s.Name(),
+			started: started,
 			start: func(ctx context.Context) (string, error) {
 				return s.CreateSnapshot(ctx, h.VolumeID, h.VolumeAZ, map[string]string{"adaptertest": "true"})
 			},
@@ -166,6 +174,7 @@ func RunVolumeSnapshotter(t *testing.T, h VolumeSnapshotterHarness) {
 // subject is a plugin under test, seen through the methods the rules need.
 type subject struct {
 	name     string
+	started  string // what start calls, for the failure messages: "Execute of ConfigMap ..."
 	start    func(ctx context.Context) (operationID string, err error)
 	progress func(ctx context.Context, id string) (operations.Progress, error)
 	cancel   func(ctx context.Context, id string) error
@@ -177,6 +186,14 @@ type subject struct {
 func run(t *testing.T, alwaysID bool, newSubject func(t *testing.T) subject) {
 	t.Helper()
 	ctx := context.Background()
+	// Each subtest says, first, how it starts operations, so that a failure shows which
+	// item (or volume) the plugin was given.
+	fresh := newSubject
+	newSubject = func(t *testing.T) subject {
+		s := fresh(t)
+		t.Logf("adaptertest: plugin %q; operations are started by %s", s.name, s.started)
+		return s
+	}
 
 	t.Run("NameNotEmpty", func(t *testing.T) {
 		if s := newSubject(t); s.name == "" {
@@ -189,37 +206,37 @@ func run(t *testing.T, alwaysID bool, newSubject func(t *testing.T) subject) {
 		t.Helper()
 		id, err := s.start(ctx)
 		if err != nil {
-			t.Fatalf("starting an operation: %v", err)
+			t.Fatalf("%s, to start an operation, returned the error %q, want none", s.started, err)
 		}
 		if id == "" {
-			t.Fatal("starting an operation returned no operation ID")
+			t.Fatalf("%s, to start an operation, returned no operation ID", s.started)
 		}
 		return id
 	}
 
-	if s := newSubject(t); s.finish == nil {
+	if s := fresh(t); s.finish == nil {
 		t.Run("NoOperations", func(t *testing.T) {
 			s := newSubject(t)
 			id, err := s.start(ctx)
 			switch {
 			case err != nil:
-				t.Fatalf("start: %v", err)
+				t.Fatalf("%s returned the error %q, want none", s.started, err)
 			case alwaysID && id == "":
-				t.Fatal("CreateSnapshot returned no snapshot ID")
+				t.Fatalf("%s returned no snapshot ID", s.started)
 			case !alwaysID && id != "":
-				t.Fatalf("Execute returned operation ID %q from a plugin without operations", id)
+				t.Fatalf("%s returned the operation ID %q from a plugin without operations, want none", s.started, id)
 			}
 			if id == "" {
 				id = unknownID
 			}
 			if _, err := s.progress(ctx, id); !errors.Is(err, operations.ErrAsyncOperationsNotSupported) {
-				t.Errorf("Progress(%q) error = %v, want one wrapping operations.ErrAsyncOperationsNotSupported", id, err)
+				t.Errorf("Progress(%q) returned %s, want an error wrapping operations.ErrAsyncOperationsNotSupported", id, errText(err))
 			}
 		})
 		t.Run("CancelHarmless", func(t *testing.T) {
 			s := newSubject(t)
 			if err := s.cancel(ctx, unknownID); err != nil {
-				t.Errorf("Cancel(%q) = %v, want nil", unknownID, err)
+				t.Errorf("Cancel(%q) returned %s, want none", unknownID, errText(err))
 			}
 		})
 		return
@@ -228,19 +245,19 @@ func run(t *testing.T, alwaysID bool, newSubject func(t *testing.T) subject) {
 	t.Run("ProgressUnknownID", func(t *testing.T) {
 		s := newSubject(t)
 		if _, err := s.progress(ctx, unknownID); !errors.Is(err, operations.ErrInvalidOperationID) {
-			t.Errorf("Progress(%q) error = %v, want one wrapping operations.ErrInvalidOperationID", unknownID, err)
+			t.Errorf("Progress(%q) of an unknown ID returned %s, want an error wrapping operations.ErrInvalidOperationID", unknownID, errText(err))
 		}
 	})
 	t.Run("CancelUnknownID", func(t *testing.T) {
 		s := newSubject(t)
 		if err := s.cancel(ctx, unknownID); err != nil && !errors.Is(err, operations.ErrInvalidOperationID) {
-			t.Errorf("Cancel(%q) = %v, want nil or an error wrapping operations.ErrInvalidOperationID", unknownID, err)
+			t.Errorf("Cancel(%q) of an unknown ID returned %s, want none or one wrapping operations.ErrInvalidOperationID", unknownID, errText(err))
 		}
 	})
 	t.Run("DistinctIDs", func(t *testing.T) {
 		s := newSubject(t)
 		if a, b := started(t, s), started(t, s); a == b {
-			t.Errorf("two operations have the same ID %q", a)
+			t.Errorf("%s, called twice, returned the operation ID %q both times, want a new one each time", s.started, a)
 		}
 	})
 	t.Run("ProgressRunning", func(t *testing.T) {
@@ -248,7 +265,7 @@ func run(t *testing.T, alwaysID bool, newSubject func(t *testing.T) subject) {
 		id := started(t, s)
 		p, err := s.progress(ctx, id)
 		if err != nil {
-			t.Fatalf("Progress(%q) of a started operation: %v", id, err)
+			t.Fatalf("Progress(%q) of a started operation returned %s, want none", id, errText(err))
 		}
 		checkReport(t, id, p)
 	})
@@ -258,8 +275,8 @@ func run(t *testing.T, alwaysID bool, newSubject func(t *testing.T) subject) {
 		s.finish(id)
 		first := finished(t, s, id)
 		for i := 0; i < 3; i++ {
-			if p := finished(t, s, id); !sameEnd(first, p) {
-				t.Errorf("Progress(%q) call %d = %+v, first report after the end was %+v", id, i+2, p, first)
+			if diff := cmp.Diff(endOf(first), endOf(finished(t, s, id))); diff != "" {
+				t.Errorf("Progress(%q), call %d after the operation finished, reported another end than the first call (-first +this):\n%s", id, i+2, diff)
 			}
 		}
 	})
@@ -269,21 +286,21 @@ func run(t *testing.T, alwaysID bool, newSubject func(t *testing.T) subject) {
 		s.finish(id)
 		before := finished(t, s, id)
 		if err := s.cancel(ctx, id); err != nil {
-			t.Errorf("Cancel(%q) of a finished operation = %v, want nil", id, err)
+			t.Errorf("Cancel(%q) of a finished operation returned %s, want none", id, errText(err))
 		}
-		if after := finished(t, s, id); !sameEnd(before, after) {
-			t.Errorf("Progress(%q) after Cancel = %+v, before it was %+v", id, after, before)
+		if diff := cmp.Diff(endOf(before), endOf(finished(t, s, id))); diff != "" {
+			t.Errorf("Progress(%q) after Cancel of the finished operation reported another end (-before +after):\n%s", id, diff)
 		}
 	})
 	t.Run("CancelRunning", func(t *testing.T) {
 		s := newSubject(t)
 		id := started(t, s)
 		if err := s.cancel(ctx, id); err != nil {
-			t.Errorf("Cancel(%q) of a running operation = %v, want nil", id, err)
+			t.Errorf("Cancel(%q) of a running operation returned %s, want none", id, errText(err))
 		}
 		p, err := s.progress(ctx, id)
 		if err != nil {
-			t.Fatalf("Progress(%q) after Cancel: %v (the ID must stay valid)", id, err)
+			t.Fatalf("Progress(%q) after Cancel returned %s, want none (the ID must stay valid)", id, errText(err))
 		}
 		checkReport(t, id, p)
 	})
@@ -295,10 +312,10 @@ func finished(t *testing.T, s subject, id string) operations.Progress {
 	t.Helper()
 	p, err := s.progress(context.Background(), id)
 	if err != nil {
-		t.Fatalf("Progress(%q) of a finished operation: %v", id, err)
+		t.Fatalf("Progress(%q) of a finished operation returned %s, want none", id, errText(err))
 	}
 	if !p.Completed {
-		t.Fatalf("Progress(%q) after the operation finished = %+v, want Completed", id, p)
+		t.Fatalf("Progress(%q) after the operation finished returned %+v, want Completed", id, p)
 	}
 	checkReport(t, id, p)
 	return p
@@ -309,17 +326,46 @@ func checkReport(t *testing.T, id string, p operations.Progress) {
 	t.Helper()
 	switch {
 	case p.NCompleted < 0 || p.NTotal < 0:
-		t.Errorf("Progress(%q) = %+v: negative counts", id, p)
+		t.Errorf("Progress(%q) returned %+v, with negative counts", id, p)
 	case p.NTotal > 0 && p.NCompleted > p.NTotal:
-		t.Errorf("Progress(%q) = %+v: NCompleted above NTotal", id, p)
+		t.Errorf("Progress(%q) returned %+v, with NCompleted above NTotal", id, p)
 	case !p.Completed && p.Err != "":
-		t.Errorf("Progress(%q) = %+v: Err set on an operation not completed", id, p)
+		t.Errorf("Progress(%q) returned %+v, with Err set on an operation not completed", id, p)
 	}
 }
 
-// sameEnd reports whether two reports of a finished operation agree on how it ended.
-func sameEnd(a, b operations.Progress) bool {
-	return a.Completed == b.Completed && a.Err == b.Err && a.NCompleted == b.NCompleted && a.NTotal == b.NTotal
+// end is what two reports of a finished operation must agree on.
+type end struct {
+	Completed          bool
+	Err                string
+	NCompleted, NTotal int64
+}
+
+func endOf(p operations.Progress) end {
+	return end{Completed: p.Completed, Err: p.Err, NCompleted: p.NCompleted, NTotal: p.NTotal}
+}
+
+// errText describes err in a failure message.
+func errText(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return fmt.Sprintf("the error %q", err)
+}
+
+// describe names item in failure messages: kind, namespace and name, and whether it is
+// the default item.
+func describe(item runtime.Unstructured, isDefault bool) string {
+	u := unstructured.Unstructured{Object: item.UnstructuredContent()}
+	name := u.GetName()
+	if ns := u.GetNamespace(); ns != "" {
+		name = ns + "/" + name
+	}
+	s := fmt.Sprintf("%s %q", u.GetKind(), name)
+	if isDefault {
+		s += " (the default item: the harness's Item is nil)"
+	}
+	return s
 }
 
 // defaultItem returns the item Execute is given when the harness names none.

@@ -190,6 +190,11 @@ func TestSuiteCatchesBrokenPlugins(t *testing.T) {
 			if diff := cmp.Diff(want, failed); diff != "" {
 				t.Errorf("failed rules (-want +got):\n%s\noutput:\n%s", diff, strings.TrimSpace(string(out)))
 			}
+			// A failure says which item the plugin was given.
+			const item = `operations are started by Execute of ConfigMap "adaptertest/item" (the default item: the harness's Item is nil)`
+			if !strings.Contains(string(out), item) {
+				t.Errorf("the output does not say %q:\n%s", item, out)
+			}
 		})
 	}
 }

@@ -62,7 +62,27 @@ func (c *Clock) After(d time.Duration) <-chan time.Time {
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	c.moveTo(c.now.Add(d))
+}
+
+// AdvanceTo moves the clock forward to t, as Advance(t.Sub(Now())) would without the race
+// between the two calls, and fires every After whose time has come. The clock never goes
+// back: a t that is not after the clock's time leaves it where it is. It returns how far
+// the clock moved.
+func (c *Clock) AdvanceTo(t time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !t.After(c.now) {
+		return 0
+	}
+	d := t.Sub(c.now)
+	c.moveTo(t)
+	return d
+}
+
+// moveTo sets the clock to t and fires the Afters whose time has come; c.mu is held.
+func (c *Clock) moveTo(t time.Time) {
+	c.now = t
 	kept := c.waiters[:0]
 	for _, w := range c.waiters {
 		if w.at.After(c.now) {

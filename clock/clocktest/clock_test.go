@@ -86,3 +86,31 @@ func TestClockBlockUntilAfterCalls(t *testing.T) {
 	c.Advance(time.Second)
 	<-done
 }
+
+func TestAdvanceTo(t *testing.T) {
+	c := clocktest.NewClock(t0)
+	at := c.After(time.Hour)
+	tests := []struct {
+		name      string
+		to        time.Time
+		wantMoved time.Duration
+		wantNow   time.Time
+		wantFired bool
+	}{
+		{"forward, before the After", t0.Add(59 * time.Minute), 59 * time.Minute, t0.Add(59 * time.Minute), false},
+		{"to the instant it shows", t0.Add(59 * time.Minute), 0, t0.Add(59 * time.Minute), false},
+		{"back: the clock stays", t0, 0, t0.Add(59 * time.Minute), false},
+		{"forward, past the After", t0.Add(2 * time.Hour), 61 * time.Minute, t0.Add(2 * time.Hour), true},
+	}
+	for _, tc := range tests { // in order: each case starts where the last left the clock
+		moved := c.AdvanceTo(tc.to)
+		firedAt, ok := fired(at)
+		if moved != tc.wantMoved || !c.Now().Equal(tc.wantNow) || ok != tc.wantFired {
+			t.Errorf("%s: AdvanceTo(%s) moved the clock %s to %s, After(1h) fired: %v; want %s, %s, %v",
+				tc.name, tc.to, moved, c.Now(), ok, tc.wantMoved, tc.wantNow, tc.wantFired)
+		}
+		if ok && !firedAt.Equal(tc.wantNow) {
+			t.Errorf("%s: After(1h) received %s, want %s", tc.name, firedAt, tc.wantNow)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package recipes holds the code that docs/testing.md tests, and its tests are the
 // recipes the guide shows: a Store decorator checked by storetest, a v2 plugin checked
 // by adaptertest, a Monitor driven by a fake clock, and table-driven phase decisions.
+// Every Go block of the guide is in the tests of this package (TestGuideCodeBlocks).
 package recipes
 
 import (
@@ -15,38 +16,30 @@ import (
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/decorate"
 )
 
-// CountingStore is an operations.Store that counts the writes it passes to the Store it
-// wraps: the kind of decorator (metrics, tracing) a user writes and must keep faithful
-// to the storage contract.
-type CountingStore struct {
-	operations.Store
+// A WriteCounter counts the writes that go through the stores it decorates: the kind of
+// decorator (metrics, tracing) a user writes and must keep faithful to the storage
+// contract. It builds them with decorate.Store, so a decorated store keeps the
+// optional abilities of the store it wraps, the atomic start of operations.RunStarter
+// among them. A WriteCounter is safe for concurrent use; its zero value counts from zero.
+type WriteCounter struct {
 	writes atomic.Int64
 }
 
-// Writes returns how many writes went through.
-func (s *CountingStore) Writes() int64 { return s.writes.Load() }
-
-func (s *CountingStore) CreateRun(ctx context.Context, r operations.Run) error {
-	s.writes.Add(1)
-	return s.Store.CreateRun(ctx, r)
+// Wrap returns s, decorated to count its writes into c.
+func (c *WriteCounter) Wrap(s operations.Store) operations.Store {
+	return decorate.Store(s, func(ctx context.Context, call decorate.Call, do func(context.Context) error) error {
+		if call.Write {
+			c.writes.Add(1)
+		}
+		return do(ctx)
+	})
 }
 
-func (s *CountingStore) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
-	s.writes.Add(1)
-	return s.Store.UpdateRun(ctx, o, update)
-}
-
-func (s *CountingStore) DeleteRun(ctx context.Context, o operations.Owner) error {
-	s.writes.Add(1)
-	return s.Store.DeleteRun(ctx, o)
-}
-
-func (s *CountingStore) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
-	s.writes.Add(1)
-	return s.Store.PutOperations(ctx, o, ops)
-}
+// Writes returns how many writes went through the stores c decorates.
+func (c *WriteCounter) Writes() int64 { return c.writes.Load() }
 
 // Snapshotter is a v2 backup item action that makes a snapshot of each volume claim in
 // the background; each snapshot takes Took by its Clock.

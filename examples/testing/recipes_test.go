@@ -3,6 +3,7 @@ package recipes_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,17 +18,58 @@ import (
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/boltstore"
 	"github.com/itemops/itemops/storage/memstore"
 	"github.com/itemops/itemops/storage/storetest"
 )
 
 var t0 = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
+// recipe: a real store on disk
+func TestReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "itemops.db")
+	s, err := boltstore.Open(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+
+	o := operations.Owner{Kind: phase.Backup, Name: "nightly"}
+	require.NoError(t, s.CreateRun(context.Background(), operations.Run{Owner: o, Phase: phase.New}))
+	require.NoError(t, s.Close())
+	again, err := boltstore.Open(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { again.Close() })
+	_, err = again.GetRun(context.Background(), o)
+	require.NoError(t, err, "GetRun after reopening the file")
+}
+
 // recipe: storetest
-func TestCountingStoreConformance(t *testing.T) {
+func TestWriteCounterConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) operations.Store {
-		return &recipes.CountingStore{Store: memstore.New()}
+		return new(recipes.WriteCounter).Wrap(memstore.New())
 	})
+}
+
+// recipe: a decorator keeps the atomic start
+func TestWriteCounterCounts(t *testing.T) {
+	ctx := context.Background()
+	var counter recipes.WriteCounter
+	s := counter.Wrap(memstore.New())
+	if _, ok := s.(operations.RunStarter); !ok {
+		t.Fatal("the decorated memstore is not an operations.RunStarter: StartRun would not be atomic on it")
+	}
+	o := operations.Owner{Kind: phase.Backup, Name: "nightly"}
+	_, err := operations.StartRun(ctx, s, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{}, errors.New("main run failed")
+	})
+	require.Error(t, err)
+	_, err = s.GetRun(ctx, o)
+	require.ErrorIs(t, err, operations.ErrNotFound, "a failed main run leaves no run behind")
+
+	_, err = operations.StartRun(ctx, s, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{Operations: []operations.Operation{{Action: "example.io/snapshotter", ID: "snap-1"}}}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), counter.Writes(), "StartRun writes the run and its operations at once")
 }
 
 // recipe: adaptertest
@@ -57,6 +99,8 @@ func TestAfterMainRun(t *testing.T) {
 		{name: "restore, nothing pending", kind: phase.Restore, out: phase.Outcome{}, want: phase.Completed},
 		{name: "restore through Finalizing", kind: phase.Restore, out: phase.Outcome{}, opts: []phase.Option{phase.WithRestoreFinalizing()}, want: phase.Finalizing},
 		{name: "fatal beats everything", kind: phase.Backup, out: phase.Outcome{Fatal: true, Errors: 2, Pending: 1}, want: phase.Failed},
+		{name: "cancel requested, nothing pending", kind: phase.Restore, out: phase.Outcome{Cancelled: true}, want: phase.Failed},
+		{name: "cancel requested, operations pending: the Monitor cancels them", kind: phase.Backup, out: phase.Outcome{Cancelled: true, Pending: 2}, want: phase.WaitingForPluginOperations},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,36 +114,38 @@ func TestAfterMainRun(t *testing.T) {
 // recipe: fake clock
 func TestMonitorTimeouts(t *testing.T) {
 	tests := []struct {
-		name      string
-		after     time.Duration       // how far the clock moves before the poll
-		report    operations.Progress // what the plugin says
-		wantOp    operations.OperationPhase
-		wantErr   string
-		wantRun   phase.Phase
-		wantCancs int
+		name        string
+		at          time.Time           // where the clock is moved before the pass
+		report      operations.Progress // what the plugin says
+		wantOps     map[string]operations.OperationPhase
+		wantRoute   []phase.Phase // the phases the run went through
+		wantCancels int
 	}{
-		{name: "still running, within its timeout", after: 30 * time.Minute, report: operations.Progress{NCompleted: 1, NTotal: 2},
-			wantOp: operations.OperationNew, wantRun: phase.WaitingForPluginOperations},
-		{name: "still running past its timeout", after: time.Hour + time.Second, report: operations.Progress{NCompleted: 1, NTotal: 2},
-			wantOp: operations.OperationFailed, wantErr: monitor.TimedOut, wantRun: phase.FinalizingPartiallyFailed, wantCancs: 1},
-		{name: "done in time", after: time.Minute, report: operations.Progress{Completed: true, NCompleted: 2, NTotal: 2},
-			wantOp: operations.OperationCompleted, wantRun: phase.Finalizing},
-		{name: "failed", after: time.Minute, report: operations.Progress{Completed: true, Err: "disk full"},
-			wantOp: operations.OperationFailed, wantErr: "disk full", wantRun: phase.FinalizingPartiallyFailed},
+		{name: "still running, within its timeout", at: t0.Add(30 * time.Minute), report: operations.Progress{NCompleted: 1, NTotal: 2},
+			wantOps:   map[string]operations.OperationPhase{"snap-1": operations.OperationNew},
+			wantRoute: []phase.Phase{phase.New, phase.InProgress, phase.WaitingForPluginOperations}},
+		{name: "still running past its timeout", at: t0.Add(time.Hour + time.Second), report: operations.Progress{NCompleted: 1, NTotal: 2},
+			wantOps: map[string]operations.OperationPhase{"snap-1": operations.OperationFailed},
+			wantRoute: []phase.Phase{phase.New, phase.InProgress, phase.WaitingForPluginOperations,
+				phase.WaitingForPluginOperationsPartiallyFailed, phase.FinalizingPartiallyFailed, phase.PartiallyFailed},
+			wantCancels: 1},
+		{name: "done in time", at: t0.Add(time.Minute), report: operations.Progress{Completed: true, NCompleted: 2, NTotal: 2},
+			wantOps:   map[string]operations.OperationPhase{"snap-1": operations.OperationCompleted},
+			wantRoute: []phase.Phase{phase.New, phase.InProgress, phase.WaitingForPluginOperations, phase.Finalizing, phase.Completed}},
+		{name: "failed", at: t0.Add(time.Minute), report: operations.Progress{Completed: true, Err: "disk full"},
+			wantOps: map[string]operations.OperationPhase{"snap-1": operations.OperationFailed},
+			wantRoute: []phase.Phase{phase.New, phase.InProgress, phase.WaitingForPluginOperations,
+				phase.WaitingForPluginOperationsPartiallyFailed, phase.FinalizingPartiallyFailed, phase.PartiallyFailed}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			store, clock := memstore.New(), clocktest.NewClock(t0)
 			o := operations.Owner{Kind: phase.Backup, Name: "nightly"}
-			run := operations.Run{Owner: o, Phase: phase.New, Created: t0, OperationTimeout: time.Hour}
-			require.NoError(t, run.SetPhase(phase.InProgress, "started", t0))
-			require.NoError(t, store.CreateRun(ctx, run))
-			require.NoError(t, store.PutOperations(ctx, o, []operations.Operation{{Owner: o, Action: "example.io/snapshotter", ID: "snap-1",
-				Status: operations.Status{Phase: operations.OperationNew, Created: t0}}}))
-			_, err := store.UpdateRun(ctx, o, func(r *operations.Run) error {
-				return r.SetPhase(phase.WaitingForPluginOperations, "main run ended", t0)
-			})
+			_, err := operations.StartRun(ctx, store, operations.Run{Owner: o, Created: t0, OperationTimeout: time.Hour},
+				func(context.Context) (operations.MainRun, error) { // the main run starts one snapshot
+					return operations.MainRun{Operations: []operations.Operation{{Action: "example.io/snapshotter", ID: "snap-1"}}}, nil
+				})
 			require.NoError(t, err)
 
 			plugin := &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
@@ -107,16 +153,22 @@ func TestMonitorTimeouts(t *testing.T) {
 			}}
 			m := monitor.New(store, operationstest.Resolver(map[string]operations.Tracker{"example.io/snapshotter": plugin}),
 				monitor.WithClock(clock))
-			clock.Advance(tc.after)
-			res, err := m.Poll(ctx, o) // one pass, no goroutine to wait for
+			clock.AdvanceTo(tc.at)
+			_, err = m.RunOnce(ctx) // one pass: polls, then finalizes; no goroutine to wait for
 			require.NoError(t, err)
 
-			op, err := store.GetOperation(ctx, o, "snap-1")
+			ops, err := operationstest.OperationPhases(ctx, store, o)
 			require.NoError(t, err)
-			got := []any{op.Status.Phase, op.Status.Error, res.Phase, plugin.CancelCalls("snap-1")}
-			want := []any{tc.wantOp, tc.wantErr, tc.wantRun, tc.wantCancs}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("operation phase, error, run phase, cancels (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.wantOps, ops); diff != "" {
+				t.Errorf("operations after the pass (-want +got):\n%s", diff)
+			}
+			run, err := store.GetRun(ctx, o)
+			require.NoError(t, err)
+			if diff := cmp.Diff(tc.wantRoute, operationstest.RunPhases(run)); diff != "" {
+				t.Errorf("the run's route (-want +got):\n%s", diff)
+			}
+			if got := plugin.CancelCalls("snap-1"); got != tc.wantCancels {
+				t.Errorf("Cancel calls = %d, want %d", got, tc.wantCancels)
 			}
 		})
 	}
@@ -129,15 +181,4 @@ func TestUnknownSnapshot(t *testing.T) {
 	if !errors.Is(err, operations.ErrInvalidOperationID) {
 		t.Fatalf("Progress of an unknown ID = %v, want an error wrapping ErrInvalidOperationID", err)
 	}
-}
-
-func TestCountingStoreCounts(t *testing.T) {
-	s := &recipes.CountingStore{Store: memstore.New()}
-	ctx := context.Background()
-	o := operations.Owner{Kind: phase.Backup, Name: "nightly"}
-	require.NoError(t, s.CreateRun(ctx, operations.Run{Owner: o, Phase: phase.New}))
-	require.NoError(t, s.PutOperations(ctx, o, nil))
-	_, err := s.GetRun(ctx, o)
-	require.NoError(t, err)
-	require.Equal(t, int64(2), s.Writes())
 }

@@ -27,7 +27,11 @@ func TestUpdateInPlace(t *testing.T) {
 			t.Fatalf("after writing %q over a value at least as long, the block holds %d bytes, was %d", v, got, size)
 		}
 		var got []byte
-		if err := b.Read(ctx, func(r kv.Reader) error { got, _, _ = r.Get(ctx, []byte("k")); got = append([]byte(nil), got...); return nil }); err != nil {
+		if err := b.Read(ctx, func(r kv.Reader) error {
+			got, _, _ = r.Get(ctx, []byte("k"))
+			got = append([]byte(nil), got...)
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if string(got) != v {

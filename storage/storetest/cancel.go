@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
@@ -22,8 +19,8 @@ import (
 // run; Recover does the same for the operations of a run it fails; a request made while a
 // pass polls the run is honoured by the next pass. newStore is called as by [Run]. The
 // checks use a 50ms call timeout for the plugin that hangs; they start no goroutine that
-// outlives them.
-func RunCancel(t *testing.T, newStore func(t *testing.T) operations.Store) {
+// outlives them. A failure names the read that returned the unexpected value.
+func RunCancel[T TB[T]](t T, newStore func(t T) operations.Store) {
 	t.Helper()
 	runEach(t, newStore, []check{
 		{"HonouredByNextPass", testCancelHonoured},
@@ -40,12 +37,12 @@ const cancelTimeout = 50 * time.Millisecond
 // that cancels at once, one whose Cancel hangs until its context ends, and one that does
 // not support cancelling. The operations are New when the run is InProgress (its main run
 // was still going), else InProgress.
-func cancelFixture(t *testing.T, s operations.Store, p phase.Phase) (operations.Owner, operations.Resolver, map[string]*operationstest.Tracker) {
+func cancelFixture(t tb, s operations.Store, p phase.Phase) (operations.Owner, operations.Resolver, map[string]*operationstest.Tracker) {
 	t.Helper()
 	t0 := time.Now().UTC().Truncate(time.Second) // so that no operation has timed out
 	o := restore("cancelled")
 	r := operations.Run{Owner: o, Phase: phase.New, Created: t0}
-	require.NoError(t, r.SetPhase(p, "fixture", t0))
+	noError(t, r.SetPhase(p, "fixture", t0), "fixture: SetPhase(%s)", p)
 	trackers := map[string]*operationstest.Tracker{
 		"quick": {},
 		"hangs": {CancelFunc: func(ctx context.Context, _ operations.Operation) error { <-ctx.Done(); return ctx.Err() }},
@@ -72,75 +69,95 @@ func cancelFixture(t *testing.T, s operations.Store, p phase.Phase) (operations.
 }
 
 // wantCancelled checks that every operation of o is Failed with an error that starts
-// with monitor.CancelledPrefix+reason, and that Cancel was called once for each.
-func wantCancelled(t *testing.T, s operations.Store, o operations.Owner, reason string, trackers map[string]*operationstest.Tracker) []operations.Operation {
+// with monitor.CancelledPrefix+reason, and that Cancel was called once for each. after
+// names what happened before the read, for the failure messages.
+func wantCancelled(t tb, s operations.Store, o operations.Owner, reason, after string, trackers map[string]*operationstest.Tracker) []operations.Operation {
 	t.Helper()
 	ops, err := s.ListOperations(bg, o, operations.OperationFilter{})
-	require.NoError(t, err)
-	require.Len(t, ops, 6)
+	noError(t, err, "ListOperations(%s) after %s", o, after)
+	wantEqual(t, 6, len(ops), "number of operations ListOperations(%s) returned after %s", o, after)
 	for _, op := range ops {
-		require.Equal(t, operations.OperationFailed, op.Status.Phase, "operation %s left %s", op.ID, op.Status.Phase)
-		require.True(t, strings.HasPrefix(op.Status.Error, monitor.CancelledPrefix+reason), "operation %s: %q", op.ID, op.Status.Error)
-		require.Equal(t, 1, trackers[op.Action].CancelCalls(op.ID), "Cancel calls of %s", op.ID)
+		if op.Status.Phase != operations.OperationFailed || !strings.HasPrefix(op.Status.Error, monitor.CancelledPrefix+reason) {
+			t.Errorf("ListOperations(%s) after %s returned operation %s %s with error %q, want it Failed with an error that starts with %q",
+				o, after, op.ID, op.Status.Phase, op.Status.Error, monitor.CancelledPrefix+reason)
+		}
+		if n := trackers[op.Action].CancelCalls(op.ID); n != 1 {
+			t.Errorf("after %s, the plugin %q had Cancel called %d times for operation %s, want once", after, op.Action, n, op.ID)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	return ops
 }
 
+// wantRunFailed checks that GetRun, after what after names, returns the run of o Failed
+// with reason as its FailureReason, and returns it.
+func wantRunFailed(t tb, s operations.Store, o operations.Owner, reason, after string) operations.Run {
+	t.Helper()
+	run, err := s.GetRun(bg, o)
+	noError(t, err, "GetRun(%s) after %s", o, after)
+	if run.Phase != phase.Failed || run.FailureReason != reason {
+		t.Fatalf("GetRun(%s) after %s returned the run in %s with FailureReason %q, want it Failed with %q", o, after, run.Phase, run.FailureReason, reason)
+	}
+	return run
+}
+
 // A cancel request makes the next pass cancel every unfinished operation, whatever its
 // plugin does, write them Failed with the reason, and move the run to Failed.
-func testCancelHonoured(t *testing.T, s operations.Store) {
+func testCancelHonoured(t tb, s operations.Store) {
 	o, resolver, trackers := cancelFixture(t, s, phase.WaitingForPluginOperations)
 	m := monitor.New(s, resolver, monitor.WithCallTimeout(cancelTimeout))
 
 	const reason = "jane: wrong namespace"
 	_, err := operations.RequestCancel(bg, s, o, reason, time.Now())
-	require.NoError(t, err)
+	noError(t, err, "RequestCancel(%s)", o)
 	_, err = m.RunOnce(bg)
-	require.NoError(t, err)
+	noError(t, err, "Monitor.RunOnce after the cancel request")
 
-	run, err := s.GetRun(bg, o)
-	require.NoError(t, err)
-	require.Equal(t, phase.Failed, run.Phase)
-	require.Equal(t, reason, run.FailureReason)
-	require.Equal(t, reason, run.Cancel.Reason)
-	require.Equal(t, 6, run.Errors, "every cancelled operation counts as an error")
-	require.Equal(t, operations.EventCancelRequested, run.History[len(run.History)-2].Event, "the request is in the history before the failure")
-	ops := wantCancelled(t, s, o, reason, trackers)
+	const after = "the pass that followed the cancel request"
+	run := wantRunFailed(t, s, o, reason, after)
+	wantEqual(t, reason, run.Cancel.Reason, "cancel reason of the run GetRun(%s) returned after %s", o, after)
+	wantEqual(t, 6, run.Errors, "errors of the run GetRun(%s) returned after %s (each cancelled operation counts)", o, after)
+	if n := len(run.History); n < 2 || run.History[n-2].Event != operations.EventCancelRequested {
+		t.Errorf("GetRun(%s) after %s returned the history %+v, want the cancel request just before the failure", o, after, run.History)
+	}
+	ops := wantCancelled(t, s, o, reason, after, trackers)
 	for _, op := range ops {
-		require.Zero(t, trackers[op.Action].ProgressCalls(op.ID), "a cancelled run's operation %s was polled", op.ID)
+		if n := trackers[op.Action].ProgressCalls(op.ID); n != 0 {
+			t.Errorf("the pass called Progress %d times for operation %s of a cancelled run, want none", n, op.ID)
+		}
 		// What each plugin said is kept after the reason.
-		switch op.Action {
-		case "refuses":
-			require.Contains(t, op.Status.Error, "not supported")
-		case "hangs":
-			require.Contains(t, op.Status.Error, "no answer within "+cancelTimeout.String())
+		want := map[string]string{"refuses": "not supported", "hangs": "no answer within " + cancelTimeout.String()}[op.Action]
+		if !strings.Contains(op.Status.Error, want) {
+			t.Errorf("ListOperations(%s) after %s returned operation %s with error %q, want it to contain %q (what its plugin said)", o, after, op.ID, op.Status.Error, want)
 		}
 	}
 	// The run is terminal: later passes leave it alone, and a new request is refused.
 	_, err = m.RunOnce(bg)
-	require.NoError(t, err)
-	wantCancelled(t, s, o, reason, trackers)
+	noError(t, err, "a second Monitor.RunOnce")
+	wantCancelled(t, s, o, reason, "a second pass", trackers)
 	_, err = operations.RequestCancel(bg, s, o, "again", time.Now())
-	require.ErrorIs(t, err, operations.ErrRunEnded)
+	wantError(t, err, operations.ErrRunEnded, "RequestCancel(%s) of the failed run", o)
 }
 
 // A run found InProgress after a restart has its unfinished operations cancelled before
 // Monitor.Recover fails it, so that none is left running for a failed run.
-func testRecoverCancelsOrphans(t *testing.T, s operations.Store) {
+func testRecoverCancelsOrphans(t tb, s operations.Store) {
 	o, resolver, trackers := cancelFixture(t, s, phase.InProgress)
 	m := monitor.New(s, resolver, monitor.WithCallTimeout(cancelTimeout))
 	res, err := m.Recover(bg)
-	require.NoError(t, err)
-	require.Equal(t, []operations.Owner{o}, res.Failed)
-	wantCancelled(t, s, o, "", trackers)
+	noError(t, err, "Monitor.Recover")
+	wantEqual(t, []operations.Owner{o}, res.Failed, "runs Monitor.Recover failed")
+	wantCancelled(t, s, o, "", "Monitor.Recover", trackers)
 	run, err := s.GetRun(bg, o)
-	require.NoError(t, err)
-	require.Equal(t, phase.Failed, run.Phase)
+	noError(t, err, "GetRun(%s) after Monitor.Recover", o)
+	wantEqual(t, phase.Failed, run.Phase, "phase of the run GetRun(%s) returned after Monitor.Recover", o)
 }
 
 // A cancel requested while a pass polls the run is honoured by the next pass; the
 // request and the pass race without losing either.
-func testCancelDuringAPass(t *testing.T, s operations.Store) {
+func testCancelDuringAPass(t tb, s operations.Store) {
 	o, _, _ := cancelFixture(t, s, phase.WaitingForPluginOperations)
 	started := make(chan struct{})
 	var once sync.Once
@@ -154,13 +171,11 @@ func testCancelDuringAPass(t *testing.T, s operations.Store) {
 	go func() { _, err := m.RunOnce(bg); done <- err }()
 	<-started
 	_, err := operations.RequestCancel(bg, s, o, "stop", time.Now())
-	require.NoError(t, err)
-	require.NoError(t, <-done)
+	noError(t, err, "RequestCancel(%s) during a pass", o)
+	noError(t, <-done, "the Monitor.RunOnce during which the cancel was requested")
 	_, err = m.RunOnce(bg)
-	require.NoError(t, err)
-	run, err := s.GetRun(bg, o)
-	require.NoError(t, err)
-	require.Equal(t, phase.Failed, run.Phase)
-	require.Equal(t, "stop", run.FailureReason)
-	wantCancelled(t, s, o, "stop", map[string]*operationstest.Tracker{"quick": slow, "hangs": slow, "refuses": slow})
+	noError(t, err, "the next Monitor.RunOnce")
+	const after = "the pass that followed the one during which the cancel was requested"
+	wantRunFailed(t, s, o, "stop", after)
+	wantCancelled(t, s, o, "stop", after, map[string]*operationstest.Tracker{"quick": slow, "hangs": slow, "refuses": slow})
 }

@@ -1,10 +1,6 @@
 package storetest
 
 import (
-	"testing"
-
-	"github.com/stretchr/testify/require"
-
 	"github.com/itemops/itemops/operations"
 )
 
@@ -13,7 +9,7 @@ import (
 // store type that documents it so), and CreateRunWithOperations too when s is an
 // operations.RunStarter. The calls are valid ones, so an error other than want is the
 // store's.
-func RunClosed(t *testing.T, s operations.Store, want error) {
+func RunClosed[T TB[T]](t T, s operations.Store, want error) {
 	t.Helper()
 	o := backup("closed")
 	run := newRun(backup("other"))
@@ -51,8 +47,8 @@ func RunClosed(t *testing.T, s operations.Store, want error) {
 		}})
 	}
 	for _, c := range calls {
-		t.Run(c.name, func(t *testing.T) {
-			require.ErrorIs(t, c.call(), want, "%s", c.name)
+		t.Run(c.name, func(t T) {
+			wantError(t, c.call(), want, "%s", c.name)
 		})
 	}
 }

@@ -6,9 +6,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -22,6 +19,8 @@ func concurrencyChecks() []check {
 		{"PutOperationsManyRuns", testPutOperationsManyRuns},
 		{"PutOperationsOneRun", testPutOperationsOneRun},
 		{"ReadersSeeWholeBatches", testReadersSeeWholeBatches},
+		{"GetRunFollowsWrites", testGetRunFollowsWrites},
+		{"GetOperationFollowsWrites", testGetOperationFollowsWrites},
 		{"DeleteDuringWrites", testDeleteDuringWrites},
 	}
 }
@@ -52,7 +51,7 @@ func parallel(n int, f func(i int) error) []error {
 	return errs
 }
 
-func testUpdateRunLosesNoWrite(t *testing.T, s operations.Store) {
+func testUpdateRunLosesNoWrite(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, runIn(t, o, phase.InProgress, phase.Profile{}))
 	errs := parallel(workers, func(int) error {
@@ -67,9 +66,9 @@ func testUpdateRunLosesNoWrite(t *testing.T, s operations.Store) {
 		}
 		return nil
 	})
-	require.NoError(t, errors.Join(errs...), "concurrent UpdateRun")
+	noError(t, errors.Join(errs...), "concurrent UpdateRun")
 	got, err := s.GetRun(bg, o)
-	require.NoError(t, err)
+	noError(t, err, "GetRun(%s)", o)
 	if got.Errors != workers*rounds || got.ItemsDone != 2*workers*rounds {
 		t.Errorf("after %d×%d concurrent increments: Errors = %d, ItemsDone = %d; want %d, %d (a write was lost)",
 			workers, rounds, got.Errors, got.ItemsDone, workers*rounds, 2*workers*rounds)
@@ -80,7 +79,7 @@ func testUpdateRunLosesNoWrite(t *testing.T, s operations.Store) {
 // phases. Only one phase change may win: every writer that asked for another terminal
 // phase must be refused, and the history must hold the winner's change alone. (A writer
 // that asked for the phase the winner reached changes nothing, so it may succeed.)
-func testUpdateRunOneWinner(t *testing.T, s operations.Store) {
+func testUpdateRunOneWinner(t tb, s operations.Store) {
 	o := restore("r")
 	start := runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{})
 	mustCreate(t, s, start)
@@ -92,8 +91,10 @@ func testUpdateRunOneWinner(t *testing.T, s operations.Store) {
 		return err
 	})
 	got, err := s.GetRun(bg, o)
-	require.NoError(t, err)
-	require.True(t, phase.IsTerminal(got.Phase), "after the race the run is in %s, want a terminal phase", got.Phase)
+	noError(t, err, "GetRun(%s)", o)
+	if !phase.IsTerminal(got.Phase) {
+		t.Fatalf("GetRun(%s) after the race returned a run in %s, want a terminal phase", o, got.Phase)
+	}
 	for i, err := range errs {
 		switch {
 		case ends[i%len(ends)] == got.Phase && err != nil:
@@ -109,13 +110,13 @@ func testUpdateRunOneWinner(t *testing.T, s operations.Store) {
 		}
 	}
 	want := start.Clone()
-	require.NoError(t, want.SetPhase(ends[winner%len(ends)], fmt.Sprintf("writer %d", winner), at(10+winner)))
+	noError(t, want.SetPhase(ends[winner%len(ends)], fmt.Sprintf("writer %d", winner), at(10+winner)), "fixture: SetPhase(%s)", ends[winner%len(ends)])
 	if d := diff(want, got); d != "" {
 		t.Errorf("GetRun(%s) after the race, want writer %d's change alone (-want +got):\n%s", o, winner, d)
 	}
 }
 
-func testCreateRunOneWinner(t *testing.T, s operations.Store) {
+func testCreateRunOneWinner(t tb, s operations.Store) {
 	errs := parallel(workers, func(i int) error {
 		r := newRun(backup("b"))
 		r.Owner.UID = fmt.Sprint("uid-", i)
@@ -134,13 +135,15 @@ func testCreateRunOneWinner(t *testing.T, s operations.Store) {
 			t.Errorf("writer %d: CreateRun = %v, want nil or ErrUIDMismatch", i, err)
 		}
 	}
-	require.GreaterOrEqual(t, winner, 0, "no CreateRun succeeded")
+	if winner < 0 {
+		t.Fatalf("every concurrent CreateRun(Backup/b) returned an error, want one to succeed")
+	}
 	want := newRun(backup("b"))
 	want.Owner.UID = fmt.Sprint("uid-", winner)
 	wantRuns(t, s, operations.RunFilter{}, []operations.Run{want})
 }
 
-func testPutOperationsManyRuns(t *testing.T, s operations.Store) {
+func testPutOperationsManyRuns(t tb, s operations.Store) {
 	const batch = 20
 	owners := make([]operations.Owner, workers)
 	for i := range owners {
@@ -159,7 +162,7 @@ func testPutOperationsManyRuns(t *testing.T, s operations.Store) {
 		}
 		return nil
 	})
-	require.NoError(t, errors.Join(errs...), "concurrent PutOperations")
+	noError(t, errors.Join(errs...), "concurrent PutOperations")
 	for i, o := range owners {
 		wantOps(t, s, o, operations.OperationFilter{}, all[i])
 	}
@@ -167,7 +170,7 @@ func testPutOperationsManyRuns(t *testing.T, s operations.Store) {
 
 // testPutOperationsOneRun has every writer put its own batches of new IDs to one run:
 // all must be stored, each writer's in its order, each batch contiguous.
-func testPutOperationsOneRun(t *testing.T, s operations.Store) {
+func testPutOperationsOneRun(t tb, s operations.Store) {
 	const batch = 10
 	o := restore("r")
 	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
@@ -180,11 +183,11 @@ func testPutOperationsOneRun(t *testing.T, s operations.Store) {
 		}
 		return nil
 	})
-	require.NoError(t, errors.Join(errs...), "concurrent PutOperations")
+	noError(t, errors.Join(errs...), "concurrent PutOperations")
 
 	got, err := s.ListOperations(bg, o, operations.OperationFilter{})
-	require.NoError(t, err)
-	require.Len(t, got, workers*rounds*batch, "operations stored")
+	noError(t, err, "ListOperations(%s)", o)
+	wantEqual(t, workers*rounds*batch, len(got), "number of operations ListOperations(%s) returned", o)
 	next := make([]int, workers) // the next round expected of each writer
 	for i := 0; i < len(got); i += batch {
 		var w, r int
@@ -204,7 +207,7 @@ func testPutOperationsOneRun(t *testing.T, s operations.Store) {
 
 // testReadersSeeWholeBatches has readers list a run while a writer puts batches that add
 // operations and then finish them: no reader may see part of a batch.
-func testReadersSeeWholeBatches(t *testing.T, s operations.Store) {
+func testReadersSeeWholeBatches(t tb, s operations.Store) {
 	const batch = 10
 	o := backup("b")
 	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
@@ -267,16 +270,16 @@ func testReadersSeeWholeBatches(t *testing.T, s operations.Store) {
 		}
 		return nil
 	})
-	require.NoError(t, errors.Join(errs...))
+	noError(t, errors.Join(errs...), "PutOperations beside ListOperations")
 	got, err := s.ListOperations(bg, o, operations.OperationFilter{})
-	require.NoError(t, err)
-	require.Len(t, got, rounds*batch)
+	noError(t, err, "ListOperations(%s)", o)
+	wantEqual(t, rounds*batch, len(got), "number of operations ListOperations(%s) returned", o)
 }
 
 // testDeleteDuringWrites deletes a run while others update it and put operations to it:
 // each write either happens before the deletion or fails with ErrNotFound, and nothing
 // of the run survives it.
-func testDeleteDuringWrites(t *testing.T, s operations.Store) {
+func testDeleteDuringWrites(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, runIn(t, o, phase.InProgress, phase.Profile{}))
 	errs := parallel(workers, func(i int) error {
@@ -299,9 +302,110 @@ func testDeleteDuringWrites(t *testing.T, s operations.Store) {
 		}
 		return nil
 	})
-	require.NoError(t, errors.Join(errs...), "writes racing DeleteRun must succeed or fail with ErrNotFound")
+	noError(t, errors.Join(errs...), "a write racing DeleteRun (each must succeed or fail with operations.ErrNotFound)")
 	_, err := s.GetRun(bg, o)
-	require.ErrorIs(t, err, operations.ErrNotFound, "GetRun after DeleteRun")
+	wantError(t, err, operations.ErrNotFound, "GetRun after DeleteRun")
 	_, err = s.ListOperations(bg, o, operations.OperationFilter{})
-	require.ErrorIs(t, err, operations.ErrNotFound, "ListOperations after DeleteRun")
+	wantError(t, err, operations.ErrNotFound, "ListOperations after DeleteRun")
+}
+
+// followWrites has one writer make rounds writes, each of which sets a counter of the
+// record to the round's number (write(n)), while readers read the counter (read): no
+// read may return less than the last write acknowledged before it began, or less than
+// the reader's previous read, and every reader's last read, after the writer's last
+// write, returns rounds. The record was read once before, so that a store (or a
+// decorator) that caches reads has something stale to return. what names the read in
+// the failure messages.
+func followWrites(t tb, what string, write func(n int) error, read func() (int, error)) {
+	t.Helper()
+	if _, err := read(); err != nil {
+		t.Fatalf("%s returned the error %q, want none", what, err)
+	}
+	const readers = 2
+	var (
+		acked   atomic.Int64 // the last round whose write returned
+		done    atomic.Bool  // the writer has finished
+		reads   atomic.Int64 // reads completed
+		reading atomic.Int32 // readers still reading
+	)
+	reading.Store(readers)
+	errs := parallel(1+readers, func(i int) error {
+		if i == 0 { // the writer
+			defer done.Store(true)
+			for n := 1; n <= rounds; n++ {
+				// Let a read end between writes, so that reads and writes interleave.
+				for r := reads.Load(); reads.Load() == r && reading.Load() > 0; {
+					runtime.Gosched()
+				}
+				if err := write(n); err != nil {
+					return err
+				}
+				acked.Store(int64(n))
+			}
+			return nil
+		}
+		defer reading.Add(-1)
+		last := 0
+		for {
+			finished := done.Load()
+			floor := int(acked.Load())
+			got, err := read()
+			switch {
+			case err != nil:
+				return fmt.Errorf("%s returned the error %q, want none", what, err)
+			case got < floor:
+				return fmt.Errorf("%s returned the value of write %d after write %d had returned: a stale read", what, got, floor)
+			case got < last:
+				return fmt.Errorf("%s returned the value of write %d after it had returned that of write %d: a read went back", what, got, last)
+			case finished && got != rounds:
+				return fmt.Errorf("%s returned the value of write %d after the last write (%d) had returned: a stale read", what, got, rounds)
+			}
+			last = got
+			reads.Add(1)
+			if finished {
+				return nil
+			}
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// testGetRunFollowsWrites checks that GetRun, while UpdateRun writes the run, returns
+// the last acknowledged write or a later one.
+func testGetRunFollowsWrites(t tb, s operations.Store) {
+	o := backup("b")
+	mustCreate(t, s, runIn(t, o, phase.InProgress, phase.Profile{}))
+	followWrites(t, fmt.Sprintf("GetRun(%s)", o),
+		func(n int) error {
+			_, err := s.UpdateRun(bg, o, func(r *operations.Run) error { r.ItemsDone = n; return nil })
+			return err
+		},
+		func() (int, error) {
+			r, err := s.GetRun(bg, o)
+			return r.ItemsDone, err
+		})
+}
+
+// testGetOperationFollowsWrites checks that GetOperation, while PutOperations replaces
+// the operation, returns the last acknowledged replacement or a later one.
+func testGetOperationFollowsWrites(t tb, s operations.Store) {
+	o := backup("b")
+	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
+	op := newOp(o, "op-1", operations.OperationInProgress)
+	op.Status.NCompleted, op.Status.NTotal = 0, rounds
+	mustPut(t, s, o, []operations.Operation{op.Clone()})
+	id := op.ID
+	followWrites(t, fmt.Sprintf("GetOperation(%s, %q)", o, id),
+		func(n int) error {
+			op.Status.NCompleted = int64(n)
+			return s.PutOperations(bg, o, []operations.Operation{op.Clone()})
+		},
+		func() (int, error) {
+			got, err := s.GetOperation(bg, o, id)
+			return int(got.Status.NCompleted), err
+		})
 }

@@ -2,10 +2,7 @@ package storetest
 
 import (
 	"context"
-	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -20,7 +17,7 @@ func contextChecks() []check {
 
 // testCancelled calls every method with a cancelled context: each must fail with an
 // error wrapping context.Canceled, and the writes must leave the store as it was.
-func testCancelled(t *testing.T, s operations.Store) {
+func testCancelled(t tb, s operations.Store) {
 	o := backup("b")
 	start := runIn(t, o, phase.InProgress, phase.Profile{})
 	mustCreate(t, s, start)
@@ -55,8 +52,8 @@ func testCancelled(t *testing.T, s operations.Store) {
 		{"ListOperations", func() error { _, err := s.ListOperations(ctx, o, operations.OperationFilter{}); return err }},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			require.ErrorIs(t, tc.call(), context.Canceled, "%s with a cancelled context", tc.name)
+		t.Run(tc.name, func(t tb) {
+			wantError(t, tc.call(), context.Canceled, "%s with a cancelled context", tc.name)
 			wantRuns(t, s, operations.RunFilter{}, []operations.Run{start})
 			wantAllOps(t, s, o, stored)
 		})
@@ -65,7 +62,7 @@ func testCancelled(t *testing.T, s operations.Store) {
 
 // testDeadlineExceeded checks that a write past its deadline reports it and writes
 // nothing.
-func testDeadlineExceeded(t *testing.T, s operations.Store) {
+func testDeadlineExceeded(t tb, s operations.Store) {
 	o := restore("r")
 	start := runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{})
 	mustCreate(t, s, start)
@@ -73,9 +70,9 @@ func testDeadlineExceeded(t *testing.T, s operations.Store) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
 	defer cancel()
 	err := s.PutOperations(ctx, o, newOps(o, "op-", 10, operations.OperationNew))
-	require.ErrorIs(t, err, context.DeadlineExceeded, "PutOperations past its deadline")
+	wantError(t, err, context.DeadlineExceeded, "PutOperations past its deadline")
 	_, err = s.UpdateRun(ctx, o, func(r *operations.Run) error { r.Errors++; return nil })
-	require.ErrorIs(t, err, context.DeadlineExceeded, "UpdateRun past its deadline")
+	wantError(t, err, context.DeadlineExceeded, "UpdateRun past its deadline")
 
 	wantRun(t, s, start)
 	wantOps(t, s, o, operations.OperationFilter{}, nil)

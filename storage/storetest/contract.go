@@ -3,10 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
-	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -16,7 +13,7 @@ import (
 // names an owner whose UID is set and differs from the stored run's fails with
 // operations.ErrUIDMismatch (an operations.ErrConflict) and changes nothing, while an
 // owner without a UID, or with the run's, is served.
-func testUIDMismatch(t *testing.T, s operations.Store) {
+func testUIDMismatch(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 	op := newOp(o, "op-1", operations.OperationNew)
@@ -46,23 +43,23 @@ func testUIDMismatch(t *testing.T, s operations.Store) {
 	anyUID := o
 	anyUID.UID = ""
 	_, err := s.UpdateRun(bg, anyUID, func(r *operations.Run) error { r.Warnings = 1; return nil })
-	require.NoError(t, err, "UpdateRun without a UID")
-	require.NoError(t, s.DeleteRun(bg, o), "DeleteRun with the run's UID")
+	noError(t, err, "UpdateRun without a UID")
+	noError(t, s.DeleteRun(bg, o), "DeleteRun with the run's UID")
 }
 
 // testNilUpdate checks that UpdateRun refuses a nil update function.
-func testNilUpdate(t *testing.T, s operations.Store) {
+func testNilUpdate(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 	_, err := s.UpdateRun(bg, o, nil)
-	require.ErrorIs(t, err, operations.ErrInvalid)
+	wantError(t, err, operations.ErrInvalid, "UpdateRun(%s, nil)", o)
 	wantRun(t, s, newRun(o))
 }
 
 // testUpdateMayUseTheStore checks the rule of the contract on update functions: they
 // may read the Store and write other records, the operations of their own run too,
 // without deadlock, and the update still applies.
-func testUpdateMayUseTheStore(t *testing.T, s operations.Store) {
+func testUpdateMayUseTheStore(t tb, s operations.Store) {
 	o, other := backup("b"), restore("r")
 	mustCreate(t, s, newRun(o), newRun(other))
 	// A store whose update functions deadlock on the Store would hang here; the
@@ -89,35 +86,72 @@ func testUpdateMayUseTheStore(t *testing.T, s operations.Store) {
 		r.ItemsTotal = len(ops)
 		return nil
 	})
-	require.NoError(t, err, "UpdateRun whose update function uses the Store")
-	require.Equal(t, 1, got.ItemsTotal)
+	noError(t, err, "UpdateRun whose update function uses the Store")
+	wantEqual(t, 1, got.ItemsTotal, "ItemsTotal of the run UpdateRun(%s) returned", o)
 	wantRun(t, s, got)
 }
 
-// testCreateRunWithOperations checks the optional operations.RunStarter ability, when
-// the store has it: the run and its first batch appear together, an existing run is
-// refused, and a refused batch creates no run.
-func testCreateRunWithOperations(t *testing.T, s operations.Store) {
+// testAtomicStart checks the optional operations.RunStarter ability, which Run expects
+// unless told WithoutRunStarter: the run and its first batch appear together, an
+// existing run is refused, a refused batch creates no run, and operations.StartRun,
+// whose main run fails, leaves nothing behind.
+func testAtomicStart(t tb, s operations.Store) {
 	rs, ok := s.(operations.RunStarter)
 	if !ok {
-		t.Skip("the store is not an operations.RunStarter")
+		t.Fatalf("the store (%T) is not an operations.RunStarter, so operations.StartRun cannot start a run on it atomically: "+
+			"a decorator that embeds the operations.Store it wraps hides that method of the store (build it with decorate.Store, which keeps it), "+
+			"and a store that cannot start a run atomically is checked with storetest.WithoutRunStarter()", s)
 	}
 	o := backup("b")
 	ops := newOps(o, "op-", 300, operations.OperationNew)
-	require.NoError(t, rs.CreateRunWithOperations(bg, newRun(o), ops))
+	noError(t, rs.CreateRunWithOperations(bg, newRun(o), ops), "CreateRunWithOperations(%s, 300 operations)", o)
 	wantRun(t, s, newRun(o))
 	wantAllOps(t, s, o, ops)
 
 	err := rs.CreateRunWithOperations(bg, newRun(o), newOps(o, "again-", 2, operations.OperationNew))
-	require.ErrorIs(t, err, operations.ErrExists)
+	wantError(t, err, operations.ErrExists, "a second CreateRunWithOperations(%s)", o)
 	wantAllOps(t, s, o, ops)
 
-	bad := newOps(restore("r"), "op-", 3, operations.OperationNew)
+	r := restore("r")
+	bad := newOps(r, "op-", 3, operations.OperationNew)
 	bad[2].ID = ""
-	err = rs.CreateRunWithOperations(bg, newRun(restore("r")), bad)
-	require.ErrorIs(t, err, operations.ErrInvalid)
-	_, err = s.GetRun(bg, restore("r"))
-	require.ErrorIs(t, err, operations.ErrNotFound, "a refused batch created its run")
+	err = rs.CreateRunWithOperations(bg, newRun(r), bad)
+	wantError(t, err, operations.ErrInvalid, "CreateRunWithOperations(%s) with an operation without an ID", r)
+	_, err = s.GetRun(bg, r)
+	wantError(t, err, operations.ErrNotFound, "GetRun(%s) after CreateRunWithOperations refused its batch", r)
+
+	// What a caller sees: StartRun whose main run fails writes nothing, so the next call
+	// starts afresh.
+	started := backup("started")
+	errMain := errors.New("main run failed")
+	_, err = operations.StartRun(bg, s, newRun(started), func(context.Context) (operations.MainRun, error) { return operations.MainRun{}, errMain })
+	wantError(t, err, errMain, "StartRun(%s) whose main run fails", started)
+	_, err = s.GetRun(bg, started)
+	wantError(t, err, operations.ErrNotFound, "GetRun(%s) after StartRun's main run failed", started)
+}
+
+// testStartWithoutRunStarter checks, on a store that is not an operations.RunStarter,
+// the path operations.StartRun takes: the run is created InProgress before its main
+// run, a main run that fails leaves it so, and the next StartRun runs main again and
+// records its operations and the next phase.
+func testStartWithoutRunStarter(t tb, s operations.Store) {
+	s = struct{ operations.Store }{s} // StartRun's path without the ability, even if s has it
+	o := backup("b")
+	errMain := errors.New("main run failed")
+	_, err := operations.StartRun(bg, s, newRun(o), func(context.Context) (operations.MainRun, error) { return operations.MainRun{}, errMain })
+	wantError(t, err, errMain, "StartRun(%s) whose main run fails", o)
+	got, err := s.GetRun(bg, o)
+	noError(t, err, "GetRun(%s) after StartRun's main run failed", o)
+	wantEqual(t, phase.InProgress, got.Phase, "phase of the run GetRun(%s) returned after StartRun's main run failed", o)
+
+	ops := newOps(o, "op-", 3, operations.OperationNew)
+	r, err := operations.StartRun(bg, s, newRun(o), func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{Operations: cloneOps(ops)}, nil
+	})
+	noError(t, err, "a second StartRun(%s)", o)
+	wantEqual(t, phase.WaitingForPluginOperations, r.Phase, "phase of the run the second StartRun(%s) returned", o)
+	wantRun(t, s, r)
+	wantAllOps(t, s, o, ops)
 }
 
 func second[T any](_ T, err error) error { return err }
@@ -125,24 +159,26 @@ func second[T any](_ T, err error) error { return err }
 // testCancelRequest checks that a cancel request is stored with its run, one-way: a
 // second request keeps the first, an update cannot withdraw or change it, and a run that
 // has ended cannot be cancelled.
-func testCancelRequest(t *testing.T, s operations.Store) {
+func testCancelRequest(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
 	got, err := operations.RequestCancel(bg, s, o, "cancelled by jane", at(7))
-	require.NoError(t, err)
-	require.True(t, got.CancelRequested())
+	noError(t, err, "RequestCancel(%s)", o)
+	if !got.CancelRequested() {
+		t.Fatalf("RequestCancel(%s) returned a run without a cancel request: %+v", o, got.Cancel)
+	}
 	wantRun(t, s, got)
 
 	again, err := operations.RequestCancel(bg, s, o, "cancelled again", at(8))
-	require.NoError(t, err)
-	require.Equal(t, "cancelled by jane", again.Cancel.Reason, "a second request replaced the first")
+	noError(t, err, "a second RequestCancel(%s)", o)
+	wantEqual(t, "cancelled by jane", again.Cancel.Reason, "a second request replaced the first")
 
 	_, err = s.UpdateRun(bg, o, func(r *operations.Run) error { r.Cancel = operations.CancelRequest{}; return nil })
-	require.ErrorIs(t, err, operations.ErrConflict, "an update withdrew the cancel request")
+	wantError(t, err, operations.ErrConflict, "an update withdrew the cancel request")
 	wantRun(t, s, got)
 
 	done := backup("done")
 	mustCreate(t, s, runIn(t, done, phase.Completed, phase.Profile{}))
 	_, err = operations.RequestCancel(bg, s, done, "too late", at(9))
-	require.ErrorIs(t, err, operations.ErrRunEnded)
+	wantError(t, err, operations.ErrRunEnded, "RequestCancel(%s) of a completed run", done)
 }

@@ -23,7 +23,27 @@
 // goroutines at once. Every check is a named subtest, grouped as Runs, Operations,
 // Isolation, Context, Concurrency and Scale, so a failure reads as, for example,
 // TestConformance/Operations/InvalidBatchWritesNothing/500th_operation_invalid, and
-// go test -run with that name reruns it alone.
+// go test -run with that name reruns it alone. Its message is a sentence that says which
+// call returned what and what the contract wants instead, with a go-cmp diff (-want +got)
+// for values.
+//
+// # Decorators and optional abilities
+//
+// A decorator (metrics, tracing, a cache) is checked like a backend: give Run a function
+// that wraps a new store. Run expects an [operations.RunStarter], the ability that makes
+// [operations.StartRun] atomic: Runs/AtomicStart fails for a store without it, and in
+// particular for a decorator type that embeds the operations.Store it wraps, which hides
+// that method of the store. [decorate.Store] builds decorators that keep it (and
+// [operations.RunClaimer]). A backend that cannot start a run atomically passes
+// [WithoutRunStarter]; Runs/AtomicStart is then replaced by Runs/StartWithoutRunStarter,
+// which checks the path StartRun takes on such a store, and the suite logs so.
+//
+// # Testing the suite
+//
+// Run, [RunCancel] and [RunClosed] take any [TB], a testing.TB that runs subtests of its
+// own type, as *testing.T does, so a test can hand them a TB of its own that records
+// failures instead of reporting them, and check that a store broken on purpose fails
+// the subtest named for what it broke.
 //
 // # What is checked
 //
@@ -48,11 +68,18 @@
 //     store or receiving it from the store changes nothing stored.
 //   - Context: every method returns an error wrapping the context's error when called
 //     with a done context, and writes nothing.
+//   - Reads follow writes: GetOperation after a replacement returns the replacement
+//     (Operations/ReplaceThenGet), and GetRun and GetOperation, while another goroutine
+//     writes, never return less than the last acknowledged write, nor go back
+//     (Concurrency/GetRunFollowsWrites, Concurrency/GetOperationFollowsWrites).
 //   - Concurrency: concurrent UpdateRun calls lose no write and let only one of two
 //     contradicting phase changes win; concurrent batches to one run or many are all
 //     stored, each batch contiguous in the order; readers never see part of a batch.
-//   - Scale: one batch of 100,000 operations is stored, listed back in order, counted
-//     and spot-checked.
+//   - Atomic start: the store is an [operations.RunStarter] whose
+//     CreateRunWithOperations writes a run and its first batch together or not at all,
+//     so that StartRun whose main run fails leaves nothing (see above).
+//   - Scale: one batch of 100,000 operations (Scale/LargeBatch) is stored, listed back
+//     in order, counted and spot-checked.
 //
 // [RunCancel] checks, beside the contract, that a [monitor.Monitor] on the store
 // honours cancel requests: every unfinished operation of a cancelled run is cancelled
@@ -69,6 +96,7 @@
 // # Cost
 //
 // The suite stores about 110,000 operations in all, most of them in the one large batch.
-// Against storage/memstore it takes about a second, and several times that under the
-// race detector.
+// Against storage/memstore it takes a few seconds, and several times that under the
+// race detector. With -short ([testing.Short]) the large batch holds 10,000 operations,
+// which still spans many writes of a backend that splits batches.
 package storetest

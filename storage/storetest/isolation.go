@@ -1,10 +1,6 @@
 package storetest
 
 import (
-	"testing"
-
-	"github.com/stretchr/testify/require"
-
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
@@ -48,7 +44,7 @@ func scribbleOp(op *operations.Operation) {
 	op.PostOperationItems = append(op.PostOperationItems, operations.ResourceIdentifier{Name: "appended"})
 }
 
-func testIsolationRunAfterCreate(t *testing.T, s operations.Store) {
+func testIsolationRunAfterCreate(t tb, s operations.Store) {
 	r := fullRun(backup("b"))
 	want := r.Clone()
 	mustCreate(t, s, r)
@@ -56,21 +52,21 @@ func testIsolationRunAfterCreate(t *testing.T, s operations.Store) {
 	wantRun(t, s, want)
 }
 
-func testIsolationRunAfterGet(t *testing.T, s operations.Store) {
+func testIsolationRunAfterGet(t tb, s operations.Store) {
 	want := fullRun(backup("b"))
 	mustCreate(t, s, want.Clone())
 	got, err := s.GetRun(bg, want.Owner)
-	require.NoError(t, err)
+	noError(t, err, "GetRun(%s)", want.Owner)
 	scribble(&got)
 	wantRun(t, s, want)
 }
 
-func testIsolationRunAfterList(t *testing.T, s operations.Store) {
+func testIsolationRunAfterList(t tb, s operations.Store) {
 	want := []operations.Run{fullRun(backup("b")), fullRun(restore("r"))}
 	mustCreate(t, s, want[0].Clone(), want[1].Clone())
 	for _, f := range []operations.RunFilter{{}, {Phases: []phase.Phase{want[0].Phase}}} {
 		got, err := s.ListRuns(bg, f)
-		require.NoError(t, err)
+		noError(t, err, "ListRuns(%+v)", f)
 		for i := range got {
 			scribble(&got[i])
 		}
@@ -78,7 +74,7 @@ func testIsolationRunAfterList(t *testing.T, s operations.Store) {
 	}
 }
 
-func testIsolationRunInsideUpdate(t *testing.T, s operations.Store) {
+func testIsolationRunInsideUpdate(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, fullRun(o))
 	var kept *operations.Run
@@ -88,8 +84,8 @@ func testIsolationRunInsideUpdate(t *testing.T, s operations.Store) {
 		kept, history = r, r.History
 		return nil
 	})
-	require.NoError(t, err)
-	require.Equal(t, fullRun(o).Warnings+1, want.Warnings, "UpdateRun result")
+	noError(t, err, "UpdateRun(%s)", o)
+	wantEqual(t, fullRun(o).Warnings+1, want.Warnings, "UpdateRun result")
 	// The update function kept its pointer and the history slice; writing through them
 	// afterwards must not reach the store.
 	for i := range history {
@@ -99,17 +95,17 @@ func testIsolationRunInsideUpdate(t *testing.T, s operations.Store) {
 	wantRun(t, s, want)
 }
 
-func testIsolationRunAfterUpdate(t *testing.T, s operations.Store) {
+func testIsolationRunAfterUpdate(t tb, s operations.Store) {
 	o := restore("r")
 	mustCreate(t, s, fullRun(o))
 	got, err := s.UpdateRun(bg, o, func(r *operations.Run) error { r.Errors++; return nil })
-	require.NoError(t, err)
+	noError(t, err, "UpdateRun(%s)", o)
 	want := got.Clone()
 	scribble(&got)
 	wantRun(t, s, want)
 }
 
-func testIsolationOperationsAfterPut(t *testing.T, s operations.Store) {
+func testIsolationOperationsAfterPut(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 	ops := newOps(o, "op-", 3, operations.OperationInProgress)
@@ -122,27 +118,31 @@ func testIsolationOperationsAfterPut(t *testing.T, s operations.Store) {
 	wantAllOps(t, s, o, want)
 }
 
-func testIsolationOperationAfterGet(t *testing.T, s operations.Store) {
+func testIsolationOperationAfterGet(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 	want := newOps(o, "op-", 2, operations.OperationNew)
 	mustPut(t, s, o, cloneOps(want))
 	got, err := s.GetOperation(bg, o, want[1].ID)
-	require.NoError(t, err)
-	require.NotEmpty(t, got.PostOperationItems, "fixture: a backup operation has post-operation items")
+	noError(t, err, "GetOperation(%s, %q)", o, want[1].ID)
+	if len(got.PostOperationItems) == 0 {
+		t.Fatalf("GetOperation(%s, %q) returned no post-operation items, want those it was put with", o, want[1].ID)
+	}
 	scribbleOp(&got)
 	wantAllOps(t, s, o, want)
 }
 
-func testIsolationOperationsAfterList(t *testing.T, s operations.Store) {
+func testIsolationOperationsAfterList(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 	want := append(newOps(o, "new-", 2, operations.OperationNew), newOps(o, "done-", 2, operations.OperationCompleted)...)
 	mustPut(t, s, o, cloneOps(want))
 	for _, f := range []operations.OperationFilter{{}, phases(operations.OperationNew, operations.OperationInProgress), phases(operations.OperationCompleted)} {
 		got, err := s.ListOperations(bg, o, f)
-		require.NoError(t, err)
-		require.NotEmpty(t, got, "ListOperations(%s, %+v)", o, f)
+		noError(t, err, "ListOperations(%s, %+v)", o, f)
+		if len(got) == 0 {
+			t.Fatalf("ListOperations(%s, %+v) returned no operations, want some", o, f)
+		}
 		for i := range got {
 			scribbleOp(&got[i])
 		}

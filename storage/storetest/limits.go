@@ -1,9 +1,7 @@
 package storetest
 
 import (
-	"errors"
 	"strings"
-	"testing"
 
 	"github.com/itemops/itemops/operations"
 )
@@ -12,13 +10,13 @@ import (
 // nothing, every name longer than operations.MaxNameBytes and every text longer than
 // operations.MaxTextBytes. (Whether the longest allowed fit depends on the size of one
 // write of the backend as well; the drivers' own tests check that.)
-func testLimits(t *testing.T, s operations.Store) {
+func testLimits(t tb, s operations.Store) {
 	longName := strings.Repeat("n", operations.MaxNameBytes+1)
 	longText := strings.Repeat("t", operations.MaxTextBytes+1)
 	refused := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, operations.ErrInvalid) {
-			t.Errorf("%s = %v, want ErrInvalid", what, err)
+		if msg := errorMismatch(err, operations.ErrInvalid, what); msg != "" {
+			t.Error(msg)
 		}
 	}
 

@@ -2,10 +2,7 @@ package storetest
 
 import (
 	"fmt"
-	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -17,6 +14,7 @@ func operationChecks() []check {
 		{"PutWithoutRun", testPutWithoutRun},
 		{"EmptyBatch", testEmptyBatch},
 		{"UpsertKeepsFirstPutOrder", testUpsert},
+		{"ReplaceThenGet", testReplaceThenGet},
 		{"InvalidBatchWritesNothing", testInvalidBatch},
 		{"FinishedStaysFinished", testFinishedStaysFinished},
 		{"GetMissing", testGetOperationMissing},
@@ -27,7 +25,7 @@ func operationChecks() []check {
 	}
 }
 
-func testPutAndGet(t *testing.T, s operations.Store) {
+func testPutAndGet(t tb, s operations.Store) {
 	for _, o := range []operations.Owner{backup("b"), restore("r")} {
 		mustCreate(t, s, newRun(o))
 		want := []operations.Operation{
@@ -48,10 +46,10 @@ func testPutAndGet(t *testing.T, s operations.Store) {
 	}
 }
 
-func testPutWithoutRun(t *testing.T, s operations.Store) {
+func testPutWithoutRun(t tb, s operations.Store) {
 	o := backup("b")
 	err := s.PutOperations(bg, o, newOps(o, "op-", 3, operations.OperationNew))
-	require.ErrorIs(t, err, operations.ErrNotFound, "PutOperations(%s) without a run", o)
+	wantError(t, err, operations.ErrNotFound, "PutOperations(%s) without a run", o)
 
 	// Creating the run afterwards shows that nothing was kept.
 	mustCreate(t, s, newRun(o))
@@ -60,21 +58,48 @@ func testPutWithoutRun(t *testing.T, s operations.Store) {
 	// A run of the other kind with the same name does not count.
 	r := restore("b")
 	err = s.PutOperations(bg, r, newOps(r, "op-", 1, operations.OperationNew))
-	require.ErrorIs(t, err, operations.ErrNotFound, "PutOperations(%s) beside %s", r, o)
+	wantError(t, err, operations.ErrNotFound, "PutOperations(%s) beside %s", r, o)
 }
 
-func testEmptyBatch(t *testing.T, s operations.Store) {
+func testEmptyBatch(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 	for _, ops := range [][]operations.Operation{nil, {}} {
-		require.NoError(t, s.PutOperations(bg, o, ops), "PutOperations(%s, %#v)", o, ops)
+		noError(t, s.PutOperations(bg, o, ops), "PutOperations(%s, %#v)", o, ops)
 	}
 	wantOps(t, s, o, operations.OperationFilter{}, nil)
 	err := s.PutOperations(bg, backup("missing"), nil)
-	require.ErrorIs(t, err, operations.ErrNotFound, "an empty PutOperations without a run")
+	wantError(t, err, operations.ErrNotFound, "an empty PutOperations without a run")
 }
 
-func testUpsert(t *testing.T, s operations.Store) {
+// testReplaceThenGet reads an operation, replaces it, and reads it again, twice: every
+// read after a replacement, through GetOperation and ListOperations, returns the
+// replacement, as it must from a store (or a decorator) that caches what it read.
+func testReplaceThenGet(t tb, s operations.Store) {
+	o := backup("b")
+	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
+	op := newOp(o, "op-1", operations.OperationInProgress)
+	mustPut(t, s, o, []operations.Operation{op.Clone()})
+	wantAllOps(t, s, o, []operations.Operation{op})
+
+	for _, step := range []struct {
+		phase operations.OperationPhase
+		done  int64
+	}{{operations.OperationInProgress, 50}, {operations.OperationCompleted, 100}} {
+		before := op.Clone()
+		op.Status.Phase, op.Status.NCompleted, op.Status.Updated = step.phase, step.done, op.Status.Updated.Add(time.Minute)
+		mustPut(t, s, o, []operations.Operation{op.Clone()})
+		got, err := s.GetOperation(bg, o, op.ID)
+		noError(t, err, "GetOperation(%s, %q) after PutOperations replaced it", o, op.ID)
+		if diff(before, got) == "" {
+			t.Fatalf("GetOperation(%s, %q) after PutOperations replaced it returned the operation as it was before the replacement (%s, NCompleted %d), want %s, NCompleted %d: a stale read",
+				o, op.ID, got.Status.Phase, got.Status.NCompleted, op.Status.Phase, op.Status.NCompleted)
+		}
+		wantAllOps(t, s, o, []operations.Operation{op})
+	}
+}
+
+func testUpsert(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 	a, b, c := newOp(o, "a", operations.OperationNew), newOp(o, "b", operations.OperationNew), newOp(o, "c", operations.OperationInProgress)
@@ -98,7 +123,7 @@ func testUpsert(t *testing.T, s operations.Store) {
 	wantAllOps(t, s, o, []operations.Operation{c2, a2, b, d})
 }
 
-func testInvalidBatch(t *testing.T, s operations.Store) {
+func testInvalidBatch(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 	stored := newOps(o, "old-", 3, operations.OperationInProgress)
@@ -139,22 +164,22 @@ func testInvalidBatch(t *testing.T, s operations.Store) {
 	mustPut(t, s, o, []operations.Operation{stored[1].Clone()})
 
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t tb) {
 			ops := batch()
 			tc.flaw(ops)
 			err := s.PutOperations(bg, o, ops)
-			require.ErrorIs(t, err, tc.wantErr, "PutOperations(%s) of a flawed batch", o)
+			wantError(t, err, tc.wantErr, "PutOperations(%s) of a flawed batch", o)
 			wantAllOps(t, s, o, stored)
 			for _, id := range []string{"new-0002", "new-0250", "new-0497"} {
 				_, err := s.GetOperation(bg, o, id)
-				require.ErrorIs(t, err, operations.ErrNotFound, "GetOperation(%s, %q) after a refused batch", o, id)
+				wantError(t, err, operations.ErrNotFound, "GetOperation(%s, %q) after a refused batch", o, id)
 			}
 			wantOps(t, s, o, phases(operations.OperationNew), nil)
 		})
 	}
 }
 
-func testFinishedStaysFinished(t *testing.T, s operations.Store) {
+func testFinishedStaysFinished(t tb, s operations.Store) {
 	o := restore("r")
 	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
 	done := newOp(o, "done", operations.OperationCompleted)
@@ -174,18 +199,18 @@ func testFinishedStaysFinished(t *testing.T, s operations.Store) {
 		{"Failed to Completed", failed, operations.OperationCompleted},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t tb) {
 			late := tc.op.Clone()
 			late.Status.Phase = tc.to
 			progressed := running.Clone()
 			progressed.Status.NCompleted = 99
 			err := s.PutOperations(bg, o, []operations.Operation{progressed, late, newOp(o, "extra", operations.OperationNew)})
-			require.ErrorIs(t, err, operations.ErrConflict, "PutOperations(%s) moving %q from %s to %s", o, tc.op.ID, tc.op.Status.Phase, tc.to)
+			wantError(t, err, operations.ErrConflict, "PutOperations(%s) moving %q from %s to %s", o, tc.op.ID, tc.op.Status.Phase, tc.to)
 			wantAllOps(t, s, o, []operations.Operation{done, failed, running})
 		})
 	}
 
-	t.Run("a finished operation may change in its own phase", func(t *testing.T) {
+	t.Run("a finished operation may change in its own phase", func(t tb) {
 		d := done.Clone()
 		d.Status.Description = "verified"
 		d.Status.Updated = at(30)
@@ -196,7 +221,7 @@ func testFinishedStaysFinished(t *testing.T, s operations.Store) {
 	})
 }
 
-func testGetOperationMissing(t *testing.T, s operations.Store) {
+func testGetOperationMissing(t tb, s operations.Store) {
 	b, other := backup("b"), backup("other")
 	mustCreate(t, s, newRun(b), newRun(other))
 	mustPut(t, s, other, []operations.Operation{newOp(other, "op-1", operations.OperationNew)})
@@ -213,24 +238,24 @@ func testGetOperationMissing(t *testing.T, s operations.Store) {
 		{"the other kind", restore("b"), "op-2"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t tb) {
 			_, err := s.GetOperation(bg, tc.owner, tc.id)
-			require.ErrorIs(t, err, operations.ErrNotFound, "GetOperation(%s, %q)", tc.owner, tc.id)
+			wantError(t, err, operations.ErrNotFound, "GetOperation(%s, %q)", tc.owner, tc.id)
 		})
 	}
 }
 
-func testListOperationsWithoutRun(t *testing.T, s operations.Store) {
+func testListOperationsWithoutRun(t tb, s operations.Store) {
 	mustCreate(t, s, newRun(backup("b")))
 	for _, o := range []operations.Owner{backup("c"), restore("b")} {
 		for _, f := range []operations.OperationFilter{{}, phases(operations.OperationNew, operations.OperationInProgress)} {
 			_, err := s.ListOperations(bg, o, f)
-			require.ErrorIs(t, err, operations.ErrNotFound, "ListOperations(%s, %+v)", o, f)
+			wantError(t, err, operations.ErrNotFound, "ListOperations(%s, %+v)", o, f)
 		}
 	}
 }
 
-func testListOperationsFilter(t *testing.T, s operations.Store) {
+func testListOperationsFilter(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 	var all []operations.Operation
@@ -273,7 +298,7 @@ func testListOperationsFilter(t *testing.T, s operations.Store) {
 		{"an unknown phase beside New", phases("Cancelled", operations.OperationNew), byPhase[operations.OperationNew]},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t tb) {
 			wantOps(t, s, o, tc.filter, tc.want)
 		})
 	}
@@ -282,7 +307,7 @@ func testListOperationsFilter(t *testing.T, s operations.Store) {
 // testListFilterFollowsUpdates moves many operations through their phases in batches and
 // checks the filtered lists after each batch, so that any index a store keeps by phase
 // must follow every change.
-func testListFilterFollowsUpdates(t *testing.T, s operations.Store) {
+func testListFilterFollowsUpdates(t tb, s operations.Store) {
 	o := restore("r")
 	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
 	const n = 300
@@ -303,7 +328,7 @@ func testListFilterFollowsUpdates(t *testing.T, s operations.Store) {
 				finished = append(finished, op)
 			}
 		}
-		t.Run(step, func(t *testing.T) {
+		t.Run(step, func(t tb) {
 			wantOps(t, s, o, phases(operations.OperationNew, operations.OperationInProgress), unfinished)
 			wantOps(t, s, o, phases(operations.OperationInProgress), inProgress)
 			wantOps(t, s, o, phases(operations.OperationCompleted, operations.OperationFailed), finished)
@@ -351,7 +376,7 @@ func testListFilterFollowsUpdates(t *testing.T, s operations.Store) {
 	check("three more")
 }
 
-func testOwnersAreSeparate(t *testing.T, s operations.Store) {
+func testOwnersAreSeparate(t tb, s operations.Store) {
 	owners := []operations.Owner{backup("x"), restore("x"), backup("y")}
 	want := map[operations.Owner][]operations.Operation{}
 	for i, o := range owners {

@@ -3,21 +3,22 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
-func runChecks() []check {
+func runChecks(cfg config) []check {
+	start := check{"AtomicStart", testAtomicStart}
+	if cfg.withoutRunStarter {
+		start = check{"StartWithoutRunStarter", testStartWithoutRunStarter}
+	}
 	return []check{
 		{"CreateAndGet", testCreateAndGet},
 		{"UIDMismatch", testUIDMismatch},
 		{"NilUpdate", testNilUpdate},
 		{"UpdateMayUseTheStore", testUpdateMayUseTheStore},
-		{"CreateRunWithOperations", testCreateRunWithOperations},
+		start,
 		{"CancelRequest", testCancelRequest},
 		{"CreateExisting", testCreateExisting},
 		{"SameNameBothKinds", testSameNameBothKinds},
@@ -39,7 +40,7 @@ func runChecks() []check {
 	}
 }
 
-func testCreateAndGet(t *testing.T, s operations.Store) {
+func testCreateAndGet(t tb, s operations.Store) {
 	for _, o := range []operations.Owner{backup("b-1"), restore("r-1")} {
 		want := fullRun(o)
 		mustCreate(t, s, fullRun(o))
@@ -49,49 +50,51 @@ func testCreateAndGet(t *testing.T, s operations.Store) {
 		anyUID := o
 		anyUID.UID = ""
 		got, err := s.GetRun(bg, anyUID)
-		require.NoError(t, err, "GetRun(%s) without a UID", o)
+		noError(t, err, "GetRun(%s) without a UID", o)
 		if d := diff(want, got); d != "" {
 			t.Errorf("GetRun(%s) without a UID (-want +got):\n%s", o, d)
 		}
 		other := o
 		other.UID = "some-other-uid"
 		_, err = s.GetRun(bg, other)
-		require.ErrorIs(t, err, operations.ErrUIDMismatch, "GetRun(%s) with another UID", o)
-		require.ErrorIs(t, err, operations.ErrConflict, "GetRun(%s) with another UID", o)
+		wantError(t, err, operations.ErrUIDMismatch, "GetRun(%s) with another UID", o)
+		wantError(t, err, operations.ErrConflict, "GetRun(%s) with another UID", o)
 	}
 }
 
-func testCreateExisting(t *testing.T, s operations.Store) {
+func testCreateExisting(t tb, s operations.Store) {
 	first := newRun(backup("b"))
 	mustCreate(t, s, first)
 
 	second := runIn(t, backup("b"), phase.InProgress, phase.Profile{})
 	err := s.CreateRun(bg, second)
-	require.ErrorIs(t, err, operations.ErrExists, "second CreateRun(%s)", second.Owner)
+	wantError(t, err, operations.ErrExists, "second CreateRun(%s)", second.Owner)
 
 	// A run of another object of the same name (a deleted and re-created one) is refused
 	// with ErrUIDMismatch, not ErrExists: the caller must not take the stale run as its own.
 	second.Owner.UID = "another-uid"
 	err = s.CreateRun(bg, second)
-	require.ErrorIs(t, err, operations.ErrUIDMismatch, "CreateRun(%s) with another UID", second.Owner)
-	require.NotErrorIs(t, err, operations.ErrExists, "CreateRun(%s) with another UID", second.Owner)
+	wantError(t, err, operations.ErrUIDMismatch, "CreateRun(%s) with another UID", second.Owner)
+	if errors.Is(err, operations.ErrExists) {
+		t.Fatalf("CreateRun(%s) with another UID returned the error %q, which wraps operations.ErrExists: the caller would take the stale run as its own", second.Owner, err)
+	}
 	wantRun(t, s, first)
 }
 
-func testSameNameBothKinds(t *testing.T, s operations.Store) {
+func testSameNameBothKinds(t tb, s operations.Store) {
 	b := newRun(backup("x"))
 	r := runIn(t, restore("x"), phase.Completed, phase.Profile{})
 	mustCreate(t, s, b, r)
 	wantRun(t, s, b)
 	wantRun(t, s, r)
 
-	require.NoError(t, s.DeleteRun(bg, backup("x")), "DeleteRun(Backup/x)")
+	noError(t, s.DeleteRun(bg, backup("x")), "DeleteRun(Backup/x)")
 	_, err := s.GetRun(bg, backup("x"))
-	require.ErrorIs(t, err, operations.ErrNotFound, "GetRun(Backup/x) after deleting it")
+	wantError(t, err, operations.ErrNotFound, "GetRun(Backup/x) after deleting it")
 	wantRun(t, s, r)
 }
 
-func testCreateInvalid(t *testing.T, s operations.Store) {
+func testCreateInvalid(t tb, s operations.Store) {
 	tests := []struct {
 		name    string
 		run     operations.Run
@@ -106,28 +109,28 @@ func testCreateInvalid(t *testing.T, s operations.Store) {
 		{"restore in Deleting", operations.Run{Owner: restore("x"), Phase: phase.Deleting}, phase.ErrUnknownPhase},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t tb) {
 			err := s.CreateRun(bg, tc.run)
-			require.ErrorIs(t, err, tc.wantErr, "CreateRun(%+v)", tc.run)
+			wantError(t, err, tc.wantErr, "CreateRun(%+v)", tc.run)
 		})
 	}
 	wantRuns(t, s, operations.RunFilter{}, nil)
 }
 
-func testGetMissing(t *testing.T, s operations.Store) {
+func testGetMissing(t tb, s operations.Store) {
 	mustCreate(t, s, newRun(backup("b")))
 	for _, o := range []operations.Owner{backup("c"), restore("b"), {Kind: phase.Backup, Name: "B"}, {}} {
 		_, err := s.GetRun(bg, o)
-		require.ErrorIs(t, err, operations.ErrNotFound, "GetRun(%s)", o)
+		wantError(t, err, operations.ErrNotFound, "GetRun(%s)", o)
 	}
 }
 
-func testUpdate(t *testing.T, s operations.Store) {
+func testUpdate(t tb, s operations.Store) {
 	o := backup("b")
 	mustCreate(t, s, newRun(o))
 
 	want := newRun(o)
-	require.NoError(t, want.SetPhase(phase.InProgress, "started", at(1)))
+	noError(t, want.SetPhase(phase.InProgress, "started", at(1)), "fixture: SetPhase(InProgress)")
 	want.Errors, want.Warnings, want.ItemsTotal, want.ItemsDone = 1, 2, 30, 4
 	want.FailureReason = "reason"
 	want.Owner.UID = "new-uid" // an update may change the UID; later calls must name it
@@ -141,7 +144,7 @@ func testUpdate(t *testing.T, s operations.Store) {
 		r.Owner.UID = "new-uid"
 		return nil
 	})
-	require.NoError(t, err, "UpdateRun(%s)", o)
+	noError(t, err, "UpdateRun(%s)", o)
 	if d := diff(want, got); d != "" {
 		t.Errorf("UpdateRun(%s) returned (-want +got):\n%s", o, d)
 	}
@@ -151,7 +154,7 @@ func testUpdate(t *testing.T, s operations.Store) {
 	_, err = s.UpdateRun(bg, o, func(r *operations.Run) error {
 		return fmt.Errorf("update called for a run of another UID")
 	})
-	require.ErrorIs(t, err, operations.ErrUIDMismatch, "UpdateRun(%s) with the old UID", o)
+	wantError(t, err, operations.ErrUIDMismatch, "UpdateRun(%s) with the old UID", o)
 
 	// A second update, under the new UID, starts from the first one's result.
 	o = want.Owner
@@ -162,16 +165,16 @@ func testUpdate(t *testing.T, s operations.Store) {
 		r.Errors++
 		return r.SetPhase(phase.WaitingForPluginOperationsPartiallyFailed, "1 operation pending", at(2))
 	})
-	require.NoError(t, err, "second UpdateRun(%s)", o)
+	noError(t, err, "second UpdateRun(%s)", o)
 	want.Errors = 2
-	require.NoError(t, want.SetPhase(phase.WaitingForPluginOperationsPartiallyFailed, "1 operation pending", at(2)))
+	noError(t, want.SetPhase(phase.WaitingForPluginOperationsPartiallyFailed, "1 operation pending", at(2)), "fixture: SetPhase(WaitingForPluginOperationsPartiallyFailed)")
 	if d := diff(want, got); d != "" {
 		t.Errorf("second UpdateRun(%s) returned (-want +got):\n%s", o, d)
 	}
 	wantRun(t, s, want)
 }
 
-func testUpdateAllowedPhaseChanges(t *testing.T, s operations.Store) {
+func testUpdateAllowedPhaseChanges(t tb, s operations.Store) {
 	tests := []struct {
 		name    string
 		start   operations.Run
@@ -190,16 +193,16 @@ func testUpdateAllowedPhaseChanges(t *testing.T, s operations.Store) {
 		{"restore New to Failed, cancelled before it starts", newRun(restore("f")), phase.Failed, 1},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t tb) {
 			mustCreate(t, s, tc.start)
 			want := tc.start.Clone()
-			require.NoError(t, want.SetPhase(tc.to, "moved", at(5)))
-			require.Len(t, want.History, len(tc.start.History)+tc.history, "fixture")
+			noError(t, want.SetPhase(tc.to, "moved", at(5)), "fixture: SetPhase(%s)", tc.to)
+			wantEqual(t, len(tc.start.History)+tc.history, len(want.History), "fixture: history entries")
 
 			got, err := s.UpdateRun(bg, tc.start.Owner, func(r *operations.Run) error {
 				return r.SetPhase(tc.to, "moved", at(5))
 			})
-			require.NoError(t, err, "UpdateRun(%s) to %s", tc.start.Owner, tc.to)
+			noError(t, err, "UpdateRun(%s) to %s", tc.start.Owner, tc.to)
 			if d := diff(want, got); d != "" {
 				t.Errorf("UpdateRun(%s) to %s returned (-want +got):\n%s", tc.start.Owner, tc.to, d)
 			}
@@ -208,7 +211,7 @@ func testUpdateAllowedPhaseChanges(t *testing.T, s operations.Store) {
 	}
 }
 
-func testUpdateMissing(t *testing.T, s operations.Store) {
+func testUpdateMissing(t tb, s operations.Store) {
 	mustCreate(t, s, newRun(backup("b")))
 	for _, o := range []operations.Owner{backup("c"), restore("b")} {
 		called := false
@@ -216,8 +219,10 @@ func testUpdateMissing(t *testing.T, s operations.Store) {
 			called = true
 			return nil
 		})
-		require.ErrorIs(t, err, operations.ErrNotFound, "UpdateRun(%s)", o)
-		require.False(t, called, "UpdateRun(%s) of a missing run called the update function", o)
+		wantError(t, err, operations.ErrNotFound, "UpdateRun(%s)", o)
+		if called {
+			t.Errorf("UpdateRun(%s) of a missing run called the update function", o)
+		}
 	}
 	wantRuns(t, s, operations.RunFilter{}, []operations.Run{newRun(backup("b"))})
 }
@@ -225,7 +230,7 @@ func testUpdateMissing(t *testing.T, s operations.Store) {
 // errUpdate is what the update functions of the suite fail with.
 var errUpdate = errors.New("storetest: update refused by the caller")
 
-func testUpdateFuncError(t *testing.T, s operations.Store) {
+func testUpdateFuncError(t tb, s operations.Store) {
 	o := restore("r")
 	start := runIn(t, o, phase.InProgress, phase.Profile{})
 	mustCreate(t, s, start)
@@ -240,11 +245,11 @@ func testUpdateFuncError(t *testing.T, s operations.Store) {
 		}
 		return fmt.Errorf("wrapped by the caller: %w", errUpdate)
 	})
-	require.ErrorIs(t, err, errUpdate, "UpdateRun(%s) must return the update function's error", o)
+	wantError(t, err, errUpdate, "UpdateRun(%s) must return the update function's error", o)
 	wantRun(t, s, start)
 }
 
-func testUpdateRefused(t *testing.T, s operations.Store) {
+func testUpdateRefused(t tb, s operations.Store) {
 	tests := []struct {
 		name    string
 		start   operations.Run
@@ -317,17 +322,17 @@ func testUpdateRefused(t *testing.T, s operations.Store) {
 		},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t tb) {
 			mustCreate(t, s, tc.start)
 			_, err := s.UpdateRun(bg, tc.start.Owner, tc.update)
-			require.ErrorIs(t, err, tc.wantErr, "UpdateRun(%s)", tc.start.Owner)
+			wantError(t, err, tc.wantErr, "UpdateRun(%s)", tc.start.Owner)
 			wantRun(t, s, tc.start)
 		})
 	}
 	// The renamed and re-kinded updates must not have created runs either.
 	for _, o := range []operations.Owner{backup("g2"), restore("h")} {
 		_, err := s.GetRun(bg, o)
-		require.ErrorIs(t, err, operations.ErrNotFound, "GetRun(%s) after a refused rename", o)
+		wantError(t, err, operations.ErrNotFound, "GetRun(%s) after a refused rename", o)
 	}
 }
 
@@ -339,11 +344,11 @@ func forcePhase(r *operations.Run, p phase.Phase) {
 	r.Updated = at(10)
 }
 
-func testTerminalStaysTerminal(t *testing.T, s operations.Store) {
+func testTerminalStaysTerminal(t tb, s operations.Store) {
 	for _, kind := range []phase.Kind{phase.Backup, phase.Restore} {
 		for _, end := range []phase.Phase{phase.Completed, phase.PartiallyFailed, phase.Failed, phase.FailedValidation} {
 			for _, back := range []phase.Phase{phase.New, phase.InProgress, phase.WaitingForPluginOperations} {
-				t.Run(fmt.Sprintf("%s %s to %s", kind, end, back), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s %s to %s", kind, end, back), func(t tb) {
 					o := operations.Owner{Kind: kind, Name: fmt.Sprintf("%s-%s", end, back)}
 					start := runIn(t, o, end, phase.Profile{})
 					mustCreate(t, s, start)
@@ -354,7 +359,7 @@ func testTerminalStaysTerminal(t *testing.T, s operations.Store) {
 						r.Errors++
 						return nil
 					})
-					require.ErrorIs(t, err, phase.ErrInvalidTransition, "UpdateRun(%s) from %s to %s", o, end, back)
+					wantError(t, err, phase.ErrInvalidTransition, "UpdateRun(%s) from %s to %s", o, end, back)
 					wantRun(t, s, start)
 
 					// Through SetPhase, whose own refusal the store returns.
@@ -362,7 +367,7 @@ func testTerminalStaysTerminal(t *testing.T, s operations.Store) {
 						r.Errors++
 						return r.SetPhase(back, "late writer", at(20))
 					})
-					require.ErrorIs(t, err, phase.ErrInvalidTransition, "UpdateRun(%s) with SetPhase(%s)", o, back)
+					wantError(t, err, phase.ErrInvalidTransition, "UpdateRun(%s) with SetPhase(%s)", o, back)
 					wantRun(t, s, start)
 				})
 			}
@@ -370,24 +375,24 @@ func testTerminalStaysTerminal(t *testing.T, s operations.Store) {
 	}
 }
 
-func testDelete(t *testing.T, s operations.Store) {
+func testDelete(t tb, s operations.Store) {
 	b, sibling := backup("b"), backup("sibling")
 	mustCreate(t, s, runIn(t, b, phase.WaitingForPluginOperations, phase.Profile{}), newRun(sibling))
 	mustPut(t, s, b, newOps(b, "op-", 3, operations.OperationInProgress))
 	siblingOps := newOps(sibling, "op-", 2, operations.OperationNew)
 	mustPut(t, s, sibling, cloneOps(siblingOps))
 
-	require.NoError(t, s.DeleteRun(bg, b), "DeleteRun(%s)", b)
+	noError(t, s.DeleteRun(bg, b), "DeleteRun(%s)", b)
 
 	_, err := s.GetRun(bg, b)
-	require.ErrorIs(t, err, operations.ErrNotFound, "GetRun(%s) after DeleteRun", b)
+	wantError(t, err, operations.ErrNotFound, "GetRun(%s) after DeleteRun", b)
 	_, err = s.GetOperation(bg, b, "op-0000")
-	require.ErrorIs(t, err, operations.ErrNotFound, "GetOperation(%s) after DeleteRun", b)
+	wantError(t, err, operations.ErrNotFound, "GetOperation(%s) after DeleteRun", b)
 	_, err = s.ListOperations(bg, b, operations.OperationFilter{})
-	require.ErrorIs(t, err, operations.ErrNotFound, "ListOperations(%s) after DeleteRun", b)
+	wantError(t, err, operations.ErrNotFound, "ListOperations(%s) after DeleteRun", b)
 	err = s.PutOperations(bg, b, newOps(b, "late-", 1, operations.OperationNew))
-	require.ErrorIs(t, err, operations.ErrNotFound, "PutOperations(%s) after DeleteRun", b)
-	require.ErrorIs(t, s.DeleteRun(bg, b), operations.ErrNotFound, "second DeleteRun(%s)", b)
+	wantError(t, err, operations.ErrNotFound, "PutOperations(%s) after DeleteRun", b)
+	wantError(t, s.DeleteRun(bg, b), operations.ErrNotFound, "second DeleteRun(%s)", b)
 
 	// The sibling is untouched.
 	wantRun(t, s, newRun(sibling))
@@ -398,24 +403,24 @@ func testDelete(t *testing.T, s operations.Store) {
 	wantOps(t, s, b, operations.OperationFilter{}, nil)
 	wantOps(t, s, b, phases(operations.OperationInProgress), nil)
 	_, err = s.GetOperation(bg, b, "op-0000")
-	require.ErrorIs(t, err, operations.ErrNotFound, "GetOperation(%s) of a re-created run", b)
+	wantError(t, err, operations.ErrNotFound, "GetOperation(%s) of a re-created run", b)
 }
 
-func testDeleteMissing(t *testing.T, s operations.Store) {
+func testDeleteMissing(t tb, s operations.Store) {
 	mustCreate(t, s, newRun(backup("b")))
 	for _, o := range []operations.Owner{backup("c"), restore("b")} {
-		require.ErrorIs(t, s.DeleteRun(bg, o), operations.ErrNotFound, "DeleteRun(%s)", o)
+		wantError(t, s.DeleteRun(bg, o), operations.ErrNotFound, "DeleteRun(%s)", o)
 	}
 	wantRun(t, s, newRun(backup("b")))
 }
 
-func testListEmpty(t *testing.T, s operations.Store) {
+func testListEmpty(t tb, s operations.Store) {
 	for _, f := range []operations.RunFilter{{}, {Kind: phase.Restore}, {Phases: []phase.Phase{phase.New}}} {
 		wantRuns(t, s, f, nil)
 	}
 }
 
-func testListOrder(t *testing.T, s operations.Store) {
+func testListOrder(t tb, s operations.Store) {
 	// Names in byte order: upper case before lower, "b10" before "b2".
 	names := []string{"b2", "a", "b10", "B", "b-1", "b", "zz", "a.b"}
 	var backups, restores []operations.Run
@@ -432,7 +437,7 @@ func testListOrder(t *testing.T, s operations.Store) {
 	wantRuns(t, s, operations.RunFilter{Phases: []phase.Phase{phase.New}}, append(append([]operations.Run(nil), backups...), restores...))
 }
 
-func testListFilter(t *testing.T, s operations.Store) {
+func testListFilter(t tb, s operations.Store) {
 	var (
 		bNew      = newRun(backup("b-new"))
 		bRunning  = runIn(t, backup("b-running"), phase.InProgress, phase.Profile{})
@@ -469,13 +474,13 @@ func testListFilter(t *testing.T, s operations.Store) {
 		{"an unknown kind", operations.RunFilter{Kind: "Schedule"}, nil},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t tb) {
 			wantRuns(t, s, tc.filter, tc.want)
 		})
 	}
 }
 
-func testListFollowsUpdatesAndDeletes(t *testing.T, s operations.Store) {
+func testListFollowsUpdatesAndDeletes(t tb, s operations.Store) {
 	waitingPhases := operations.RunFilter{Phases: []phase.Phase{phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed}}
 	var runs []operations.Run
 	for i := range 6 {
@@ -488,13 +493,13 @@ func testListFollowsUpdatesAndDeletes(t *testing.T, s operations.Store) {
 	move := func(i int, to phase.Phase) {
 		t.Helper()
 		got, err := s.UpdateRun(bg, runs[i].Owner, func(r *operations.Run) error { return r.SetPhase(to, "", at(3)) })
-		require.NoError(t, err, "UpdateRun(%s) to %s", runs[i].Owner, to)
+		noError(t, err, "UpdateRun(%s) to %s", runs[i].Owner, to)
 		runs[i] = got
 	}
 	move(1, phase.WaitingForPluginOperationsPartiallyFailed) // still waiting
 	move(2, phase.Completed)
 	move(4, phase.PartiallyFailed)
-	require.NoError(t, s.DeleteRun(bg, runs[5].Owner))
+	noError(t, s.DeleteRun(bg, runs[5].Owner), "DeleteRun(%s)", runs[5].Owner)
 
 	wantRuns(t, s, waitingPhases, []operations.Run{runs[0], runs[1], runs[3]})
 	wantRuns(t, s, operations.RunFilter{Phases: []phase.Phase{phase.WaitingForPluginOperations}}, []operations.Run{runs[0], runs[3]})
@@ -503,7 +508,7 @@ func testListFollowsUpdatesAndDeletes(t *testing.T, s operations.Store) {
 
 	// A refused update leaves the run where the index has it.
 	_, err := s.UpdateRun(bg, runs[2].Owner, func(r *operations.Run) error { forcePhase(r, phase.InProgress); return nil })
-	require.ErrorIs(t, err, phase.ErrInvalidTransition)
+	wantError(t, err, phase.ErrInvalidTransition, "UpdateRun(%s) from Completed back to InProgress", runs[2].Owner)
 	wantRuns(t, s, operations.RunFilter{Phases: []phase.Phase{phase.InProgress}}, nil)
 	wantRuns(t, s, operations.RunFilter{Phases: []phase.Phase{phase.Completed}}, []operations.Run{runs[2]})
 

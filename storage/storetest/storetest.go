@@ -10,35 +10,95 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
-// Run checks a store against the storage contract of [operations.Store]. newStore is
-// called once per subtest, must return an empty store, and registers its own cleanup
-// (with t.Cleanup); a subtest is one check, two levels below t (Runs/CreateExisting),
-// and the cases of a table inside a check share its store. Run uses only the Store's
-// methods and reports every broken rule as a failure of a named subtest; it never skips
-// a check. Run returns when every subtest has finished, and starts no goroutine that
-// outlives it.
-func Run(t *testing.T, newStore func(t *testing.T) operations.Store) {
+// A TB is what the suites run on: a [testing.TB] that runs subtests of its own type, as
+// *testing.T does. A test of a test can pass its own TB (one that records failures
+// instead of reporting them) to check that a broken store fails where it should.
+type TB[T any] interface {
+	testing.TB
+	Run(name string, f func(t T)) bool
+}
+
+// tb is the TB every check gets, whatever the caller's type: the caller's value, which
+// runs subtests through run.
+type tb struct {
+	testing.TB
+	run func(name string, f func(t tb)) bool
+}
+
+// Run runs f as a subtest of t named name, as testing.T.Run does.
+func (t tb) Run(name string, f func(t tb)) bool { return t.run(name, f) }
+
+// wrap returns t as a tb.
+func wrap[T TB[T]](t T) tb {
+	return tb{TB: t, run: func(name string, f func(tb)) bool {
+		return t.Run(name, func(t T) { f(wrap(t)) })
+	}}
+}
+
+// An Option changes what [Run] expects of a store.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	// withoutRunStarter: the store is not meant to be an operations.RunStarter.
+	withoutRunStarter bool
+}
+
+// WithoutRunStarter tells [Run] that the store is not an [operations.RunStarter], so
+// that [operations.StartRun] cannot start a run on it atomically: the check
+// Runs/AtomicStart is then replaced by Runs/StartWithoutRunStarter, which checks the path
+// StartRun takes on such a store (the run is created InProgress before its main run, and
+// a main run that fails leaves it so). Without this option, a store that is not a
+// RunStarter fails Runs/AtomicStart: a decorator that embeds the operations.Store it
+// wraps hides the RunStarter of that store (build decorators with [decorate.Store],
+// which keeps it).
+func WithoutRunStarter() Option {
+	return optionFunc(func(c *config) { c.withoutRunStarter = true })
+}
+
+// Run checks a store against the storage contract of [operations.Store], and checks that
+// it is an [operations.RunStarter] (unless [WithoutRunStarter] says it is not meant to
+// be). newStore is called once per subtest, must return an empty store, and registers
+// its own cleanup (with t.Cleanup); a subtest is one check, two levels below t
+// (Runs/CreateExisting), and the cases of a table inside a check share its store. Run
+// uses only the Store's methods and reports every broken rule as a failure of a named
+// subtest, with a sentence that says which call returned what; it never skips a check.
+// With -short ([testing.Short]) the one slow check, Scale/LargeBatch, stores 10,000
+// operations instead of 100,000. Run returns when every subtest has finished, and starts
+// no goroutine that outlives it.
+//
+// t is usually the test's *testing.T; any [TB] will do.
+func Run[T TB[T]](t T, newStore func(t T) operations.Store, opts ...Option) {
 	t.Helper()
-	for _, g := range groups() {
-		t.Run(g.name, func(t *testing.T) { runEach(t, newStore, g.cases) })
+	var cfg config
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.withoutRunStarter {
+		t.Log("storetest: WithoutRunStarter: the store is not an operations.RunStarter, so Runs/StartWithoutRunStarter checks the non-atomic start in place of Runs/AtomicStart")
+	}
+	for _, g := range groups(cfg) {
+		t.Run(g.name, func(t T) { runEach(t, newStore, g.cases) })
 	}
 }
 
 // runEach runs each check in a subtest of t, on a store of its own.
-func runEach(t *testing.T, newStore func(t *testing.T) operations.Store, checks []check) {
+func runEach[T TB[T]](t T, newStore func(t T) operations.Store, checks []check) {
 	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.name, func(t T) {
 			s := newStore(t)
 			if s == nil {
 				t.Fatal("newStore returned nil")
 			}
-			c.run(t, s)
+			c.run(wrap(t), s)
 		})
 	}
 }
@@ -46,7 +106,7 @@ func runEach(t *testing.T, newStore func(t *testing.T) operations.Store, checks 
 // A check is one subtest of the suite, run on a fresh store.
 type check struct {
 	name string
-	run  func(t *testing.T, s operations.Store)
+	run  func(t tb, s operations.Store)
 }
 
 type group struct {
@@ -54,9 +114,9 @@ type group struct {
 	cases []check
 }
 
-func groups() []group {
+func groups(cfg config) []group {
 	return []group{
-		{"Runs", runChecks()},
+		{"Runs", runChecks(cfg)},
 		{"Operations", operationChecks()},
 		{"Isolation", isolationChecks()},
 		{"Context", contextChecks()},
@@ -89,11 +149,11 @@ func newRun(o operations.Owner) operations.Run {
 
 // runIn returns a run of o moved from New to p with Run.SetPhase, so that its history is
 // what a store accepts.
-func runIn(t *testing.T, o operations.Owner, p phase.Phase, profile phase.Profile) operations.Run {
+func runIn(t tb, o operations.Owner, p phase.Phase, profile phase.Profile) operations.Run {
 	t.Helper()
 	r := newRun(o)
 	r.Profile = profile
-	require.NoError(t, r.SetPhase(p, "fixture", at(1)), "fixture: SetPhase(%s) of %s", p, o)
+	noError(t, r.SetPhase(p, "fixture", at(1)), "fixture: SetPhase(%s) of %s", p, o)
 	return r
 }
 
@@ -235,55 +295,55 @@ func normalize(v any) any {
 	return v
 }
 
-func mustCreate(t *testing.T, s operations.Store, runs ...operations.Run) {
+func mustCreate(t tb, s operations.Store, runs ...operations.Run) {
 	t.Helper()
 	for _, r := range runs {
-		require.NoError(t, s.CreateRun(bg, r), "CreateRun(%s)", r.Owner)
+		noError(t, s.CreateRun(bg, r), "CreateRun(%s)", r.Owner)
 	}
 }
 
-func mustPut(t *testing.T, s operations.Store, o operations.Owner, ops []operations.Operation) {
+func mustPut(t tb, s operations.Store, o operations.Owner, ops []operations.Operation) {
 	t.Helper()
-	require.NoError(t, s.PutOperations(bg, o, ops), "PutOperations(%s, %d operations)", o, len(ops))
+	noError(t, s.PutOperations(bg, o, ops), "PutOperations(%s, %d operations)", o, len(ops))
 }
 
 // wantRun checks that the stored run of want.Owner is want.
-func wantRun(t *testing.T, s operations.Store, want operations.Run) {
+func wantRun(t tb, s operations.Store, want operations.Run) {
 	t.Helper()
 	got, err := s.GetRun(bg, want.Owner)
-	require.NoError(t, err, "GetRun(%s)", want.Owner)
+	noError(t, err, "GetRun(%s)", want.Owner)
 	if d := diff(want, got); d != "" {
 		t.Errorf("GetRun(%s) (-want +got):\n%s", want.Owner, d)
 	}
 }
 
 // wantRuns checks that ListRuns(f) returns exactly want, in that order.
-func wantRuns(t *testing.T, s operations.Store, f operations.RunFilter, want []operations.Run) {
+func wantRuns(t tb, s operations.Store, f operations.RunFilter, want []operations.Run) {
 	t.Helper()
 	got, err := s.ListRuns(bg, f)
-	require.NoError(t, err, "ListRuns(%+v)", f)
+	noError(t, err, "ListRuns(%+v)", f)
 	if d := diff(want, got); d != "" {
 		t.Errorf("ListRuns(%+v) (-want +got):\n%s", f, d)
 	}
 }
 
 // wantOps checks that ListOperations(o, f) returns exactly want, in that order.
-func wantOps(t *testing.T, s operations.Store, o operations.Owner, f operations.OperationFilter, want []operations.Operation) {
+func wantOps(t tb, s operations.Store, o operations.Owner, f operations.OperationFilter, want []operations.Operation) {
 	t.Helper()
 	got, err := s.ListOperations(bg, o, f)
-	require.NoError(t, err, "ListOperations(%s, %+v)", o, f)
+	noError(t, err, "ListOperations(%s, %+v)", o, f)
 	if d := diff(want, got); d != "" {
 		t.Errorf("ListOperations(%s, %+v) (-want +got):\n%s", o, f, d)
 	}
 }
 
 // wantAllOps checks every operation of o, through ListOperations and GetOperation.
-func wantAllOps(t *testing.T, s operations.Store, o operations.Owner, want []operations.Operation) {
+func wantAllOps(t tb, s operations.Store, o operations.Owner, want []operations.Operation) {
 	t.Helper()
 	wantOps(t, s, o, operations.OperationFilter{}, want)
 	for _, w := range want {
 		got, err := s.GetOperation(bg, o, w.ID)
-		require.NoError(t, err, "GetOperation(%s, %q)", o, w.ID)
+		noError(t, err, "GetOperation(%s, %q)", o, w.ID)
 		if d := diff(w, got); d != "" {
 			t.Errorf("GetOperation(%s, %q) (-want +got):\n%s", o, w.ID, d)
 		}

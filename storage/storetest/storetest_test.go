@@ -48,7 +48,7 @@ const (
 
 func TestSimpleStore(t *testing.T) {
 	f := fault(os.Getenv(faultEnv))
-	storetest.Run(t, func(*testing.T) operations.Store { return newSimpleStore(f) })
+	storetest.Run(t, func(*testing.T) operations.Store { return newSimpleStore(f) }, storetest.WithoutRunStarter())
 }
 
 func TestSuiteCatchesFaults(t *testing.T) {

@@ -1,0 +1,217 @@
+// Package decorate builds decorators of an operations.Store: one function sees every
+// call, the optional abilities of the store included.
+package decorate
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/itemops/itemops/operations"
+)
+
+// A Call is one call of a method of an [operations.Store] that [Store] passes to its
+// function.
+type Call struct {
+	// Method is the method's name: one of the eight of operations.Store,
+	// CreateRunWithOperations (of an [operations.RunStarter]) or ClaimRun (of an
+	// [operations.RunClaimer]).
+	Method string
+	// Owner is the owner the call names (the run's, for CreateRun and
+	// CreateRunWithOperations); the zero Owner for ListRuns.
+	Owner operations.Owner
+	// Write is true for the methods that write records: CreateRun, UpdateRun,
+	// DeleteRun, PutOperations and CreateRunWithOperations.
+	Write bool
+}
+
+// Store returns an operations.Store that passes every call of a method of s through
+// around, to add metrics, tracing, logging or injected faults without writing a method
+// for each call. around gets the call and a function that makes it on s with the context
+// it is given (around may pass another, carrying a span); around returns what that
+// function returned, or an error of its own. The results of the call are the method's.
+//
+// The store returned keeps the optional abilities of s: it is an
+// [operations.RunStarter] exactly when s is, and an [operations.RunClaimer] exactly
+// when s is, and their calls pass through around too, so that [operations.StartRun]
+// stays atomic and Monitors keep their claims. (A decorator type that embeds the
+// operations.Store it wraps hides them instead, as only the methods of the interface it
+// embeds are promoted.)
+//
+// When around returns nil without having called the function, the method fails with an
+// error wrapping [operations.ErrInvalid], since it has no result to return; when around
+// calls it more than once, the method returns the last call's results. A nil around
+// passes every call straight to s; a nil s makes every method fail with an error
+// wrapping operations.ErrInvalid. The store is safe for concurrent use as far as s and
+// around are.
+func Store(s operations.Store, around func(ctx context.Context, c Call, call func(ctx context.Context) error) error) operations.Store {
+	d := &decorated{s: s, around: around}
+	starter, isStarter := s.(operations.RunStarter)
+	claimer, isClaimer := s.(operations.RunClaimer)
+	d.starter, d.claimer = starter, claimer
+	switch {
+	case isStarter && isClaimer:
+		return decoratedStarterClaimer{d}
+	case isStarter:
+		return decoratedStarter{d}
+	case isClaimer:
+		return decoratedClaimer{d}
+	}
+	return d
+}
+
+// decorated is a store made by Store; the types below add the optional abilities of
+// the store it decorates.
+type decorated struct {
+	s       operations.Store
+	starter operations.RunStarter // s, when it is one
+	claimer operations.RunClaimer // s, when it is one
+	around  func(ctx context.Context, c Call, call func(ctx context.Context) error) error
+}
+
+type (
+	decoratedStarter        struct{ *decorated }
+	decoratedClaimer        struct{ *decorated }
+	decoratedStarterClaimer struct{ *decorated }
+)
+
+var (
+	_ operations.Store      = (*decorated)(nil)
+	_ operations.RunStarter = decoratedStarter{}
+	_ operations.RunClaimer = decoratedClaimer{}
+	_ operations.RunStarter = decoratedStarterClaimer{}
+	_ operations.RunClaimer = decoratedStarterClaimer{}
+)
+
+// do makes call through around.
+func (d *decorated) do(ctx context.Context, c Call, call func(ctx context.Context) error) error {
+	if d.s == nil {
+		return fmt.Errorf("%s: the decorated store is nil: %w", c.Method, operations.ErrInvalid)
+	}
+	if d.around == nil {
+		return call(ctx)
+	}
+	var called atomic.Bool
+	err := d.around(ctx, c, func(ctx context.Context) error {
+		called.Store(true)
+		return call(ctx)
+	})
+	if err == nil && !called.Load() {
+		return fmt.Errorf("%s of %s: the decorator returned without calling the store: %w", c.Method, c.Owner, operations.ErrInvalid)
+	}
+	return err
+}
+
+func (d *decorated) CreateRun(ctx context.Context, r operations.Run) error {
+	return d.do(ctx, Call{Method: "CreateRun", Owner: r.Owner, Write: true}, func(ctx context.Context) error {
+		return d.s.CreateRun(ctx, r)
+	})
+}
+
+func (d *decorated) GetRun(ctx context.Context, o operations.Owner) (operations.Run, error) {
+	var r operations.Run
+	err := d.do(ctx, Call{Method: "GetRun", Owner: o}, func(ctx context.Context) (err error) {
+		r, err = d.s.GetRun(ctx, o)
+		return err
+	})
+	if err != nil {
+		return operations.Run{}, err
+	}
+	return r, nil
+}
+
+func (d *decorated) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
+	var r operations.Run
+	err := d.do(ctx, Call{Method: "UpdateRun", Owner: o, Write: true}, func(ctx context.Context) (err error) {
+		r, err = d.s.UpdateRun(ctx, o, update)
+		return err
+	})
+	if err != nil {
+		return operations.Run{}, err
+	}
+	return r, nil
+}
+
+func (d *decorated) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
+	var runs []operations.Run
+	err := d.do(ctx, Call{Method: "ListRuns"}, func(ctx context.Context) (err error) {
+		runs, err = d.s.ListRuns(ctx, f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
+func (d *decorated) DeleteRun(ctx context.Context, o operations.Owner) error {
+	return d.do(ctx, Call{Method: "DeleteRun", Owner: o, Write: true}, func(ctx context.Context) error {
+		return d.s.DeleteRun(ctx, o)
+	})
+}
+
+func (d *decorated) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
+	return d.do(ctx, Call{Method: "PutOperations", Owner: o, Write: true}, func(ctx context.Context) error {
+		return d.s.PutOperations(ctx, o, ops)
+	})
+}
+
+func (d *decorated) GetOperation(ctx context.Context, o operations.Owner, id string) (operations.Operation, error) {
+	var op operations.Operation
+	err := d.do(ctx, Call{Method: "GetOperation", Owner: o}, func(ctx context.Context) (err error) {
+		op, err = d.s.GetOperation(ctx, o, id)
+		return err
+	})
+	if err != nil {
+		return operations.Operation{}, err
+	}
+	return op, nil
+}
+
+func (d *decorated) ListOperations(ctx context.Context, o operations.Owner, f operations.OperationFilter) ([]operations.Operation, error) {
+	var ops []operations.Operation
+	err := d.do(ctx, Call{Method: "ListOperations", Owner: o}, func(ctx context.Context) (err error) {
+		ops, err = d.s.ListOperations(ctx, o, f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ops, nil
+}
+
+func (d *decorated) createRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	return d.do(ctx, Call{Method: "CreateRunWithOperations", Owner: r.Owner, Write: true}, func(ctx context.Context) error {
+		return d.starter.CreateRunWithOperations(ctx, r, ops)
+	})
+}
+
+func (d *decorated) claimRun(ctx context.Context, o operations.Owner) (release func(), ok bool, err error) {
+	err = d.do(ctx, Call{Method: "ClaimRun", Owner: o}, func(ctx context.Context) (err error) {
+		release, ok, err = d.claimer.ClaimRun(ctx, o)
+		return err
+	})
+	if err != nil {
+		if ok && release != nil {
+			release() // around failed a call that got the claim: give it up
+		}
+		return nil, false, err
+	}
+	return release, ok, nil
+}
+
+func (d decoratedStarter) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	return d.createRunWithOperations(ctx, r, ops)
+}
+
+func (d decoratedClaimer) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
+	return d.claimRun(ctx, o)
+}
+
+func (d decoratedStarterClaimer) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	return d.createRunWithOperations(ctx, r, ops)
+}
+
+func (d decoratedStarterClaimer) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
+	return d.claimRun(ctx, o)
+}

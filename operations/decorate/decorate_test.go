@@ -1,0 +1,193 @@
+package decorate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/decorate"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/memstore"
+)
+
+// claimer is a memstore that is also a RunClaimer whose claims are always granted.
+type claimer struct {
+	*memstore.Store
+	released int
+}
+
+func (c *claimer) ClaimRun(context.Context, operations.Owner) (func(), bool, error) {
+	return func() { c.released++ }, true, nil
+}
+
+// plain is a Store with no optional ability.
+type plain struct{ operations.Store }
+
+func TestDecorateKeepsOptionalAbilities(t *testing.T) {
+	tests := []struct {
+		name                string
+		s                   operations.Store
+		starter, runClaimer bool
+	}{
+		{"neither", plain{memstore.New()}, false, false},
+		{"RunStarter", memstore.New(), true, false},
+		{"RunClaimer", struct {
+			operations.Store
+			operations.RunClaimer
+		}{plain{memstore.New()}, &claimer{}}, false, true},
+		{"both", &claimer{Store: memstore.New()}, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := decorate.Store(tc.s, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
+				return call(ctx)
+			})
+			_, starter := d.(operations.RunStarter)
+			_, runClaimer := d.(operations.RunClaimer)
+			if starter != tc.starter || runClaimer != tc.runClaimer {
+				t.Errorf("Decorate(%s) is a RunStarter: %v, a RunClaimer: %v; want %v, %v", tc.name, starter, runClaimer, tc.starter, tc.runClaimer)
+			}
+		})
+	}
+}
+
+func TestDecorateSeesEveryCall(t *testing.T) {
+	ctx := context.Background()
+	var (
+		callsMu sync.Mutex
+		calls   []decorate.Call
+	)
+	inner := &claimer{Store: memstore.New()}
+	s := decorate.Store(inner, func(ctx context.Context, c decorate.Call, call func(context.Context) error) error {
+		callsMu.Lock()
+		calls = append(calls, c)
+		callsMu.Unlock()
+		return call(ctx)
+	})
+	o := operations.Owner{Kind: phase.Backup, Name: "b"}
+	op := operations.Operation{Owner: o, Action: "example.io/a", ID: "op-1", Status: operations.Status{Phase: operations.OperationNew}}
+	other := operations.Owner{Kind: phase.Backup, Name: "c"}
+
+	if err := s.CreateRun(ctx, operations.Run{Owner: o, Phase: phase.New}); err != nil {
+		t.Fatalf("CreateRun(%s) returned the error %q, want none", o, err)
+	}
+	if err := s.PutOperations(ctx, o, []operations.Operation{op}); err != nil {
+		t.Fatalf("PutOperations(%s) returned the error %q, want none", o, err)
+	}
+	if _, err := s.UpdateRun(ctx, o, func(r *operations.Run) error { r.Warnings = 1; return nil }); err != nil {
+		t.Fatalf("UpdateRun(%s) returned the error %q, want none", o, err)
+	}
+	got, err := s.GetRun(ctx, o)
+	if err != nil || got.Warnings != 1 {
+		t.Fatalf("GetRun(%s) returned Warnings %d and the error %v, want 1 and none", o, got.Warnings, err)
+	}
+	if runs, err := s.ListRuns(ctx, operations.RunFilter{}); err != nil || len(runs) != 1 {
+		t.Fatalf("ListRuns returned %d runs and the error %v, want 1 and none", len(runs), err)
+	}
+	if g, err := s.GetOperation(ctx, o, "op-1"); err != nil || g.ID != "op-1" {
+		t.Fatalf("GetOperation(%s, op-1) returned %q and the error %v, want op-1 and none", o, g.ID, err)
+	}
+	if ops, err := s.ListOperations(ctx, o, operations.OperationFilter{}); err != nil || len(ops) != 1 {
+		t.Fatalf("ListOperations(%s) returned %d operations and the error %v, want 1 and none", o, len(ops), err)
+	}
+	if err := s.(operations.RunStarter).CreateRunWithOperations(ctx, operations.Run{Owner: other, Phase: phase.New}, nil); err != nil {
+		t.Fatalf("CreateRunWithOperations(%s) returned the error %q, want none", other, err)
+	}
+	release, ok, err := s.(operations.RunClaimer).ClaimRun(ctx, o)
+	if err != nil || !ok {
+		t.Fatalf("ClaimRun(%s) returned %v and the error %v, want true and none", o, ok, err)
+	}
+	release()
+	if inner.released != 1 {
+		t.Errorf("the release ClaimRun(%s) returned gave up %d claims of the store, want 1", o, inner.released)
+	}
+	if err := s.DeleteRun(ctx, o); err != nil {
+		t.Fatalf("DeleteRun(%s) returned the error %q, want none", o, err)
+	}
+
+	want := []decorate.Call{
+		{Method: "CreateRun", Owner: o, Write: true},
+		{Method: "PutOperations", Owner: o, Write: true},
+		{Method: "UpdateRun", Owner: o, Write: true},
+		{Method: "GetRun", Owner: o},
+		{Method: "ListRuns"},
+		{Method: "GetOperation", Owner: o},
+		{Method: "ListOperations", Owner: o},
+		{Method: "CreateRunWithOperations", Owner: other, Write: true},
+		{Method: "ClaimRun", Owner: o},
+		{Method: "DeleteRun", Owner: o, Write: true},
+	}
+	if diff := cmp.Diff(want, calls); diff != "" {
+		t.Errorf("calls the decorator saw (-want +got):\n%s", diff)
+	}
+}
+
+func TestDecorateErrors(t *testing.T) {
+	ctx := context.Background()
+	o := operations.Owner{Kind: phase.Backup, Name: "b"}
+	injected := errors.New("injected")
+	tests := []struct {
+		name    string
+		s       operations.Store
+		around  func(context.Context, decorate.Call, func(context.Context) error) error
+		wantErr error
+	}{
+		{"the decorator's own error", memstore.New(), func(context.Context, decorate.Call, func(context.Context) error) error { return injected }, injected},
+		{"the store's error, passed on", memstore.New(), func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error { return call(ctx) }, operations.ErrNotFound},
+		{"no call and no error", memstore.New(), func(context.Context, decorate.Call, func(context.Context) error) error { return nil }, operations.ErrInvalid},
+		{"a nil store", nil, nil, operations.ErrInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := decorate.Store(tc.s, tc.around).GetRun(ctx, o)
+			if !errors.Is(err, tc.wantErr) {
+				t.Errorf("GetRun(%s) returned the error %v, want one wrapping %v", o, err, tc.wantErr)
+			}
+			if diff := cmp.Diff(operations.Run{}, r); diff != "" {
+				t.Errorf("GetRun(%s) that failed returned a run (-want +got):\n%s", o, diff)
+			}
+		})
+	}
+}
+
+// A nil around passes the calls through.
+func TestDecorateNilAround(t *testing.T) {
+	ctx := context.Background()
+	o := operations.Owner{Kind: phase.Restore, Name: "r"}
+	s := decorate.Store(memstore.New(), nil)
+	if err := s.CreateRun(ctx, operations.Run{Owner: o, Phase: phase.New}); err != nil {
+		t.Fatalf("CreateRun(%s) returned the error %q, want none", o, err)
+	}
+	if _, err := s.GetRun(ctx, o); err != nil {
+		t.Fatalf("GetRun(%s) returned the error %q, want none", o, err)
+	}
+}
+
+// A decorator that logs the writes to a store, and keeps its atomic start.
+func ExampleStore() {
+	ctx := context.Background()
+	s := decorate.Store(memstore.New(), func(ctx context.Context, c decorate.Call, call func(context.Context) error) error {
+		err := call(ctx)
+		if c.Write {
+			fmt.Printf("%s %s: %v\n", c.Method, c.Owner, err)
+		}
+		return err
+	})
+	_, atomic := s.(operations.RunStarter)
+	fmt.Println("atomic start:", atomic)
+
+	o := operations.Owner{Kind: phase.Backup, Name: "nightly"}
+	_, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{}, nil
+	})
+	fmt.Println(err)
+	// Output:
+	// atomic start: true
+	// CreateRunWithOperations Backup/nightly: <nil>
+	// <nil>
+}
