@@ -29,6 +29,10 @@ type Options struct {
 	NoFsync bool
 	// Logger receives the server's logs; nil discards them.
 	Logger *zap.Logger
+	// AutoCompaction, when not zero, makes the server compact its history every
+	// AutoCompaction, keeping that much of it (etcd's --auto-compaction-mode=periodic
+	// --auto-compaction-retention), as docs of package etcdstore recommend.
+	AutoCompaction time.Duration
 }
 
 // A Server is an etcd server running in this process. Its methods are safe for
@@ -91,6 +95,10 @@ func (s *Server) start() error {
 	cfg.TickMs = 10
 	cfg.ElectionMs = 100
 	cfg.UnsafeNoFsync = s.opts.NoFsync
+	if s.opts.AutoCompaction > 0 {
+		cfg.AutoCompactionMode = "periodic"
+		cfg.AutoCompactionRetention = s.opts.AutoCompaction.String()
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("etcdtest: start etcd in %s: %w", s.dir, err)
