@@ -232,15 +232,17 @@ func (w *treeWalk) root(id uint64) error {
 	}
 	type entry struct{ key, value []byte }
 	var buckets []entry
-	_, err = layout(id, p, true, func(i int, flags uint32, key, value []byte, _ uint64) error {
-		if flags != bucketFlag {
-			return fmt.Errorf("page %d: key %q of the root bucket is not a bucket", id, key)
+	for e := newElements(id, p, true); ; {
+		if !e.next() {
+			if e.err != nil {
+				return e.err
+			}
+			break
 		}
-		buckets = append(buckets, entry{key, value})
-		return nil
-	})
-	if err != nil {
-		return err
+		if e.flags != bucketFlag {
+			return fmt.Errorf("page %d: key %q of the root bucket is not a bucket", id, e.key)
+		}
+		buckets = append(buckets, entry{e.key, e.value})
 	}
 	var version, seq []byte
 	for _, b := range buckets {
@@ -256,17 +258,17 @@ func (w *treeWalk) root(id uint64) error {
 			if len(b.value) < bucketHeader+pageHeaderSize || binary.NativeEndian.Uint64(b.value) != 0 {
 				continue // not inline: bucket reports it
 			}
-			_, err := layout(id, b.value[bucketHeader:], true, func(_ int, _ uint32, key, value []byte, _ uint64) error {
-				switch string(key) {
+			e := newElements(id, b.value[bucketHeader:], true)
+			for e.next() {
+				switch string(e.key) {
 				case string(keyVersion):
-					version = value
+					version = e.value
 				case string(keySequence):
-					seq = value
+					seq = e.value
 				}
-				return nil
-			})
-			if err != nil {
-				return err
+			}
+			if e.err != nil {
+				return e.err
 			}
 		}
 	}
@@ -348,47 +350,69 @@ func (w *treeWalk) keep(k []byte) span {
 	return s
 }
 
-// layout checks the elements of page p (a page of the file, or the inline page of a
-// bucket within page id), which must fit in it with their keys and values packed after
-// them in their order, as bbolt writes them, and calls fn with each element. It returns
-// the bytes the page uses.
-func layout(id uint64, p []byte, leaf bool, fn func(i int, flags uint32, key, value []byte, child uint64) error) (int, error) {
+// elements reads the elements of page p (a page of the file, or the inline page of a
+// bucket within page id), checking that they fit in it with their keys and values
+// packed after them in their order, as bbolt writes them. Call next until it returns
+// false; then err says why it stopped early, if it did, and used is the bytes the page
+// uses.
+type elements struct {
+	id   uint64
+	p    []byte
+	leaf bool
+	i, n int
+	used int // where the next element's key must start
+	err  error
+
+	// the element next read
+	flags      uint32
+	key, value []byte
+	child      uint64
+}
+
+func newElements(id uint64, p []byte, leaf bool) elements {
+	e := elements{id: id, p: p, leaf: leaf}
 	if len(p) < pageHeaderSize {
-		return 0, fmt.Errorf("page %d: %d bytes, shorter than a page header", id, len(p))
+		e.err = fmt.Errorf("page %d: %d bytes, shorter than a page header", id, len(p))
+		return e
 	}
-	ne := binary.NativeEndian
-	count := int(ne.Uint16(p[10:]))
-	next := pageHeaderSize + count*elementSize // where the next element's key must start
-	if next > len(p) {
-		return 0, fmt.Errorf("page %d: %d elements overrun its %d bytes", id, count, len(p))
+	e.n = int(binary.NativeEndian.Uint16(p[10:]))
+	e.used = pageHeaderSize + e.n*elementSize
+	if e.used > len(p) {
+		e.err = fmt.Errorf("page %d: %d elements overrun its %d bytes", id, e.n, len(p))
 	}
-	for i := 0; i < count; i++ {
-		off := pageHeaderSize + i*elementSize
-		var flags, pos, ksize, vsize uint32
-		var child uint64
-		if leaf {
-			flags, pos, ksize, vsize = ne.Uint32(p[off:]), ne.Uint32(p[off+4:]), ne.Uint32(p[off+8:]), ne.Uint32(p[off+12:])
-		} else {
-			pos, ksize, child = ne.Uint32(p[off:]), ne.Uint32(p[off+4:]), ne.Uint64(p[off+8:])
-		}
-		if uint64(off)+uint64(pos) != uint64(next) {
-			return 0, fmt.Errorf("page %d: element %d points to byte %d, where its key must follow the one before at byte %d", id, i, uint64(off)+uint64(pos), next)
-		}
-		end := uint64(next) + uint64(ksize) + uint64(vsize)
-		if end > uint64(len(p)) {
-			return 0, fmt.Errorf("page %d: element %d points past the page", id, i)
-		}
-		if ksize == 0 {
-			return 0, fmt.Errorf("page %d: element %d has an empty key", id, i)
-		}
-		key := p[next : next+int(ksize) : next+int(ksize)]
-		value := p[next+int(ksize) : end : end]
-		next = int(end)
-		if err := fn(i, flags, key, value, child); err != nil {
-			return 0, err
-		}
+	return e
+}
+
+// next reads the next element, and reports whether there was one.
+func (e *elements) next() bool {
+	if e.err != nil || e.i >= e.n {
+		return false
 	}
-	return next, nil
+	ne, p := binary.NativeEndian, e.p
+	off := pageHeaderSize + e.i*elementSize
+	var pos, ksize, vsize uint32
+	if e.leaf {
+		e.flags, pos, ksize, vsize = ne.Uint32(p[off:]), ne.Uint32(p[off+4:]), ne.Uint32(p[off+8:]), ne.Uint32(p[off+12:])
+	} else {
+		pos, ksize, e.child = ne.Uint32(p[off:]), ne.Uint32(p[off+4:]), ne.Uint64(p[off+8:])
+	}
+	end := uint64(e.used) + uint64(ksize) + uint64(vsize)
+	switch {
+	case uint64(off)+uint64(pos) != uint64(e.used):
+		e.err = fmt.Errorf("page %d: element %d points to byte %d, where its key must follow the one before at byte %d", e.id, e.i, uint64(off)+uint64(pos), e.used)
+	case end > uint64(len(p)):
+		e.err = fmt.Errorf("page %d: element %d points past the page", e.id, e.i)
+	case ksize == 0:
+		e.err = fmt.Errorf("page %d: element %d has an empty key", e.id, e.i)
+	}
+	if e.err != nil {
+		return false
+	}
+	e.key = p[e.used : e.used+int(ksize) : e.used+int(ksize)]
+	e.value = p[e.used+int(ksize) : end : end]
+	e.used = int(end)
+	e.i++
+	return true
 }
 
 // order checks that key, the i-th of its page, comes after prev and, for the first,
@@ -411,47 +435,52 @@ func (w *treeWalk) branch(pd pending, p []byte) (int, error) {
 		return 0, fmt.Errorf("page %d: a branch page without elements", pd.id)
 	}
 	var prev []byte
-	return layout(pd.id, p, false, func(i int, _ uint32, key, _ []byte, child uint64) error {
-		if err := w.order(pd.id, i, prev, key, pd); err != nil {
-			return err
+	e := newElements(pd.id, p, false)
+	for i := 0; e.next(); i++ {
+		if err := w.order(pd.id, i, prev, e.key, pd); err != nil {
+			return 0, err
 		}
-		prev = key
-		k := w.keep(key)
+		prev = e.key
+		k := w.keep(e.key)
 		if i > 0 {
 			w.stack[len(w.stack)-1].limit = k
 		}
-		w.stack = append(w.stack, pending{id: child, bucket: pd.bucket, first: k, limit: pd.limit})
-		return nil
-	})
+		w.stack = append(w.stack, pending{id: e.child, bucket: pd.bucket, first: k, limit: pd.limit})
+	}
+	return e.used, e.err
 }
 
 // leaf checks the leaf page p (page id, or the inline page of a bucket within page id)
 // and its entries, and goes into the buckets it holds.
 func (w *treeWalk) leaf(pd pending, id uint64, p []byte) (int, error) {
 	var prev []byte
-	return layout(id, p, true, func(i int, flags uint32, key, value []byte, _ uint64) error {
+	e := newElements(id, p, true)
+	for i := 0; e.next(); i++ {
+		key := e.key
 		if err := w.order(id, i, prev, key, pd); err != nil {
-			return err
+			return 0, err
 		}
 		prev = key
 		switch {
-		case flags&^bucketFlag != 0:
-			return fmt.Errorf("page %d: key %q has flags %#x", id, key, flags)
-		case pd.bucket == inKV && flags != 0:
-			return fmt.Errorf("page %d: key %q of the kv bucket is a bucket", id, key)
-		case flags == bucketFlag:
-			return w.bucket(id, key, value, inOther)
+		case e.flags&^bucketFlag != 0:
+			return 0, fmt.Errorf("page %d: key %q has flags %#x", id, key, e.flags)
+		case pd.bucket == inKV && e.flags != 0:
+			return 0, fmt.Errorf("page %d: key %q of the kv bucket is a bucket", id, key)
+		case e.flags == bucketFlag:
+			if err := w.bucket(id, key, e.value, inOther); err != nil {
+				return 0, err
+			}
 		case pd.bucket == inKV && w.sums:
-			_, ver, err := checkValue(key, value)
+			_, ver, err := checkValue(key, e.value)
 			if err == nil && uint64(ver) > w.kvSeq {
 				err = fmt.Errorf("key %q was written at version %d, after the kv bucket's sequence %d", key, ver, w.kvSeq)
 			}
 			if err != nil {
-				return fmt.Errorf("page %d: %v", id, err)
+				return 0, fmt.Errorf("page %d: %v", id, err)
 			}
 		}
-		return nil
-	})
+	}
+	return e.used, e.err
 }
 
 // bucket checks the bucket named key, whose value is v, in page id, and goes into it:

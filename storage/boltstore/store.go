@@ -135,9 +135,10 @@ func Open(path string, o *Options) (*Store, error) {
 		}
 		return prepare(db)
 	})
-	if errors.Is(err, ErrNotStore) && !opts.Check {
+	if (errors.Is(err, ErrNotStore) || errors.Is(err, ErrCorrupt)) && !opts.Check {
 		// A store whose root page or meta bucket is damaged may look like another
-		// file: the check tells, and its finding is the better error.
+		// file, or lack a bucket: the check tells, and its finding is the better
+		// error.
 		if cerr := s.Check(context.Background()); errors.Is(cerr, ErrCorrupt) {
 			err = cerr
 		}

@@ -10,8 +10,8 @@ import (
 
 // Every value of the kv bucket (schema 3) is the version it was written at (8 bytes,
 // big-endian), the engine's value, then a checksum of the entry (4 bytes, big-endian):
-// CRC-32C of the key's length (4 bytes, big-endian), the key, the version and the
-// engine's value. bbolt keeps no checksums of its pages, so these are what tell a
+// the CRC-32C of the key, the version and the engine's value, seeded with the key's
+// length. bbolt keeps no checksums of its pages, so these are what tell a
 // changed byte of a key or value from the data: CRC-32C finds every change of up to 32
 // bits in a row, so every changed byte, and any other change but one in 2^32.
 const (
@@ -22,12 +22,10 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // entrySum is the checksum of the entry of key whose value, without its checksum, is v.
+// The key's length seeds the CRC, which makes the sum depend on where the key ends as
+// a length prefix would, without a buffer for it.
 func entrySum(key, v []byte) uint32 {
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(key)))
-	sum := crc32.Update(0, castagnoli, n[:])
-	sum = crc32.Update(sum, castagnoli, key)
-	return crc32.Update(sum, castagnoli, v)
+	return crc32.Update(crc32.Update(uint32(len(key)), castagnoli, key), castagnoli, v)
 }
 
 // appendEntry appends to b the stored value of key: seq, value and the checksum.
