@@ -128,7 +128,7 @@ func (op Operation) Clone() Operation {
 }
 
 // Validate reports an error wrapping [ErrInvalid] when op has an invalid owner, an empty
-// ID or an unknown phase.
+// ID, an unknown phase or a negative progress count (NCompleted or NTotal).
 func (op Operation) Validate() error {
 	if err := op.Owner.Validate(); err != nil {
 		return err
@@ -138,6 +138,9 @@ func (op Operation) Validate() error {
 	}
 	if !op.Status.Phase.Valid() {
 		return fmt.Errorf("operation %q of %s: unknown phase %q: %w", op.ID, op.Owner, op.Status.Phase, ErrInvalid)
+	}
+	if op.Status.NCompleted < 0 || op.Status.NTotal < 0 {
+		return fmt.Errorf("operation %q of %s: negative progress (%d of %d): %w", op.ID, op.Owner, op.Status.NCompleted, op.Status.NTotal, ErrInvalid)
 	}
 	return nil
 }
