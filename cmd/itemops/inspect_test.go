@@ -374,7 +374,7 @@ func TestInspectSanitisesOwners(t *testing.T) {
 
 // BenchmarkInspectOwners inspects files of n operations, each of an owner of its own.
 func BenchmarkInspectOwners(b *testing.B) {
-	for _, n := range []int{20000, 80000} {
+	for _, n := range []int{20000, 40000, 80000} {
 		b.Run(fmt.Sprintf("owners=%d", n), func(b *testing.B) {
 			var buf bytes.Buffer
 			if err := opsfile.Encode(&buf, manyOwners(n)); err != nil {
