@@ -39,7 +39,7 @@
 // big-endian schema version, 3, "sequence" → a copy of the kv bucket's sequence) and kv,
 // which holds the engine's keys (see storage/kv); each value is the 8-byte big-endian
 // version it was written at, then the engine's value, then a 4-byte CRC-32C of the
-// entry (the key's length, the key, the version and the engine's value). The kv
+// entry (of the key, the version and the engine's value, seeded with the key's length). The kv
 // bucket's sequence numbers the writes; every commit writes its copy too.
 //
 // Files of earlier schemas are migrated by Open in one transaction: schema 1, written
@@ -81,13 +81,16 @@
 // of its child), the kv bucket's sequence against its copy, the freelist, and that
 // every page of the file is either in the tree or free. Together they find any change
 // of one byte of the data bbolt reads for the last transaction (the test
-// TestCheckFindsEveryChangedLiveByte changes each such byte of a store); of larger
-// changes, all but about one in 2^32 of those that hit a key or value. What no check
-// of one file can find: a write that the disk lost whole (a page, or the last meta
-// page, left as it was before, consistent in itself), and damage in free pages or in
-// the unused end of a page, which hold nothing. A page reached twice, which may be a
-// cycle that bbolt would follow forever, is only caught by the check: open a file that
-// may be damaged with Options.Check.
+// TestCheckFindsEveryChangedLiveByte changes each such byte of a store; a changed byte of
+// the meta bucket's format or version fails Open with ErrNotStore or ErrSchemaVersion). A
+// larger change within one entry's key and value goes unseen with a chance of one in
+// 2^32; larger changes elsewhere are found unless they happen to leave every page laid
+// out as bbolt writes it and every page accounted for. What no check of one file can
+// find: a write that the disk lost whole (a page, or the last meta page, left as it was
+// before, consistent in itself), and damage in free pages or in the unused end of a
+// page, which hold nothing. A page reached twice, which may be a cycle that bbolt would
+// follow forever, is only caught by the check: open a file that may be damaged with
+// Options.Check.
 //
 // # Limits
 //
