@@ -88,7 +88,7 @@ func migrate2(tx *bolt.Tx) error {
 			k, v = c.Seek(after)
 		}
 		for ; k != nil && len(keys) < checkEvery; k, v = c.Next() {
-			if v == nil || len(v) < versionSize {
+			if len(v) < versionSize { // a nested bucket has a nil value
 				return fmt.Errorf("key %q holds %d bytes, less than a version, or a bucket: %w", k, len(v), ErrCorrupt)
 			}
 			keys = append(keys, bytes.Clone(k))
