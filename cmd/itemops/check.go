@@ -37,9 +37,10 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 // runSalvage copies every run and operation that can still be read from a damaged
 // boltstore file into a new one, and lists what could not be read, and the damage the
 // check of the file found; it fails (exit status 1) when either is not empty. It opens
-// the file without boltstore's check, which would refuse it, and runs the check itself. Its one known limit: on pages damaged
-// so that they form a cycle (which `itemops check` reports as a page reached twice),
-// bbolt reads forever, and salvage with it.
+// the file without boltstore's check, which would refuse it, and runs the check itself.
+// Its one known limit: on pages damaged so that they form a cycle (which `itemops check`
+// reports as a page reached twice), bbolt reads forever or overflows its stack, and
+// salvage with it.
 func runSalvage(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("salvage", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, "usage: itemops salvage DB NEW") }
