@@ -132,8 +132,8 @@ func (op Operation) Clone() Operation {
 }
 
 // Validate reports an error wrapping [ErrInvalid] when op has an invalid owner, an empty
-// ID, an unknown phase, a name longer than [MaxNameBytes] or a text longer than
-// [MaxTextBytes] (see the limits).
+// ID, an unknown phase, a negative progress count (NCompleted or NTotal), a name longer
+// than [MaxNameBytes] or a text longer than [MaxTextBytes] (see the limits).
 func (op Operation) Validate() error {
 	if err := op.Owner.Validate(); err != nil {
 		return err
@@ -150,6 +150,9 @@ func (op Operation) Validate() error {
 	}
 	if !op.Status.Phase.Valid() {
 		return fmt.Errorf("operation %q of %s: unknown phase %q: %w", op.ID, op.Owner, op.Status.Phase, ErrInvalid)
+	}
+	if op.Status.NCompleted < 0 || op.Status.NTotal < 0 {
+		return fmt.Errorf("operation %q of %s: negative progress (%d of %d): %w", op.ID, op.Owner, op.Status.NCompleted, op.Status.NTotal, ErrInvalid)
 	}
 	err := cmp.Or(
 		tooLong("error", op.Status.Error, MaxTextBytes),

@@ -119,6 +119,9 @@ func TestOperationValidate(t *testing.T) {
 		{"unknown phase", func(o *operations.Operation) { o.Status.Phase = "Canceled" }, true},
 		{"owner without a name", func(o *operations.Operation) { o.Owner.Name = "" }, true},
 		{"owner of unknown kind", func(o *operations.Operation) { o.Owner.Kind = "Schedule" }, true},
+		{"progress beyond the total is fine", func(o *operations.Operation) { o.Status.NCompleted, o.Status.NTotal = 120, 100 }, false},
+		{"negative completed count", func(o *operations.Operation) { o.Status.NCompleted = -1 }, true},
+		{"negative total", func(o *operations.Operation) { o.Status.NTotal = -1 << 63 }, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

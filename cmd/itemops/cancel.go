@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -39,7 +40,12 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	default:
 		return usageError{fmt.Sprintf("-kind %q: want backup or restore", *kind)}
 	}
-	s, err := boltstore.Open(db, &boltstore.Options{Check: true})
+	// cancel changes a store; it never creates one. The hook closes the window in which
+	// the file could vanish after the Lstat: bbolt then fails to open it.
+	if _, err := os.Lstat(db); err != nil {
+		return fmt.Errorf("%w (cancel changes an existing store, it never creates one)", err)
+	}
+	s, err := boltstore.Open(db, &boltstore.Options{Check: true, OpenFile: openExisting})
 	if errors.Is(err, boltstore.ErrLocked) {
 		return fmt.Errorf("%w; another process has the store open (a demo running on it?)", err)
 	}
@@ -69,4 +75,9 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s %s: cancel requested (%s); it is %s, and the Monitor fails it on its next pass\n", r.Owner.Kind, r.Owner.Name, r.Cancel.Reason, r.Phase)
 	return nil
+}
+
+// openExisting opens a file as os.OpenFile does, but never creates it.
+func openExisting(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(name, flag&^os.O_CREATE, perm)
 }

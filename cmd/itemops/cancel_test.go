@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,4 +46,27 @@ func TestCancel(t *testing.T) {
 	require.Contains(t, out, "cancel requested")
 	require.Contains(t, out, "jane: wrong namespace")
 	require.Contains(t, out, string(operations.EventCancelRequested))
+}
+
+// TestCommandsNeverCreateAStore runs every command that reads or changes a store on a
+// path where there is none: each fails with status 1, saying the file does not exist,
+// and leaves no file behind.
+func TestCommandsNeverCreateAStore(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	for _, args := range [][]string{
+		{"cancel", missing, "r1"},
+		{"check", missing},
+		{"inspect", missing},
+		{"inspect", "-run", "r1", missing},
+		{"salvage", missing, filepath.Join(dir, "saved.db")},
+	} {
+		status, out, errOut := runCLI(args...)
+		require.Equal(t, 1, status, "%v: %s%s", args, out, errOut)
+		require.Contains(t, errOut, "no such file or directory", "%v", args)
+		require.Equal(t, 1, strings.Count(errOut, "\n"), "%v: one error line, got %q", args, errOut)
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Empty(t, entries, "%v left a file behind", args)
+	}
 }

@@ -35,10 +35,12 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 }
 
 // runSalvage copies every run and operation that can still be read from a damaged
-// boltstore file into a new one, and lists what could not be read. It opens the file
-// without boltstore's check, which would refuse it. Its one known limit: on pages damaged
-// so that they form a cycle (which `itemops check` reports as a page reached twice),
-// bbolt reads forever, and salvage with it.
+// boltstore file into a new one, and lists what could not be read, and the damage the
+// check of the file found; it fails (exit status 1) when either is not empty. It opens
+// the file without boltstore's check, which would refuse it, and runs the check itself.
+// Its one known limit: on pages damaged so that they form a cycle (which `itemops check`
+// reports as a page reached twice), bbolt reads forever or overflows its stack, and
+// salvage with it.
 func runSalvage(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("salvage", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, "usage: itemops salvage DB NEW") }
@@ -54,12 +56,15 @@ func runSalvage(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer src.Close()
+	ctx := context.Background()
+	// The check says what reads cannot: a rolled-back last transaction, a damaged
+	// freelist, a lost page. Salvage goes on to copy what it can.
+	damage := src.Check(ctx)
 	dst, err := boltstore.Open(to, nil)
 	if err != nil {
 		return err
 	}
 	defer dst.Close()
-	ctx := context.Background()
 	got := readAll(ctx, src)
 	saved := 0
 	for _, r := range got.runs {
@@ -70,11 +75,17 @@ func runSalvage(args []string, stdout, stderr io.Writer) error {
 		saved += len(r.ops)
 	}
 	fmt.Fprintf(stdout, "%s: saved %d runs and %d operations from %s\n", to, len(got.runs), saved, from)
-	if len(got.lost) > 0 {
-		for _, err := range got.lost {
-			fmt.Fprintf(stdout, "lost: %v\n", err)
-		}
+	if damage != nil {
+		fmt.Fprintf(stdout, "damaged: %v\n", damage)
+	}
+	for _, err := range got.lost {
+		fmt.Fprintf(stdout, "lost: %v\n", err)
+	}
+	switch {
+	case len(got.lost) > 0:
 		return fmt.Errorf("%d records or groups of records could not be read from %s", len(got.lost), from)
+	case damage != nil:
+		return fmt.Errorf("%s is damaged, so records may be missing that no read could see; what could be read was saved", from)
 	}
 	return nil
 }

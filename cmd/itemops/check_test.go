@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -133,4 +135,155 @@ func TestSalvage(t *testing.T) {
 	status, _, errOut = runCLI("salvage", flipped, to)
 	require.Equal(t, 1, status)
 	require.Contains(t, errOut, "exists")
+}
+
+// demoLikeStore writes a store like the demo's after one round (a backup and a restore,
+// 6 operations each, the restore moved on by the last transaction) and returns its
+// bytes and page size.
+func demoLikeStore(t *testing.T) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "demo.db")
+	s, err := boltstore.Open(path, &boltstore.Options{NoSync: true})
+	require.NoError(t, err)
+	ctx := context.Background()
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, o := range []operations.Owner{{Kind: phase.Backup, Name: "backup-k.1"}, {Kind: phase.Restore, Name: "restore-1.1"}} {
+		r := operations.Run{Owner: o, Phase: phase.New, Created: t0}
+		require.NoError(t, r.SetPhase(phase.InProgress, "started", t0))
+		require.NoError(t, r.SetPhase(phase.WaitingForPluginOperations, "main run ended", t0))
+		var ops []operations.Operation
+		for j := 0; j < 6; j++ {
+			ops = append(ops, operations.Operation{Owner: o, Action: "demo.itemops.io/mover", ID: fmt.Sprintf("%s-op-%d", o.Name, j),
+				Status: operations.Status{Phase: operations.OperationInProgress, NTotal: 100, Created: t0}})
+		}
+		require.NoError(t, s.CreateRunWithOperations(ctx, r, ops))
+	}
+	_, err = s.UpdateRun(ctx, operations.Owner{Kind: phase.Restore, Name: "restore-1.1"}, func(r *operations.Run) error {
+		return r.SetPhase(phase.Completed, "operations ended", t0.Add(time.Minute))
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// TestCheckAndSalvageSeeChangedBytes changes one byte (XOR 0x5a) of a demo-like store
+// where check used to call the file sound and salvage exit 0 with data lost: a leaf
+// entry's position field (two operations vanished), a run key (the backup renamed, its
+// operations orphaned), the freelist (the next write failed) and the magic of the meta
+// page of the last transaction (silently rolled back). check must fail, saying the file
+// is damaged, and salvage must exit 1.
+func TestCheckAndSalvageSeeChangedBytes(t *testing.T) {
+	good := demoLikeStore(t)
+	const pageSize = 4096
+	ne := binary.NativeEndian
+	// The meta page of the last transaction has the higher transaction ID.
+	last := 0
+	if ne.Uint64(good[pageSize+16+48:]) > ne.Uint64(good[16+48:]) {
+		last = 1
+	}
+	freelist := int(ne.Uint64(good[last*pageSize+16+32:]))
+	require.Greater(t, int(ne.Uint16(good[freelist*pageSize+10:])), 0, "the freelist holds no page numbers")
+	runKey := inLeaf(t, good, "rBbackup-k.1")
+	leaf := inLeaf(t, good, "restore-1.1-op-3") / pageSize * pageSize
+
+	for _, c := range []struct {
+		name string
+		at   int
+	}{
+		{"a leaf entry's position field", leaf + 16 + 16*3 + 4},
+		{"a run key", runKey + len("rBbackup-")},
+		{"a page number in the freelist", freelist*pageSize + 16},
+		{"the magic of the last meta page", last*pageSize + 16},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := bytes.Clone(good)
+			b[c.at] ^= 0x5a
+			path := filepath.Join(t.TempDir(), "damaged.db")
+			require.NoError(t, os.WriteFile(path, b, 0o600))
+			status, out, errOut := runCLI("check", path)
+			require.Equal(t, 1, status, "check: %s%s", out, errOut)
+			require.Contains(t, errOut, "damaged")
+			status, out, errOut = runCLI("salvage", path, filepath.Join(t.TempDir(), "saved.db"))
+			require.Equal(t, 1, status, "salvage: %s%s", out, errOut)
+			t.Logf("check: %ssalvage: %s%s", errOut, out, errOut)
+		})
+	}
+}
+
+// inLeaf returns the offset of s in the store file b, within a leaf page in use (free
+// pages hold stale copies).
+func inLeaf(t *testing.T, b []byte, s string) int {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "pages.db")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	db, err := bolt.Open(path, 0o600, nil) // writable: read-only, tx.Page fails (free pages not loaded)
+	require.NoError(t, err)
+	defer db.Close()
+	at := -1
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		for from := 0; at < 0; {
+			i := bytes.Index(b[from:], []byte(s))
+			if i < 0 {
+				return fmt.Errorf("%q is in no leaf page in use", s)
+			}
+			info, err := tx.Page((from + i) / db.Info().PageSize)
+			if err != nil {
+				return err
+			}
+			if info != nil && info.Type == "leaf" {
+				at = from + i
+			}
+			from += i + 1
+		}
+		return nil
+	}))
+	return at
+}
+
+// TestDamageMessages runs the commands whose messages about damaged stores misled: each
+// fails with status 1 and one line that says the file is damaged, and never blames gzip
+// data, a nil pointer or a foreign file.
+func TestDamageMessages(t *testing.T) {
+	good := demoLikeStore(t)
+	const pageSize = 4096
+	ne := binary.NativeEndian
+	last := 0
+	if ne.Uint64(good[pageSize+16+48:]) > ne.Uint64(good[16+48:]) {
+		last = 1
+	}
+	root := int(ne.Uint64(good[last*pageSize+16+16:]))
+	write := func(t *testing.T, b []byte) string {
+		path := filepath.Join(t.TempDir(), "damaged.db")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		return path
+	}
+	zeroed := bytes.Clone(good)
+	clear(zeroed[:pageSize])
+	rootPos := bytes.Clone(good)
+	rootPos[root*pageSize+16+4] ^= 0x5a
+	for _, c := range []struct {
+		name string
+		b    []byte
+		args func(path string) []string
+		want string
+	}{
+		{"inspect, the first 4 KiB zeroed", zeroed, func(p string) []string { return []string{"inspect", p} }, "meta page 0"},
+		{"check, the first 4 KiB zeroed", zeroed, func(p string) []string { return []string{"check", p} }, "meta page 0"},
+		{"demo, cut at 8209 bytes", good[:8209], func(p string) []string { return []string{"demo", "-db", p, "-items", "10", "-operations", "2"} }, "cut short"},
+		{"cancel, cut at 8209 bytes", good[:8209], func(p string) []string { return []string{"cancel", p, "restore-1.1"} }, "cut short"},
+		{"salvage, the root page damaged", rootPos, func(p string) []string { return []string{"salvage", p, p + ".saved"} }, fmt.Sprintf("page %d", root)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, out, errOut := runCLI(c.args(write(t, c.b))...)
+			require.Equal(t, 1, status, "%s%s", out, errOut)
+			require.Equal(t, 1, strings.Count(errOut, "\n"), "one error line, got %q", errOut)
+			require.Contains(t, errOut, "damaged")
+			require.Contains(t, errOut, c.want)
+			for _, wrong := range []string{"gzip", "nil pointer", "not an itemops"} {
+				require.NotContains(t, errOut, wrong)
+			}
+		})
+	}
 }

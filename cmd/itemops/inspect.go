@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +42,11 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	defer f.Close()
 	r := bufio.NewReader(f)
 	head, _ := r.Peek(headSize) // a short or unreadable file is left to the inspector to explain
+	if !isBolt(head) && !isGzip(head) && boltMeta1(f) {
+		// The first page is damaged, but the second meta page says bbolt: the store's
+		// check says what is wrong, where the gzip decoder would only say "not gzip".
+		head = boltHead
+	}
 	return inspectorFor(head, opts)(r, name, stdout)
 }
 
@@ -85,7 +89,7 @@ func inspectOperations(r io.Reader, name string, stdout io.Writer) error {
 	at := now()
 	var (
 		table   bytes.Buffer
-		owners  []operations.Owner
+		owners  ownerSet
 		byPhase = map[operations.OperationPhase]int{}
 		total   int
 	)
@@ -97,9 +101,7 @@ func inspectOperations(r io.Reader, name string, stdout io.Writer) error {
 		}
 		total++
 		byPhase[op.Status.Phase]++
-		if !slices.Contains(owners, op.Owner) {
-			owners = append(owners, op.Owner)
-		}
+		owners.add(op.Owner)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			cell(op.Action), cell(op.Resource.String()), cell(op.ID), cell(string(op.Status.Phase)),
 			progressText(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated), cell(op.Status.Error))
@@ -117,23 +119,54 @@ func inspectOperations(r io.Reader, name string, stdout io.Writer) error {
 	return err
 }
 
-// header names what the operations belong to.
-func header(owners []operations.Owner) string {
-	switch len(owners) {
+// maxOwnerNames is how many owners the header of a file of several owners names; it
+// counts the others.
+const maxOwnerNames = 5
+
+// ownerSet holds the owners of a file's operations: how many there are, and the first
+// maxOwnerNames of them, in the order they first appear. Adding an owner costs the same
+// however many there are.
+type ownerSet struct {
+	seen  map[operations.Owner]struct{}
+	first []operations.Owner
+}
+
+func (s *ownerSet) add(o operations.Owner) {
+	if s.seen == nil {
+		s.seen = map[operations.Owner]struct{}{}
+	}
+	if _, ok := s.seen[o]; ok {
+		return
+	}
+	s.seen[o] = struct{}{}
+	if len(s.first) < maxOwnerNames {
+		s.first = append(s.first, o)
+	}
+}
+
+// header names what the operations belong to: the owner, or how many owners there are
+// and the first few of their names, each made safe for the terminal as a table cell is.
+func header(owners ownerSet) string {
+	n := len(owners.seen)
+	switch n {
 	case 0:
 		return "empty operations file"
 	case 1:
-		o := owners[0]
+		o := owners.first[0]
 		if o.UID == "" {
-			return fmt.Sprintf("%s %s", o.Kind, o.Name)
+			return fmt.Sprintf("%s %s", cell(string(o.Kind)), cell(o.Name))
 		}
-		return fmt.Sprintf("%s %s (UID %s)", o.Kind, o.Name, o.UID)
+		return fmt.Sprintf("%s %s (UID %s)", cell(string(o.Kind)), cell(o.Name), cell(o.UID))
 	}
-	names := make([]string, len(owners))
-	for i, o := range owners {
-		names[i] = o.Name
+	names := make([]string, len(owners.first))
+	for i, o := range owners.first {
+		names[i] = cell(o.Name)
 	}
-	return fmt.Sprintf("%s operations of %d owners (%s)", owners[0].Kind, len(owners), strings.Join(names, ", "))
+	list := strings.Join(names, ", ")
+	if more := n - len(owners.first); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return fmt.Sprintf("%s operations of %d owners (%s)", cell(string(owners.first[0].Kind)), n, list)
 }
 
 // counts says how many operations there are, by phase.
@@ -169,14 +202,22 @@ func progressText(s operations.Status) string {
 }
 
 // age shows how long before at the time t was: "5m3s ago"; "in 10s" for a time after
-// at; "-" for the zero time.
+// at; "-" for the zero time. A distance that a time.Duration cannot hold (over 292
+// years) shows as "more than 292 years".
 func age(at, t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
+	if t.After(at) {
+		d := t.Sub(at)
+		if d == math.MaxInt64 {
+			return "in more than 292 years"
+		}
+		return "in " + duration(d)
+	}
 	d := at.Sub(t)
-	if d < 0 {
-		return "in " + duration(-d)
+	if d == math.MaxInt64 {
+		return "more than 292 years ago"
 	}
 	return duration(d) + " ago"
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -170,6 +171,19 @@ func TestInspectFailures(t *testing.T) {
 			wantErr:  []string{"decode operations: record 2 at json offset", `unknown phase "Done"`},
 		},
 		{
+			name: "a record with a negative progress count",
+			args: func(t *testing.T) []string {
+				ops := backupOps()
+				var buf bytes.Buffer
+				require.NoError(t, opsfile.Encode(&buf, ops))
+				text := strings.Replace(string(gunzipForTest(t, buf.Bytes())), `"nTotal":99999`, `"nTotal":-9223372036854775808`, 1)
+				require.Contains(t, text, "-9223372036854775808", "the test's edit missed")
+				return []string{"inspect", writeBytes(t, gzipForTest(t, []byte(text)))}
+			},
+			wantCode: 1,
+			wantErr:  []string{"decode operations: record 0 at json offset", "negative progress (12345 of -9223372036854775808)"},
+		},
+		{
 			name:     "not gzip",
 			args:     func(t *testing.T) []string { return []string{"inspect", writeBytes(t, []byte("[]\n"))} },
 			wantCode: 1,
@@ -222,6 +236,26 @@ func TestInspectFailures(t *testing.T) {
 				require.Contains(t, stderr.String(), want)
 			}
 		})
+	}
+}
+
+// TestAge shows times before and after the time inspect runs at, the zero time, and
+// times so far off that their distance overflows a time.Duration (292 years).
+func TestAge(t *testing.T) {
+	tests := []struct {
+		t    time.Time
+		want string
+	}{
+		{time.Time{}, "-"},
+		{at.Add(-5 * time.Second), "5s ago"},
+		{at.Add(10 * time.Second), "in 10s"},
+		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), "in more than 292 years"},
+		{time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC), "more than 292 years ago"},
+	}
+	for _, tc := range tests {
+		if got := age(at, tc.t); got != tc.want {
+			t.Errorf("age(%v) = %q, want %q", tc.t, got, tc.want)
+		}
 	}
 }
 
@@ -285,4 +319,73 @@ func gunzipForTest(t *testing.T, b []byte) []byte {
 	out, err := io.ReadAll(zr)
 	require.NoError(t, err)
 	return out
+}
+
+// manyOwners returns n operations, each of a backup of its own.
+func manyOwners(n int) []operations.Operation {
+	ops := make([]operations.Operation, n)
+	for i := range ops {
+		ops[i] = operations.Operation{
+			Owner:  operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%06d", i)},
+			Action: "velero.io/csi-pvc-backupper", ID: fmt.Sprintf("op-%06d", i),
+			Status: operations.Status{Phase: operations.OperationInProgress, Created: at},
+		}
+	}
+	return ops
+}
+
+// TestInspectManyOwners inspects a file whose 20,000 operations each belong to an owner
+// of their own: the header counts them and names the first five only, and every
+// operation has its row. (How the time grows with the owners is in BenchmarkInspectOwners.)
+func TestInspectManyOwners(t *testing.T) {
+	fixNow(t)
+	const n = 20000
+	path := writeFile(t, manyOwners(n))
+	status, out, errOut := runCLI("inspect", path)
+	require.Equal(t, 0, status, errOut)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Equal(t, "Backup operations of 20000 owners (backup-000000, backup-000001, backup-000002, backup-000003, backup-000004 and 19995 more): 20000 operations (20000 InProgress)", lines[0])
+	require.Len(t, lines, 1+1+1+n, "the header, a blank line, the table's header and a row per operation")
+}
+
+// TestInspectSanitisesOwners inspects files whose owner names and UID hold ESC, a
+// newline and NUL: the header shows them as spaces, as the table's cells do, so nothing
+// reaches the terminal raw.
+func TestInspectSanitisesOwners(t *testing.T) {
+	fixNow(t)
+	one := backupOps()[:1]
+	one[0].Owner.Name, one[0].Owner.UID = "evil\x1b[2J\nname\x00", "uid\x1b]0;title\a"
+	two := backupOps()[:2]
+	two[1].Owner.Name = "second\x1b[31m\r\nowner"
+	for _, ops := range [][]operations.Operation{one, two} {
+		status, out, errOut := runCLI("inspect", writeFile(t, ops))
+		require.Equal(t, 0, status, errOut)
+		header, _, _ := strings.Cut(out, "\n")
+		require.NotContains(t, out, "\x1b")
+		require.NotContains(t, out, "\x00")
+		require.NotContains(t, out, "\a")
+		require.NotContains(t, out, "\r")
+		t.Logf("%q", header)
+	}
+	status, out, _ := runCLI("inspect", writeFile(t, one))
+	require.Equal(t, 0, status)
+	require.True(t, strings.HasPrefix(out, "Backup evil [2J name  (UID uid ]0;title ): 1 operation"), "header %q", out)
+}
+
+// BenchmarkInspectOwners inspects files of n operations, each of an owner of its own.
+func BenchmarkInspectOwners(b *testing.B) {
+	for _, n := range []int{20000, 40000, 80000} {
+		b.Run(fmt.Sprintf("owners=%d", n), func(b *testing.B) {
+			var buf bytes.Buffer
+			if err := opsfile.Encode(&buf, manyOwners(n)); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := inspectOperations(bytes.NewReader(buf.Bytes()), "bench", io.Discard); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

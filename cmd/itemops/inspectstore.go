@@ -27,6 +27,27 @@ func isBolt(head []byte) bool {
 	return binary.LittleEndian.Uint32(head[16:20]) == boltMagic || binary.BigEndian.Uint32(head[16:20]) == boltMagic
 }
 
+// isGzip reports whether a file that begins with head is gzip data.
+func isGzip(head []byte) bool {
+	return len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b
+}
+
+// boltHead is the head of a bbolt file, for inspectorFor.
+var boltHead = binary.LittleEndian.AppendUint32(make([]byte, 16), boltMagic)
+
+// boltMeta1 reports whether f holds bbolt's second meta page where a page size bbolt
+// may use puts it (1 KiB to 64 KiB), as a bbolt file whose first page was damaged does.
+func boltMeta1(f io.ReaderAt) bool {
+	var head [20]byte
+	for size := int64(1024); size <= 64<<10; size <<= 1 {
+		_, err := f.ReadAt(head[:], size)
+		if err == nil && isBolt(head[:]) && (binary.LittleEndian.Uint64(head[:]) == 1 || binary.BigEndian.Uint64(head[:]) == 1) {
+			return true
+		}
+	}
+	return false
+}
+
 // inspectStore prints the runs of the boltstore file name: a line of counts, a table of
 // the runs, then each run with its phase history and its operations.
 func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {

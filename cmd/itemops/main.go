@@ -39,11 +39,25 @@
 // ended cannot be cancelled.
 //
 // check reads every page of a boltstore file and every run and operation in it, and
-// prints one line: that the file is sound, or what is damaged (exit status 1). salvage
-// copies every run and operation that can still be read from a damaged store into a new
-// file, and lists what was lost (exit status 1 when anything was). inspect and demo check
-// a store's pages when they open it, so a damaged file gives one error line, not a crash,
-// and is never written to.
+// prints one line: that the file is sound, or what is damaged (exit status 1). Every
+// entry of a store carries a checksum, so check finds any changed byte of the data the
+// store reads, a rolled-back last transaction and a damaged freelist (see package
+// storage/boltstore, "Damage"). salvage copies every run and operation that can still be
+// read from a damaged store into a new file, and lists what was lost and the damage the
+// check found (exit status 1 when either is not empty). inspect, cancel and demo check a
+// store when they open it, so a damaged file gives one error line, not a crash, and is
+// never written to. inspect, check, cancel and salvage never create a store: on a path
+// where there is none they fail.
+//
+// # Memory
+//
+// inspect reads an itemoperations file one record at a time and refuses a record past 8
+// MiB and a file past 256 MiB of JSON text (the decoder's default limits), so a gzip bomb
+// costs little; it holds the table of a valid file in memory. The store commands read a
+// store through bbolt's memory map of the file, a page at a time. On every input of the
+// corpus of hostile inputs in testdata/hostile (gzip bombs of 64 and 260 MiB, damaged
+// and cut stores, records with negative counts or escape sequences) no command allocates
+// more than 64 MiB, as TestHostileCorpusCommand measures.
 package main
 
 import (

@@ -93,7 +93,7 @@ func TestCanonicalReadsWhatEncodeWrites(t *testing.T) {
 	full := operations.Operation{
 		Owner: owner, Action: "velero.io/csi-pvc-backupper", ID: "op-1",
 		Resource: operations.ResourceIdentifier{Group: "g", Resource: "persistentvolumeclaims", Namespace: "ns", Name: "data-0"},
-		Status: operations.Status{Phase: operations.OperationFailed, Error: "ünïcödé 🚀", NCompleted: math.MinInt64, NTotal: math.MaxInt64,
+		Status: operations.Status{Phase: operations.OperationFailed, Error: "ünïcödé 🚀", NCompleted: math.MaxInt64, NTotal: math.MaxInt64,
 			OperationUnits: "Bytes", Description: "d",
 			Created: time.Date(2022, 12, 14, 12, 0, 0, 0, time.UTC), Started: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
 			Updated: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)},

@@ -84,7 +84,7 @@ func goldenCases() []goldenCase {
 			{Resource: "persistentvolumeclaims", Namespace: "ns", Name: "data-0"},
 			{Group: "velero.io", Resource: "datauploads", Namespace: "velero", Name: "du-1"},
 		},
-		Status: operations.Status{Phase: operations.OperationNew, NCompleted: -1, NTotal: 1<<63 - 1},
+		Status: operations.Status{Phase: operations.OperationNew, NCompleted: 1<<63 - 1, NTotal: 1<<63 - 1},
 	}}
 
 	escOps := []operations.Operation{{
@@ -171,7 +171,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 		{"beyond U+10FFFF", func(op *operations.Operation) { op.Status.OperationUnits = "\xf4\x90\x80\x80" }},
 		{"four-byte runes", func(op *operations.Operation) { op.Owner.Name = "𝔟𝔞𝔠𝔨𝔲𝔭-🚀" }},
 		{"U+FFFD itself", func(op *operations.Operation) { op.Status.Error = "\ufffd" }},
-		{"extreme integers", func(op *operations.Operation) { op.Status.NCompleted, op.Status.NTotal = -1<<63, 1<<63-1 }},
+		{"extreme integers (no count is negative)", func(op *operations.Operation) { op.Status.NCompleted, op.Status.NTotal = 1<<63-1, 1<<63-1 }},
 		{"zero progress is left out", func(op *operations.Operation) {
 			op.Status.NCompleted, op.Status.NTotal, op.Status.OperationUnits = 0, 0, ""
 		}},

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,4 +266,167 @@ func TestCheckRefusesPageCycle(t *testing.T) {
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(b, after), "Open changed a damaged file")
+}
+
+// liveStoreFile writes a small store whose kv bucket spans a branch page and several
+// leaf pages, with a freelist that holds pages, closes it and returns its bytes.
+func liveStoreFile(t testing.TB) []byte {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := boltstore.Open(path, &boltstore.Options{NoSync: true})
+	require.NoError(t, err)
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := 0; i < 2; i++ {
+		o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%d", i), UID: fmt.Sprint("uid-", i)}
+		r := operations.Run{Owner: o, Phase: phase.New, Created: t0}
+		require.NoError(t, r.SetPhase(phase.WaitingForPluginOperations, "main run ended", t0))
+		var ops []operations.Operation
+		for j := 0; j < 16; j++ {
+			ops = append(ops, operations.Operation{Owner: o, Action: "example.io/mover", ID: fmt.Sprintf("op-%03d", j),
+				Resource: operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: fmt.Sprint("pod-", j)},
+				Status:   operations.Status{Phase: operations.OperationInProgress, NTotal: 100, Description: "moving data along", Created: t0}})
+		}
+		require.NoError(t, s.CreateRunWithOperations(ctx, r, ops))
+		ops[0].Status.Phase = operations.OperationCompleted
+		require.NoError(t, s.PutOperations(ctx, o, ops[:1]))
+	}
+	require.NoError(t, s.Close())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// A liveByte is the offset of a byte that bbolt reads for the file's last transaction,
+// and what holds it.
+type liveByte struct {
+	off  int
+	what string
+}
+
+// liveBytes lists the bytes of the store file b that bbolt reads for its last
+// transaction: the page header and meta fields of both meta pages; the header and page
+// numbers of the freelist; the header, elements, keys and values of every branch and
+// leaf page in use. It reads the pages' kinds through bbolt and parses their elements
+// here, apart from the code of the check that the test holds to account.
+func liveBytes(t testing.TB, b []byte) []liveByte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "live.db")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	db, err := bolt.Open(path, 0o600, nil) // writable: read-only, tx.Page fails (free pages not loaded)
+	require.NoError(t, err)
+	defer db.Close()
+	pageSize := db.Info().PageSize
+	var live []liveByte
+	add := func(from, to int, what string) {
+		for off := from; off < to; off++ {
+			live = append(live, liveByte{off, what})
+		}
+	}
+	ne := binary.NativeEndian
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		for id := 0; ; {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return err
+			}
+			start := id * pageSize
+			what := fmt.Sprintf("%s page %d", info.Type, id)
+			switch info.Type {
+			case "meta":
+				add(start, start+16+64, what)
+			case "freelist":
+				n := info.Count
+				if n == 0xFFFF {
+					n = 1 + int(ne.Uint64(b[start+16:]))
+				}
+				add(start, start+16+8*n, what)
+			case "branch", "leaf":
+				end := start + 16 + 16*info.Count
+				if info.Count > 0 {
+					last := start + 16 + 16*(info.Count-1)
+					if info.Type == "branch" {
+						end = last + int(ne.Uint32(b[last:])) + int(ne.Uint32(b[last+4:]))
+					} else {
+						end = last + int(ne.Uint32(b[last+4:])) + int(ne.Uint32(b[last+8:])) + int(ne.Uint32(b[last+12:]))
+					}
+				}
+				add(start, end, what)
+			}
+			if info.Type == "free" {
+				id++
+			} else {
+				id += 1 + info.OverflowCount
+			}
+		}
+	}))
+	return live
+}
+
+// changeDetected writes b with the byte at off XORed with x to a file of its own, and
+// reports whether a read-only Open with Check, as itemops check does, fails. A file of
+// its own each time: a Store that met damage at Open keeps the file's lock.
+func changeDetected(t testing.TB, dir string, b []byte, off int, x byte) (bool, error) {
+	t.Helper()
+	b[off] ^= x
+	defer func() { b[off] ^= x }()
+	path := filepath.Join(dir, fmt.Sprintf("changed-%d-%02x.db", off, x))
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	defer os.Remove(path)
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, Check: true})
+	if err != nil {
+		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore) || errors.Is(err, boltstore.ErrSchemaVersion),
+			"a changed byte at %d: %v, want ErrCorrupt, ErrNotStore or ErrSchemaVersion", off, err)
+		return true, err
+	}
+	require.NoError(t, s.Close())
+	return false, nil
+}
+
+// TestCheckFindsEveryChangedLiveByte changes every byte of a store that bbolt reads
+// for its last transaction, one at a time, with two XOR masks (0x5a as the issue that
+// found the damage did, and 0x01, a single bit), and asserts that a read-only Open with
+// Check, as itemops check does, reports every one. In -short mode it tries every
+// seventh byte.
+func TestCheckFindsEveryChangedLiveByte(t *testing.T) {
+	b := liveStoreFile(t)
+	live := liveBytes(t, b)
+	stride := 1
+	if testing.Short() {
+		stride = 7
+	}
+	dir := t.TempDir()
+	tried, missed := 0, 0
+	kinds := map[string]int{}
+	for i := 0; i < len(live); i += stride {
+		for _, x := range []byte{0x5a, 0x01} {
+			tried++
+			found, _ := changeDetected(t, dir, b, live[i].off, x)
+			if !found {
+				missed++
+				t.Errorf("byte %d of %s XOR %#02x: check reports the file sound", live[i].off, live[i].what, x)
+			}
+		}
+		kinds[strings.Fields(live[i].what)[0]]++
+	}
+	t.Logf("changed %d live bytes (of %d in a file of %d bytes; by page kind %v) one at a time, with 2 masks: %d changes tried, %d reported", (len(live)+stride-1)/stride, len(live), len(b), kinds, tried, tried-missed)
+}
+
+// FuzzChangedLiveByte XORs one byte of the live data of a store (see liveBytes) with a
+// fuzzed mask; check must report it.
+func FuzzChangedLiveByte(f *testing.F) {
+	b := liveStoreFile(f)
+	live := liveBytes(f, b)
+	f.Add(uint32(0), byte(0x5a))
+	f.Add(uint32(len(live)/2), byte(0x80))
+	f.Add(uint32(len(live)-1), byte(0x01))
+	f.Fuzz(func(t *testing.T, i uint32, x byte) {
+		if x == 0 {
+			t.Skip("a mask of 0 changes nothing")
+		}
+		lb := live[int(i%uint32(len(live)))]
+		if found, _ := changeDetected(t, t.TempDir(), b, lb.off, x); !found {
+			t.Errorf("byte %d of %s XOR %#02x: check reports the file sound", lb.off, lb.what, x)
+		}
+	})
 }

@@ -40,17 +40,23 @@
 // # Layout and migration
 //
 // The file holds two buckets: meta ("format" → "itemops.boltstore", "version" → 8-byte
-// big-endian schema version, 2) and kv, which holds the engine's keys (see storage/kv);
-// each value is the 8-byte big-endian version it was written at, then the engine's
-// value. The kv bucket's sequence numbers the writes.
+// big-endian schema version, 3, "sequence" → a copy of the kv bucket's sequence) and kv,
+// which holds the engine's keys (see storage/kv); each value is the 8-byte big-endian
+// version it was written at, then the engine's value, then a 4-byte CRC-32C of the
+// entry (of the key, the version and the engine's value, seeded with the key's length). The kv
+// bucket's sequence numbers the writes; every commit writes its copy too.
 //
-// Files of schema 1, written by earlier releases (a bucket per run's operations), are
-// migrated by Open in one transaction: a process killed during the migration leaves the
-// file as it was, and the next Open migrates it again. Open checks the meta bucket: a
-// bbolt file without it (but with other buckets), or a file that is not bbolt, fails with
-// [ErrNotStore]; another schema version fails with [ErrSchemaVersion]; either way the
-// file is left as it was. A file of zero bytes, or a bbolt file without buckets, becomes
-// a new store.
+// Files of earlier schemas are migrated by Open in one transaction: schema 1, written
+// by earlier releases (a bucket per run's operations), is rewritten in the engine's
+// layout; schema 2 (the same layout without checksums) has a checksum added to every
+// entry. A process killed during the migration leaves the file as it was, and the next
+// Open migrates it again. The checksums of a migrated file cover what the migration
+// read: open an old file with Options.Check, which checks its pages first. Builds
+// before schema 3 refuse a file of schema 3 with ErrSchemaVersion. Open checks the meta
+// bucket: a bbolt file without it (but with other buckets), or a file that is not
+// bbolt, fails with [ErrNotStore]; another schema version fails with
+// [ErrSchemaVersion]; either way the file is left as it was. A file of zero bytes, or a
+// bbolt file without buckets, becomes a new store.
 //
 // # Reading without writing
 //
@@ -62,16 +68,33 @@
 //
 // # Damage
 //
-// bbolt panics when it meets a page that fails its checks, and a file cut short faults
-// when read through its memory map. A Store turns both, and records that do not decode,
-// into an error wrapping [ErrCorrupt] (which is operations.ErrCorrupt) that names the
-// file and what was found: no panic escapes a Store. From the first such error on, the
-// Store writes nothing more to the file (every write fails with that error), so nothing
-// is written on top of damage; reads go on, so that what can still be read can be saved.
-// [Options.Check] checks every page when the file is opened, and [Store.Check] does on
-// demand. One kind of damage only the check catches: page numbers changed so that the
-// pages form a cycle, which bbolt would follow forever. Open a file that may be damaged
-// with Options.Check.
+// bbolt keeps no checksums of its pages, only of its two meta pages, and panics when it
+// meets a page that fails its few checks; a file cut short faults when read through its
+// memory map. A Store turns both, and records that do not decode, into an error
+// wrapping [ErrCorrupt] (which is operations.ErrCorrupt) that names the file and what
+// was found: no panic escapes a Store. From the first such error on, the Store writes
+// nothing more to the file (every write fails with that error), so nothing is written
+// on top of damage; reads go on, so that what can still be read can be saved.
+//
+// Every entry of the kv bucket carries its checksum, which every read checks, so a
+// changed key or value is ErrCorrupt where it is read, never a record read wrong.
+// [Store.Check], which [Options.Check] runs at Open, checks the rest: both meta pages
+// (a meta page that fails its checksum makes bbolt read the transaction before it, a
+// silent rollback, which the check reports), every page of the tree (reached once, its
+// elements laid out as bbolt writes them, keys in order, each branch key the first key
+// of its child), the kv bucket's sequence against its copy, the freelist, and that
+// every page of the file is either in the tree or free. Together they find any change
+// of one byte of the data bbolt reads for the last transaction (the test
+// TestCheckFindsEveryChangedLiveByte changes each such byte of a store; a changed byte of
+// the meta bucket's format or version fails Open with ErrNotStore or ErrSchemaVersion). A
+// larger change within one entry's key and value goes unseen with a chance of one in
+// 2^32; larger changes elsewhere are found unless they happen to leave every page laid
+// out as bbolt writes it and every page accounted for. What no check of one file can
+// find: a write that the disk lost whole (a page, or the last meta page, left as it was
+// before, consistent in itself), and damage in free pages or in the unused end of a
+// page, which hold nothing. A page reached twice, which may be a cycle that bbolt would
+// follow forever, is only caught by the check: open a file that may be damaged with
+// Options.Check.
 //
 // # Limits
 //

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -22,14 +23,18 @@ var (
 	bucketKV   = []byte("kv")
 	keyFormat  = []byte("format")
 	keyVersion = []byte("version")
+	// keySequence holds a copy of the kv bucket's sequence (8 bytes, big-endian),
+	// written with it by every commit, so that a changed byte of either shows.
+	keySequence = []byte("sequence")
 )
 
 // formatName is the value of meta/format in every itemops boltstore.
 const formatName = "itemops.boltstore"
 
-// schemaVersion is the layout this package writes: 2, the engine's keys in one bucket.
-// Files of schema 1 are migrated by Open.
-const schemaVersion = 2
+// schemaVersion is the layout this package writes: 3, the engine's keys in one bucket,
+// each entry with its checksum (see sum.go). Files of schema 1 (a bucket per run) and 2
+// (the same keys without checksums) are migrated by Open.
+const schemaVersion = 3
 
 // checkEvery is how many keys a scan reads between two checks of its context.
 const checkEvery = 1024
@@ -57,6 +62,10 @@ func (d driver) Commit(ctx context.Context, conds []kv.Condition, writes []kv.Wr
 	if err := d.s.damaged(); err != nil {
 		return err
 	}
+	// A Check reads the meta pages while it holds commitMu, so that no commit rewrites
+	// one meanwhile.
+	d.s.commitMu.Lock()
+	defer d.s.commitMu.Unlock()
 	return d.s.guard("write", func() error {
 		return d.s.db.Update(func(tx *bolt.Tx) error {
 			// Waiting for the write lock cannot be cut short; a context that ended
@@ -106,16 +115,9 @@ func readTx(tx *bolt.Tx, fn func(kv.Reader) error) error {
 	return fn(reader{b})
 }
 
-// reader reads the kv bucket, whose values are the version they were written at (8
-// bytes, big-endian) followed by the engine's value.
+// reader reads the kv bucket, whose values are the version they were written at, the
+// engine's value and a checksum (see parseValue), which every read checks.
 type reader struct{ b *bolt.Bucket }
-
-func parseValue(k, v []byte) ([]byte, kv.Version, error) {
-	if len(v) < 8 {
-		return nil, 0, fmt.Errorf("value of key %q is %d bytes, shorter than its version: %w", k, len(v), ErrCorrupt)
-	}
-	return v[8:], kv.Version(binary.BigEndian.Uint64(v)), nil
-}
 
 func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error) {
 	if err := ctx.Err(); err != nil {
@@ -167,15 +169,22 @@ func commitTx(tx *bolt.Tx, conds []kv.Condition, writes []kv.Write) error {
 			return fmt.Errorf("key %q is at version %d, not %d: %w", c.Key, ver, c.Version, kv.ErrConditionFailed)
 		}
 	}
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return fmt.Errorf("bucket %q is missing: %w", bucketMeta, ErrCorrupt)
+	}
 	seq, err := b.NextSequence()
 	if err != nil {
+		return err
+	}
+	if err := meta.Put(keySequence, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
 		return err
 	}
 	// bbolt keeps each value slice until the transaction ends, so every Put gets its
 	// own, all carved from one allocation.
 	size := 0
 	for _, w := range writes {
-		size += 8 + len(w.Value)
+		size += versionSize + len(w.Value) + sumSize
 	}
 	arena := make([]byte, 0, size)
 	for _, i := range keyOrder(writes) {
@@ -183,7 +192,7 @@ func commitTx(tx *bolt.Tx, conds []kv.Condition, writes []kv.Write) error {
 		switch {
 		case !w.Delete:
 			start := len(arena)
-			arena = append(binary.BigEndian.AppendUint64(arena, seq), w.Value...)
+			arena = appendEntry(arena, w.Key, seq, w.Value)
 			if err := b.Put(w.Key, arena[start:len(arena):len(arena)]); err != nil {
 				return err
 			}
@@ -230,6 +239,11 @@ func (s *Store) guard(what string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
+			if f, ok := p.(interface{ Addr() uintptr }); ok {
+				// The runtime reports a fault as "invalid memory address or nil pointer
+				// dereference", which would send a reader after a bug.
+				p = fmt.Sprintf("a read through bbolt's memory map of the file faulted at address %#x: a page lies past the end of the file, cut short, or a page number is damaged", f.Addr())
+			}
 			err = fmt.Errorf("boltstore: %s %s: the file is damaged (%v): %w", what, s.path, p, ErrCorrupt)
 		}
 		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
@@ -250,49 +264,45 @@ func (s *Store) damaged() error {
 	return nil
 }
 
-// Check reads every page of the file that holds data, as [Options.Check] does at Open:
-// first it walks the page tree from the file itself, checking that every page it
-// points to lies in the file, is a branch or a leaf page that its elements fit in, and
-// is reached once (a cycle of pages would make bbolt's cursors descend forever); then it
-// reads every key of every bucket through bbolt, which checks each page as it reads it.
-// It returns nil for a sound file, or an error wrapping [ErrCorrupt] that says what is
-// wrong, after which the Store writes nothing more. (bbolt's own Tx.Check reads in a
-// goroutine of its own, where a damaged page would crash the process, and follows
-// cycles; this one reads in the caller's.) It costs two reads of the whole file (see
-// docs/BENCHMARKS.md); a done ctx stops it, within 1024 pages or keys, with ctx.Err().
+// Check checks the whole file, as [Options.Check] does at Open: both meta pages
+// (their checksums, and that they hold the last two transactions, so that a last
+// transaction that bbolt rolled back because its meta page was damaged is reported, not
+// read as if it had never happened); every page of the tree, reached once, laid out as
+// bbolt writes it, its keys in order and each branch key the first key of its child;
+// every entry of the engine against its checksum (see the package documentation,
+// "Damage"); the freelist; and that every page of the file is either in the tree or
+// free. It reads the pages from the file itself, in the caller's goroutine, and never
+// follows a page through bbolt before checking it (bbolt follows a damaged page number
+// without a check, and loops forever on a cycle of pages; its own Tx.Check reads in a
+// goroutine of its own, where a damaged page would crash the process). It returns nil
+// for a sound file, or an error wrapping [ErrCorrupt] that says what is wrong, after
+// which the Store writes nothing more. It costs one read of every page in use (see
+// docs/BENCHMARKS.md); a done ctx stops it, within 1024 pages, with ctx.Err(). A Check
+// of a writable Store holds back its writes while it reads the meta pages, and then runs
+// beside them on the snapshot it began with.
 func (s *Store) Check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return s.guard("check", func() error {
-		return s.db.View(func(tx *bolt.Tx) error {
-			f, err := os.Open(tx.DB().Path())
-			if err != nil {
-				return fmt.Errorf("boltstore: check %s: %w", s.path, err)
-			}
-			defer f.Close()
-			if err := checkTree(ctx, tx, f); err != nil {
-				return fmt.Errorf("boltstore: check %s: %w", s.path, err)
-			}
-			n := 0
-			var walk func(b *bolt.Bucket) error
-			walk = func(b *bolt.Bucket) error {
-				c := b.Cursor()
-				for k, v := c.First(); k != nil; k, v = c.Next() {
-					if n++; n%checkEvery == 0 {
-						if err := ctx.Err(); err != nil {
-							return err
-						}
-					}
-					if v == nil {
-						if err := walk(b.Bucket(k)); err != nil {
-							return err
-						}
-					}
-				}
-				return nil
-			}
-			return tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return walk(b) })
-		})
+		s.commitMu.Lock()
+		unlock := sync.OnceFunc(s.commitMu.Unlock)
+		defer unlock()
+		tx, err := s.db.Begin(false)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		f, err := os.Open(tx.DB().Path())
+		if err != nil {
+			return fmt.Errorf("boltstore: check %s: %w", s.path, err)
+		}
+		defer f.Close()
+		pageSize := uint64(tx.DB().Info().PageSize)
+		err = checkFile(ctx, pageSize, uint64(tx.ID()), uint64(tx.Cursor().Bucket().RootPage()), uint64(tx.Size())/pageSize, f, unlock)
+		if err != nil && !errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("boltstore: check %s: %w", s.path, err)
+		}
+		return err
 	})
 }

@@ -22,7 +22,7 @@ import (
 
 // writeFixture makes TestWriteFixture write testdata/schema1.db with this build. The
 // file in testdata was written by the boltstore of schema 1 (commit d487b29), before the
-// store moved to the storage engine; TestMigrateSchema1 opens a copy of it.
+// store moved to the storage engine; TestMigrate opens a copy of it.
 var writeFixture = flag.Bool("write-fixture", false, "write testdata/schema1.db with this build's boltstore")
 
 // fixtureRuns returns the runs and operations of the migration fixture: both kinds,
@@ -98,20 +98,29 @@ func TestWriteFixture(t *testing.T) {
 	}
 }
 
-// TestMigrateSchema1 opens a copy of a file written by the boltstore of schema 1: Open
-// migrates it, every run and operation reads back as it was written, in order, and the
-// store goes on working; the migrated file opens again without a second migration.
-func TestMigrateSchema1(t *testing.T) {
+// TestMigrate opens a copy of a file written by the boltstore of schema 1 and one of
+// schema 2 (testdata/schema2.db, written by commit ec2c6ba with fixtureRuns, before the
+// entries had checksums): Open migrates it, every run and operation reads back as it was
+// written, in order, the file passes the check, and the store goes on working; the
+// migrated file opens again without a second migration.
+func TestMigrate(t *testing.T) {
+	for _, name := range []string{"schema1.db", "schema2.db"} {
+		t.Run(name, func(t *testing.T) { testMigrate(t, name) })
+	}
+}
+
+func testMigrate(t *testing.T, fixture string) {
 	ctx := context.Background()
-	old, err := os.ReadFile(filepath.Join("testdata", "schema1.db"))
+	old, err := os.ReadFile(filepath.Join("testdata", fixture))
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "store.db")
 	require.NoError(t, os.WriteFile(path, old, 0o600))
 
 	runs, ops := fixtureRuns()
 	for round := 0; round < 2; round++ {
-		s, err := boltstore.Open(path, nil)
+		s, err := boltstore.Open(path, &boltstore.Options{Check: true})
 		require.NoError(t, err, "Open, round %d", round)
+		require.NoError(t, s.Check(ctx), "the migrated file, round %d", round)
 		checkFixture(t, s, runs, ops)
 		// The migrated store takes new writes.
 		o := runs[0].Owner
@@ -130,6 +139,9 @@ func TestMigrateSchema1(t *testing.T) {
 		err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error { names = append(names, bytes.Clone(name)); return nil })
 		if d := cmp.Diff([][]byte{[]byte("kv"), []byte("meta")}, names); d != "" {
 			t.Errorf("buckets after migration (-want +got):\n%s", d)
+		}
+		if v := tx.Bucket([]byte("meta")).Get([]byte("version")); !bytes.Equal(v, []byte{0, 0, 0, 0, 0, 0, 0, 3}) {
+			t.Errorf("schema version after migration: %x, want 3", v)
 		}
 		return err
 	}))
@@ -168,14 +180,20 @@ func checkFixture(t *testing.T, s *boltstore.Store, runs []operations.Run, ops m
 	}
 }
 
-// TestReadOnlySchema1 opens a file of schema 1 read-only: it reads as a migrated one
-// does, through a copy in the temporary directory that Close removes, and the file
-// itself is not changed.
-func TestReadOnlySchema1(t *testing.T) {
+// TestReadOnlyOldSchema opens a file of schema 1, and one of schema 2, read-only: it
+// reads as a migrated one does, through a copy in the temporary directory that Close
+// removes, and the file itself is not changed.
+func TestReadOnlyOldSchema(t *testing.T) {
+	for _, name := range []string{"schema1.db", "schema2.db"} {
+		t.Run(name, func(t *testing.T) { testReadOnlyOldSchema(t, name) })
+	}
+}
+
+func testReadOnlyOldSchema(t *testing.T, fixture string) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	path := filepath.Join(t.TempDir(), "store.db")
-	old, err := os.ReadFile(filepath.Join("testdata", "schema1.db"))
+	old, err := os.ReadFile(filepath.Join("testdata", fixture))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, old, 0o600))
 
@@ -195,7 +213,7 @@ func TestReadOnlySchema1(t *testing.T) {
 	require.Empty(t, copies, "Close leaves the migrated copy behind")
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.True(t, bytes.Equal(old, got), "a read-only Open changed a file of schema 1")
+	require.True(t, bytes.Equal(old, got), "a read-only Open changed a file of %s", fixture)
 }
 
 func containsRun(runs []operations.Run, o operations.Owner) bool {

@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -14,7 +15,7 @@ import (
 	"github.com/itemops/itemops/storage/kv"
 )
 
-// migrate1 rewrites a file of schema 1 in the engine's layout, inside tx. Schema 1 kept
+// migrate1 rewrites a file of schema 1 in the engine's layout (schema 3), inside tx. Schema 1 kept
 // run records under runs/<kind byte><name> and each run's operation records under
 // operations/<run key>/{unfinished,finished}/<8-byte sequence number>, in the record
 // encoding the engine still uses; the engine writes them again, in first-put order,
@@ -64,6 +65,45 @@ func migrate1(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// migrate2 gives every entry of a file of schema 2, whose kv bucket holds the same keys
+// and values without their checksums, its checksum, inside tx. It rewrites the entries
+// 1024 at a time, in key order: bbolt's cursors do not survive a Put.
+func migrate2(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketKV)
+	if b == nil {
+		return fmt.Errorf("bucket %q is missing: %w", bucketKV, ErrCorrupt)
+	}
+	var (
+		after []byte // the smallest key not yet rewritten; nil before the first
+		keys  [][]byte
+		vals  [][]byte
+	)
+	for {
+		keys, vals = keys[:0], vals[:0]
+		c := b.Cursor()
+		k, v := c.First()
+		if after != nil {
+			k, v = c.Seek(after)
+		}
+		for ; k != nil && len(keys) < checkEvery; k, v = c.Next() {
+			if len(v) < versionSize { // a nested bucket has a nil value
+				return fmt.Errorf("key %q holds %d bytes, less than a version, or a bucket: %w", k, len(v), ErrCorrupt)
+			}
+			keys = append(keys, bytes.Clone(k))
+			vals = append(vals, binary.BigEndian.AppendUint32(bytes.Clone(v), entrySum(k, v)))
+		}
+		for i := range keys {
+			if err := b.Put(keys[i], vals[i]); err != nil {
+				return err
+			}
+		}
+		if len(keys) < checkEvery {
+			return nil
+		}
+		after = append(bytes.Clone(keys[len(keys)-1]), 0)
+	}
 }
 
 func schema1Owner(k []byte) (operations.Owner, error) {

@@ -39,6 +39,9 @@ type Store struct {
 	// the Store writes nothing.
 	damage atomic.Pointer[error]
 
+	// commitMu is held by every commit, and by Check while it reads the meta pages.
+	commitMu sync.Mutex
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -70,6 +73,9 @@ func Open(path string, o *Options) (*Store, error) {
 		if err := create(path, opts); err != nil {
 			return nil, fmt.Errorf("boltstore: create %s: %w", path, err)
 		}
+	}
+	if err := checkLength(path); err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	s := &Store{path: path, readOnly: opts.ReadOnly}
 	var db *bolt.DB
@@ -129,6 +135,14 @@ func Open(path string, o *Options) (*Store, error) {
 		}
 		return prepare(db)
 	})
+	if (errors.Is(err, ErrNotStore) || errors.Is(err, ErrCorrupt)) && !opts.Check {
+		// A store whose root page or meta bucket is damaged may look like another
+		// file, or lack a bucket: the check tells, and its finding is the better
+		// error.
+		if cerr := s.Check(context.Background()); errors.Is(cerr, ErrCorrupt) {
+			err = cerr
+		}
+	}
 	if err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
@@ -140,6 +154,40 @@ func Open(path string, o *Options) (*Store, error) {
 	}
 	s.Store = eng
 	return s, nil
+}
+
+// checkLength fails with an error wrapping [ErrCorrupt] when the file at path is
+// shorter than the pages its newest sound meta page counts: bbolt would read the pages
+// past its end through its memory map, which faults. A file that does not exist, is
+// empty or has no sound meta page is left to bbolt.
+func checkLength(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return nil
+	}
+	// The page size is in the meta pages; try the sizes bbolt tries, from 1 KiB up.
+	var best *fileMeta
+	pageSize := uint64(0)
+	for size := uint64(1024); size <= 16<<20 && size < uint64(info.Size()); size <<= 1 {
+		for i := uint64(0); i < 2; i++ {
+			if m, err := readMeta(f, size, i); err == nil && (best == nil || m.txid > best.txid) {
+				best, pageSize = &m, size
+			}
+		}
+	}
+	if best == nil || pageSize == 0 {
+		return nil
+	}
+	if need := best.hwm * pageSize; uint64(info.Size()) < need {
+		return fmt.Errorf("the file is damaged (cut short: it holds %d bytes, and its meta page of transaction %d counts %d pages of %d bytes, %d bytes): %w",
+			info.Size(), best.txid, best.hwm, pageSize, need, ErrCorrupt)
+	}
+	return nil
 }
 
 func openDB(path string, opts Options) (*bolt.DB, error) {
@@ -202,7 +250,7 @@ func syncDir(dir string) error {
 }
 
 // prepareReadOnly checks the schema of the file s.db holds, for a read-only Store, which
-// must not write it: a file of schema 1 is read through a migrated copy, and a file that
+// must not write it: a file of an earlier schema is read through a migrated copy, and a file that
 // is not yet a store is refused. (A writable Store runs prepare instead.)
 func (s *Store) prepareReadOnly(opts Options) error {
 	version, err := schemaOf(s.db)
@@ -230,25 +278,30 @@ func (s *Store) prepareReadOnly(opts Options) error {
 func schemaOf(db *bolt.DB) (uint64, error) {
 	var version uint64
 	err := db.View(func(tx *bolt.Tx) error {
+		// A file that holds a kv bucket may be a store whose meta bucket is damaged.
+		var maybe string
+		if tx.Bucket(bucketKV) != nil {
+			maybe = " (or a store whose meta bucket is damaged: it holds a kv bucket as stores do)"
+		}
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			if k, _ := tx.Cursor().First(); k != nil {
-				return fmt.Errorf("%w: the file holds bucket %q and no itemops metadata", ErrNotStore, k)
+				return fmt.Errorf("%w: the file holds bucket %q and no itemops metadata%s", ErrNotStore, k, maybe)
 			}
 			return nil
 		}
 		if f := meta.Get(keyFormat); string(f) != formatName {
-			return fmt.Errorf("%w: format %q, want %q", ErrNotStore, f, formatName)
+			return fmt.Errorf("%w: format %q, want %q%s", ErrNotStore, f, formatName, maybe)
 		}
 		v := meta.Get(keyVersion)
 		if len(v) != 8 {
 			return fmt.Errorf("schema version of %d bytes: %w", len(v), ErrCorrupt)
 		}
 		version = binary.BigEndian.Uint64(v)
-		if version != schemaVersion && version != 1 {
-			return fmt.Errorf("%w: the file has schema version %d, this build reads versions 1 and %d", ErrSchemaVersion, version, schemaVersion)
+		if version < 1 || version > schemaVersion {
+			return fmt.Errorf("%w: the file has schema version %d, this build reads versions 1 to %d", ErrSchemaVersion, version, schemaVersion)
 		}
-		if version == schemaVersion && tx.Bucket(bucketKV) == nil {
+		if version >= 2 && tx.Bucket(bucketKV) == nil {
 			return fmt.Errorf("bucket %q is missing: %w", bucketKV, ErrCorrupt)
 		}
 		return nil
@@ -258,7 +311,7 @@ func schemaOf(db *bolt.DB) (uint64, error) {
 
 // prepare makes the file db holds a store of the current schema, as a writable Open
 // does: it creates the store in a file that holds nothing, and migrates a file of
-// schema 1 (see upgrade).
+// schema 1 or 2 (see upgrade).
 func prepare(db *bolt.DB) error {
 	version, err := schemaOf(db)
 	if err != nil || version == schemaVersion {
@@ -272,9 +325,14 @@ func prepare(db *bolt.DB) error {
 // as it was. The engine's format key is written in the same transaction.
 func upgrade(db *bolt.DB, version uint64) error {
 	return db.Update(func(tx *bolt.Tx) error {
-		if version == 1 {
+		switch version {
+		case 1:
 			if err := migrate1(tx); err != nil {
 				return fmt.Errorf("migrate schema 1: %w", err)
+			}
+		case 2:
+			if err := migrate2(tx); err != nil {
+				return fmt.Errorf("migrate schema 2: %w", err)
 			}
 		}
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
@@ -287,15 +345,18 @@ func upgrade(db *bolt.DB, version uint64) error {
 		if err := meta.Put(keyVersion, binary.BigEndian.AppendUint64(nil, schemaVersion)); err != nil {
 			return err
 		}
-		if _, err := tx.CreateBucketIfNotExists(bucketKV); err != nil {
+		b, err := tx.CreateBucketIfNotExists(bucketKV)
+		if err != nil {
 			return err
 		}
-		_, err = kv.Open(context.Background(), txBackend{tx})
-		return err
+		if _, err = kv.Open(context.Background(), txBackend{tx}); err != nil {
+			return err
+		}
+		return meta.Put(keySequence, binary.BigEndian.AppendUint64(nil, b.Sequence()))
 	})
 }
 
-// migratedCopy copies the file db holds, a store of schema 1, to a temporary file,
+// migratedCopy copies the file db holds, a store of schema 1 or 2, to a temporary file,
 // migrates the copy and returns it opened read-only, for a read-only Store. The caller
 // closes it and removes its file; on failure nothing is left behind.
 func migratedCopy(db *bolt.DB, opts Options) (cp *bolt.DB, err error) {
