@@ -37,10 +37,9 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 // runSalvage copies every run and operation that can still be read from a damaged
 // boltstore file into a new one, and lists what could not be read, and the damage the
 // check of the file found; it fails (exit status 1) when either is not empty. It opens
-// the file without boltstore's check, which would refuse it, and runs the check itself.
-// Its one known limit: on pages damaged so that they form a cycle (which `itemops check`
-// reports as a page reached twice), bbolt reads forever or overflows its stack, and
-// salvage with it.
+// a damaged file without boltstore's check, which would refuse it, and runs the check
+// itself. A file whose pages are reached twice (a cycle, which bbolt's reads would follow
+// forever) it refuses, saving nothing, with the check's finding.
 func runSalvage(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("salvage", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, "usage: itemops salvage DB NEW") }
@@ -51,9 +50,17 @@ func runSalvage(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Lstat(to); err == nil {
 		return fmt.Errorf("%s exists; salvage writes a new file", to)
 	}
-	src, err := boltstore.Open(from, &boltstore.Options{ReadOnly: true})
-	if err != nil {
-		return err
+	// A file whose pages are reached twice (a cycle) can make bbolt's own reads loop or
+	// overflow the stack: only the check may read it, and it finds that first.
+	src, err := boltstore.Open(from, &boltstore.Options{ReadOnly: true, Check: true})
+	switch {
+	case errors.Is(err, boltstore.ErrPageReachedTwice):
+		return fmt.Errorf("%w; salvage read nothing, since reading through such pages never ends", err)
+	case err != nil:
+		src, err = boltstore.Open(from, &boltstore.Options{ReadOnly: true})
+		if err != nil {
+			return err
+		}
 	}
 	defer src.Close()
 	ctx := context.Background()

@@ -157,10 +157,10 @@ func checkFile(ctx context.Context, pageSize, txid, root, hwm uint64, f io.Reade
 		err = w.visit(next)
 	}
 	if err != nil {
-		return fmt.Errorf("the file is damaged (in its page tree, %v): %w", err, ErrCorrupt)
+		return fmt.Errorf("the file is damaged (in its page tree, %w): %w", err, ErrCorrupt)
 	}
 	if err := w.freelist(meta.freelist); err != nil {
-		return fmt.Errorf("the file is damaged (in its freelist, %v): %w", err, ErrCorrupt)
+		return fmt.Errorf("the file is damaged (in its freelist, %w): %w", err, ErrCorrupt)
 	}
 	return nil
 }
@@ -183,7 +183,7 @@ type treeWalk struct {
 func (w *treeWalk) mark(id, overflow uint64, what string) error {
 	for q := id; q <= id+overflow; q++ {
 		if w.seen[q/64]&(1<<(q%64)) != 0 {
-			return fmt.Errorf("page %d is reached twice (as %s; a cycle, two parents, or a free page in use)", q, what)
+			return fmt.Errorf("page %d is %w (as %s; a cycle, two parents, or a free page in use)", q, ErrPageReachedTwice, what)
 		}
 		w.seen[q/64] |= 1 << (q % 64)
 	}
