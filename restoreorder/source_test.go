@@ -420,6 +420,9 @@ func allocated(f func()) uint64 {
 // the item once, not a buffer that doubles its way up to it, and an entry that does not
 // start with "{" or holds fewer bytes than its header says fails before it is held.
 func TestFromTarGzMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a backup of a 32 MiB item several times; runs without -short")
+	}
 	const size = 32 << 20
 	big := `{"data":"` + strings.Repeat("x", size-len(`{"data":""}`)) + `"}`
 	archive := makeTarGz(t, tarFile{name: "resources/pods/cluster/big.json", body: big})

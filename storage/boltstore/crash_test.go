@@ -389,6 +389,9 @@ func runChild(t *testing.T, path string, seed uint64, from int, early bool, r *r
 // store's indexes pass, every acknowledged step is there whole, and the one step that may
 // have been under way is there whole or not at all.
 func TestKillAtRandomMoments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a child process 40 times (about a minute); runs without -short")
+	}
 	const rounds = 40
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
