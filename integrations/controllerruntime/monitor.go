@@ -54,7 +54,8 @@ type queue struct {
 // started. Reconcilers wrapped with [Gate] wait for Recover.
 //
 // New fails with an error wrapping [ErrDuplicateMonitor] when mgr already has a Monitor
-// over store (two would poll every operation twice), and when the metrics cannot be
+// over store (two would poll every operation twice), with one wrapping
+// [operations.ErrInvalid] for a nil store or manager, and when the metrics cannot be
 // registered or the manager refuses the runnable.
 func New(mgr manager.Manager, store operations.Store, resolver operations.Resolver, opts ...monitor.Option) (*Monitor, error) {
 	if err := claimStore(mgr, store); err != nil {
@@ -88,6 +89,9 @@ var (
 // ErrDuplicateMonitor. A store whose type cannot be compared (not a pointer, as the
 // stores of itemops are) is not recorded, and never refused.
 func claimStore(mgr manager.Manager, store operations.Store) error {
+	if store == nil || mgr == nil {
+		return fmt.Errorf("controllerruntime: new Monitor: nil store or manager: %w", operations.ErrInvalid)
+	}
 	if !reflect.TypeOf(store).Comparable() || !reflect.TypeOf(mgr).Comparable() {
 		return nil
 	}

@@ -272,6 +272,8 @@ func TestNewRefusesSecondMonitorOverOneStore(t *testing.T) {
 	require.ErrorIs(t, err, ErrDuplicateMonitor)
 	_, err = New(mgr, memstore.New(), newJobsResolver())
 	require.NoError(t, err)
+	_, err = New(mgr, nil, newJobsResolver())
+	require.ErrorIs(t, err, operations.ErrInvalid)
 }
 
 func newJobsResolver() operations.Resolver {
