@@ -62,7 +62,10 @@ func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main fu
 //     c), and returns true: the reconcile is over. An object being deleted without the
 //     finalizer is left alone, and HandleDeletion returns true.
 //
-// The plugins get obj, still readable while its finalizer holds it. HandleDeletion fails
+// The plugins get obj, still readable while its finalizer holds it. A run that never
+// left its main run (InProgress: a crash between the writes of [operations.StartRun] on
+// a store that is not an [operations.RunStarter]) has no operation the Monitor watches:
+// it is deleted with whatever operations it recorded, uncancelled. HandleDeletion fails
 // with an error wrapping [operations.ErrInvalid] for an obj without a UID, with c's
 // errors, the store's errors (an error wrapping [operations.ErrClaimed] when another Monitor
 // holds the run's claim: that Monitor cancels the operations, and a later reconcile

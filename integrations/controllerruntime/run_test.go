@@ -233,7 +233,12 @@ func TestFirstPollAtOnce(t *testing.T) {
 	clock.BlockUntilWaiters(1) // the Monitor waits out its interval
 
 	require.NoError(t, reconcileConfigMap(ctx, m, c, j.start("a")))
-	require.Equal(t, "a", <-j.progress)
+	select {
+	case id := <-j.progress:
+		require.Equal(t, "a", id)
+	case <-time.After(time.Minute): // a guard against hanging: no poll can come but the wake's
+		t.Fatal("no poll: starting the run did not wake the Monitor")
+	}
 	require.Equal(t, 1, (<-passes).Runs)
 }
 

@@ -76,7 +76,12 @@ func TestStartRunWakesRun(t *testing.T) {
 	o := operations.Owner{Kind: phase.Backup, Name: "b", UID: "u"}
 	_, err := m.StartRun(ctx, operations.Run{Owner: o}, startingOne("op-1"))
 	require.NoError(t, err)
-	require.Equal(t, "op-1", <-polled)
+	select {
+	case id := <-polled:
+		require.Equal(t, "op-1", id)
+	case <-time.After(time.Minute): // a guard against hanging: no pass can come but the wake's
+		t.Fatal("no poll: StartRun did not wake Run")
+	}
 	require.Equal(t, 1, (<-passes).Runs)
 
 	cancel()
