@@ -48,9 +48,14 @@ type MainRun struct {
 // operations/monitor) takes it over. It returns the run as stored.
 //
 // template gives the owner and what else the new run starts with (Profile,
-// OperationTimeout, item counts); its Phase must be empty or New. template.Created, when
-// set, is the time stamped on the run, its history and its operations; else the current
-// time is.
+// OperationTimeout, item counts); its Phase must be empty or New. The owner's UID is
+// optional: callers outside Kubernetes may leave it empty (a run then belongs to any
+// owner of its kind and name), while the Kubernetes integration always sets it, so that
+// an object created again under a deleted one's name never gets the old run.
+// template.Created, when set, is the time stamped on the run, its history and its
+// operations; else the system clock's current time is. A program whose Monitor runs on
+// another clock (monitor.WithClock) calls the Monitor's StartRun instead, which stamps
+// the Monitor's time, so that an operation's age is never counted across two clocks.
 //
 // StartRun is idempotent, so a reconcile can call it every time:
 //
@@ -80,6 +85,9 @@ func StartRun(ctx context.Context, s Store, template Run, main func(context.Cont
 	}
 	if main == nil {
 		return Run{}, fmt.Errorf("start run %s: nil main: %w", template.Owner, ErrInvalid)
+	}
+	if err := template.Owner.Validate(); err != nil {
+		return Run{}, fmt.Errorf("start run: %w", err)
 	}
 	now := template.Created
 	if now.IsZero() {

@@ -165,6 +165,7 @@ func TestStartRunRefuses(t *testing.T) {
 	}{
 		{"template not New", operations.Run{Owner: o, Phase: phase.InProgress}, main},
 		{"no owner name", operations.Run{Owner: operations.Owner{Kind: phase.Backup}}, main},
+		{"empty owner", operations.Run{}, main},
 		{"nil main", operations.Run{Owner: o}, nil},
 		{"operation of another run", operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
 			return operations.MainRun{Operations: []operations.Operation{{Owner: operations.Owner{Kind: phase.Backup, Name: "other"}, Action: "p", ID: "a"}}}, nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,37 +24,34 @@ func NewPlugins(c client.Reader) *Plugins {
 	return adapters.NewRegistry[*AppBackup, struct{}](controllerruntime.Lookup(c, func() *AppBackup { return new(AppBackup) }), nil)
 }
 
-// BackupReconciler reconciles AppBackups: it starts the run of a new AppBackup, and
-// copies the run into the status (emitting an Event for each phase change) whenever the
-// Monitor changes it.
+// BackupReconciler reconciles AppBackups: it starts the run of a new AppBackup, copies
+// the run into the status (emitting an Event for each phase change) whenever the Monitor
+// changes it, and cancels the run's uploads when the AppBackup is deleted.
 type BackupReconciler struct {
 	Client  client.Client
 	Store   operations.Store
 	Plugins *Plugins
 	Events  events.EventRecorder
+	// Monitor polls the uploads; SetupWithManager sets it.
+	Monitor *controllerruntime.Monitor
 }
 
 var persistentVolumeClaims = schema.GroupResource{Resource: "persistentvolumeclaims"}
 
 // Reconcile starts the run of the AppBackup req names, if it has none, and brings its
-// status up to date with the run.
+// status up to date with the run; for an AppBackup being deleted it cancels the run's
+// uploads and lets the AppBackup go.
 func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var b AppBackup
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if deleted, err := r.Monitor.HandleDeletion(ctx, r.Client, &b, phase.Backup); deleted || err != nil {
+		return ctrl.Result{}, err
+	}
 	o := controllerruntime.OwnerOf(phase.Backup, &b)
 	main := func(ctx context.Context) (operations.MainRun, error) { return r.mainRun(ctx, &b) }
-	_, err := operations.StartRun(ctx, r.Store, operations.Run{Owner: o}, main)
-	if errors.Is(err, operations.ErrUIDMismatch) {
-		// The run is a deleted AppBackup's of the same name: drop it (an owner without
-		// a UID names any run) and start afresh.
-		if err := r.Store.DeleteRun(ctx, operations.Owner{Kind: o.Kind, Name: o.Name}); err != nil {
-			return ctrl.Result{}, err
-		}
-		_, err = operations.StartRun(ctx, r.Store, operations.Run{Owner: o}, main)
-	}
-	if err != nil {
+	if _, err := r.Monitor.StartRun(ctx, operations.Run{Owner: o}, main); err != nil {
 		return ctrl.Result{}, err
 	}
 	from := b.Status.Phase
@@ -101,6 +97,7 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
+	r.Monitor = m
 	return ctrl.NewControllerManagedBy(mgr).For(&AppBackup{}).
 		WatchesRawSource(m.Source(phase.Backup)).
 		Complete(controllerruntime.Gate(m, r))

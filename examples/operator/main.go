@@ -3,9 +3,10 @@
 // claim, and the operations Monitor that polls the uploads (see SetupWithManager for the
 // manager's wiring, through package integrations/controllerruntime).
 //
-// To run without a cluster, main plays the manager against controller-runtime's fake
-// client: it runs the Monitor and reconciles the AppBackup whenever the Monitor reports
-// that its run changed, as the Monitor's source does in a manager.
+// To run without a cluster, main starts a manager whose client is controller-runtime's
+// fake client, with the Monitor in it but no controller (a controller watches the API
+// server), and reconciles the AppBackup whenever the Monitor reports that its run
+// changed, as the Monitor's source does in a controller.
 package main
 
 import (
@@ -16,14 +17,19 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/itemops/itemops/clock"
+	"github.com/itemops/itemops/integrations/controllerruntime"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -38,16 +44,30 @@ func main() {
 }
 
 // newReconciler returns a reconciler on a fake client holding objs, a memstore (a
-// boltstore in a real operator: runs survive restarts), and an uploader timed by clock.
-func newReconciler(clock clock.Clock, objs ...client.Object) (*BackupReconciler, error) {
+// boltstore in a real operator: runs survive restarts), an uploader timed by clock, and
+// a Monitor on clock (opts added) in a manager with no cluster, which the caller may
+// start. It returns the uploader too.
+func newReconciler(clock clock.Clock, opts []monitor.Option, objs ...client.Object) (*BackupReconciler, manager.Manager, *uploader, error) {
 	scheme := runtime.NewScheme()
 	if err := AddToScheme(scheme); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&AppBackup{}).Build()
+	mgr, err := manager.New(&rest.Config{Host: "http://127.0.0.1:1"}, manager.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: logr.Discard(),
+		NewClient: func(*rest.Config, client.Options) (client.Client, error) { return c, nil },
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	plugins := NewPlugins(c)
-	err := plugins.RegisterBackupItemAction(newUploader(300*time.Millisecond, clock))
-	return &BackupReconciler{Client: c, Store: memstore.New(), Plugins: plugins, Events: events.NewFakeRecorder(100)}, err
+	up := newUploader(300*time.Millisecond, clock)
+	if err := plugins.RegisterBackupItemAction(up); err != nil {
+		return nil, nil, nil, err
+	}
+	r := &BackupReconciler{Client: c, Store: memstore.New(), Plugins: plugins, Events: events.NewFakeRecorder(100)}
+	r.Monitor, err = controllerruntime.New(mgr, r.Store, r.Plugins, append([]monitor.Option{monitor.WithClock(clock)}, opts...)...)
+	return r, mgr, up, err
 }
 
 func newBackup(uid types.UID) *AppBackup {
@@ -59,10 +79,6 @@ func newBackup(uid types.UID) *AppBackup {
 // example reconciles one AppBackup to its end and writes each status it goes through to
 // w.
 func example(ctx context.Context, w io.Writer) error {
-	r, err := newReconciler(clock.System{}, newBackup("7c1e2f4a-0000-4000-8000-000000000001"))
-	if err != nil {
-		return err
-	}
 	// The Monitor wakes the loop below when it changes the run; a change that finds the
 	// loop busy is dropped, since the loop reads the whole state anyway.
 	changes := make(chan struct{}, 1)
@@ -72,11 +88,20 @@ func example(ctx context.Context, w io.Writer) error {
 		default:
 		}
 	}
-	m := monitor.New(r.Store, r.Plugins, monitor.WithInterval(50*time.Millisecond), monitor.WithObserver(monitor.Observer{RunChanged: wake}))
+	r, mgr, _, err := newReconciler(clock.System{}, []monitor.Option{monitor.WithObserver(monitor.Observer{RunChanged: wake})},
+		newBackup("7c1e2f4a-0000-4000-8000-000000000001"))
+	if err != nil {
+		return err
+	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	monitorDone := make(chan error, 1)
-	go func() { monitorDone <- m.Run(ctx) }()
+	managerDone := make(chan error, 1)
+	go func() { managerDone <- mgr.Start(ctx) }()
+	select { // as Gate does: reconcile once the Monitor has applied the restart rules
+	case <-r.Monitor.Recovered():
+	case err := <-managerDone:
+		return err
+	}
 
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "nightly"}}
 	for {
@@ -98,6 +123,5 @@ func example(ctx context.Context, w io.Writer) error {
 		}
 	}
 	stop()
-	<-monitorDone
-	return nil
+	return <-managerDone
 }

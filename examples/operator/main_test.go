@@ -3,18 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/itemops/itemops/clock/clocktest"
-	"github.com/itemops/itemops/operations/monitor"
+	"github.com/itemops/itemops/integrations/controllerruntime"
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
 )
 
 // The AppBackup goes from WaitingForPluginOperations to Completed while the Monitor polls
@@ -36,13 +40,12 @@ var key = types.NamespacedName{Namespace: "shop", Name: "nightly"}
 func toCompleted(t *testing.T, r *BackupReconciler, clock *clocktest.Clock) AppBackup {
 	t.Helper()
 	ctx := context.Background()
-	m := monitor.New(r.Store, r.Plugins, monitor.WithClock(clock))
 	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 	require.NoError(t, err)
-	_, err = m.RunOnce(ctx)
+	_, err = r.Monitor.RunOnce(ctx)
 	require.NoError(t, err)
 	clock.Advance(time.Second)
-	_, err = m.RunOnce(ctx)
+	_, err = r.Monitor.RunOnce(ctx)
 	require.NoError(t, err)
 	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 	require.NoError(t, err)
@@ -51,11 +54,16 @@ func toCompleted(t *testing.T, r *BackupReconciler, clock *clocktest.Clock) AppB
 	return b
 }
 
+// far is a time far ahead of any system clock: the Monitor's clock and the times it
+// stamps are the fake clock's, whatever the system's says.
+var far = time.Date(2126, 1, 2, 3, 0, 0, 0, time.UTC)
+
 // TestFakeClockToCompleted reaches Completed without waiting, with an Event for each
-// phase change and the Ready condition set.
+// phase change and the Ready condition set, on a fake clock a century ahead of the
+// system's.
 func TestFakeClockToCompleted(t *testing.T) {
-	clock := clocktest.NewClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
-	r, err := newReconciler(clock, newBackup("uid-1"))
+	clock := clocktest.NewClock(far)
+	r, _, _, err := newReconciler(clock, nil, newBackup("uid-1"))
 	require.NoError(t, err)
 	b := toCompleted(t, r, clock)
 	require.Equal(t, "Completed", b.Status.Phase)
@@ -78,21 +86,47 @@ func TestFakeClockToCompleted(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
+	run, err := r.Store.GetRun(context.Background(), controllerruntime.OwnerOf(phase.Backup, &b))
+	require.NoError(t, err)
+	require.Equal(t, far, run.Created)
+}
+
+// TestDeletedBackup deletes an AppBackup while its uploads run: the reconcile that sees
+// the deletion cancels every upload, deletes the run, and lets the AppBackup go.
+func TestDeletedBackup(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.NewClock(far)
+	r, _, up, err := newReconciler(clock, nil, newBackup("uid-1"))
+	require.NoError(t, err)
+	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+	require.NoError(t, err)
+	require.Len(t, up.running(), 3)
+
+	var b AppBackup
+	require.NoError(t, r.Client.Get(ctx, key, &b))
+	require.NoError(t, r.Client.Delete(ctx, &b))
+	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+	require.NoError(t, err)
+	require.Empty(t, up.running(), "uploads left running")
+	require.True(t, apierrors.IsNotFound(r.Client.Get(ctx, key, &b)), "the AppBackup is gone")
+	_, err = r.Store.GetRun(ctx, controllerruntime.OwnerOf(phase.Backup, newBackup("uid-1")))
+	require.ErrorIs(t, err, operations.ErrNotFound)
 }
 
 // TestRecreatedBackup deletes a finished AppBackup and creates it again under the same
-// name: the new object gets a run of its own, not the old one's Completed status. (It
-// needs a store that checks owner UIDs: the storage engine's stores do.)
+// name: the new object gets a run of its own, not the old one's Completed status.
 func TestRecreatedBackup(t *testing.T) {
 	ctx := context.Background()
-	clock := clocktest.NewClock(time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC))
-	r, err := newReconciler(clock, newBackup("uid-1"))
+	clock := clocktest.NewClock(far)
+	r, _, _, err := newReconciler(clock, nil, newBackup("uid-1"))
 	require.NoError(t, err)
 	require.Equal(t, "Completed", toCompleted(t, r, clock).Status.Phase)
 
 	var old AppBackup
 	require.NoError(t, r.Client.Get(ctx, key, &old))
 	require.NoError(t, r.Client.Delete(ctx, &old))
+	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key}) // the finalizer's work
+	require.NoError(t, err)
 	require.NoError(t, r.Client.Create(ctx, newBackup("uid-2")))
 	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 	require.NoError(t, err)
@@ -104,4 +138,18 @@ func TestRecreatedBackup(t *testing.T) {
 	b = toCompleted(t, r, clock)
 	require.Equal(t, "Completed", b.Status.Phase)
 	require.Equal(t, types.UID("uid-2"), b.UID)
+}
+
+// running returns the IDs of the uploads neither done nor cancelled, sorted.
+func (u *uploader) running() []string {
+	u.uploadsMu.Lock()
+	defer u.uploadsMu.Unlock()
+	var ids []string
+	for id, started := range u.uploads {
+		if !u.cancelled[id] && u.clock.Now().Sub(started) < u.took {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }

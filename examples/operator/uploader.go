@@ -20,15 +20,17 @@ type uploader struct {
 	took  time.Duration
 	clock clock.Clock
 
-	// uploadsMu guards uploads: when each upload started, by ID.
+	// uploadsMu guards uploads and cancelled: when each upload started, by ID, and the
+	// uploads cancelled.
 	uploadsMu sync.Mutex
 	uploads   map[string]time.Time
+	cancelled map[string]bool
 }
 
 var _ adapters.BackupItemAction[*AppBackup] = (*uploader)(nil)
 
 func newUploader(took time.Duration, clock clock.Clock) *uploader {
-	return &uploader{took: took, clock: clock, uploads: map[string]time.Time{}}
+	return &uploader{took: took, clock: clock, uploads: map[string]time.Time{}, cancelled: map[string]bool{}}
 }
 
 func (*uploader) Name() string { return "example.itemops.io/uploader" }
@@ -55,9 +57,13 @@ func (u *uploader) Progress(ctx context.Context, id string, _ *AppBackup) (opera
 	}
 	u.uploadsMu.Lock()
 	started, ok := u.uploads[id]
+	cancelled := u.cancelled[id]
 	u.uploadsMu.Unlock()
 	if !ok {
 		return operations.Progress{}, operations.InvalidOperationID(u.Name(), id)
+	}
+	if cancelled {
+		return operations.Progress{Completed: true, Err: "upload cancelled"}, nil
 	}
 	const size = 1 << 30
 	elapsed := min(u.clock.Now().Sub(started), u.took)
@@ -67,4 +73,14 @@ func (u *uploader) Progress(ctx context.Context, id string, _ *AppBackup) (opera
 	}, nil
 }
 
-func (*uploader) Cancel(ctx context.Context, _ string, _ *AppBackup) error { return ctx.Err() }
+func (u *uploader) Cancel(ctx context.Context, id string, _ *AppBackup) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	u.uploadsMu.Lock()
+	defer u.uploadsMu.Unlock()
+	if _, ok := u.uploads[id]; ok {
+		u.cancelled[id] = true
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -25,6 +26,8 @@ import (
 type Monitor struct {
 	*monitor.Monitor
 
+	store operations.Store
+
 	recovered   chan struct{} // closed once Recover has succeeded
 	recoverOnce sync.Once
 
@@ -41,8 +44,8 @@ type queue struct {
 // to mgr. opts are passed to [monitor.New] after the integration's own: the
 // manager's logger, named "itemops" (through logr's slog bridge), an observer of the run
 // changes its sources need, and the metrics of package prommetrics, registered on
-// controller-runtime's metrics registry (shared with other Monitors of the process). A
-// WithLogger among opts replaces the logger.
+// controller-runtime's metrics registry (shared with the other Monitors of the process,
+// whose counts add up). A WithLogger among opts replaces the logger.
 //
 // The Monitor runs only on the elected leader (when the manager has leader election).
 // When the manager starts it, it calls [monitor.Monitor.Recover], then runs
@@ -50,21 +53,71 @@ type queue struct {
 // Recover stops the manager: the restart rules must be applied before any run is
 // started. Reconcilers wrapped with [Gate] wait for Recover.
 //
-// New fails when the metrics cannot be registered or the manager refuses the runnable.
+// New fails with an error wrapping [ErrDuplicateMonitor] when mgr already has a Monitor
+// over store (two would poll every operation twice), with one wrapping
+// [operations.ErrInvalid] for a nil store or manager, and when the metrics cannot be
+// registered or the manager refuses the runnable.
 func New(mgr manager.Manager, store operations.Store, resolver operations.Resolver, opts ...monitor.Option) (*Monitor, error) {
+	if err := claimStore(mgr, store); err != nil {
+		return nil, err
+	}
 	pm := prommetrics.New()
 	if err := pm.Register(metrics.Registry); err != nil {
+		releaseStore(mgr, store)
 		return nil, fmt.Errorf("register itemops metrics: %w", err)
 	}
 	m := newMonitor(store, resolver, mgr.GetLogger().WithName("itemops"), append(pm.MonitorOptions(), opts...))
 	if err := mgr.Add(manager.RunnableFunc(m.Start)); err != nil {
+		releaseStore(mgr, store)
 		return nil, err
 	}
 	return m, nil
 }
 
+// ErrDuplicateMonitor is the error (wrapped) of [New] for a second Monitor over one store
+// in one manager.
+var ErrDuplicateMonitor = errors.New("a Monitor over this store is already in this manager")
+
+// monitored holds the managers and stores that [New] has paired. An entry lives as long
+// as the process: managers are not many, and nothing says when one is done with.
+var (
+	monitoredMu sync.Mutex
+	monitored   = map[[2]any]bool{}
+)
+
+// claimStore records that mgr has a Monitor over store, or fails with
+// ErrDuplicateMonitor. A store whose type cannot be compared (not a pointer, as the
+// stores of itemops are) is not recorded, and never refused.
+func claimStore(mgr manager.Manager, store operations.Store) error {
+	if store == nil || mgr == nil {
+		return fmt.Errorf("controllerruntime: new Monitor: nil store or manager: %w", operations.ErrInvalid)
+	}
+	if !reflect.TypeOf(store).Comparable() || !reflect.TypeOf(mgr).Comparable() {
+		return nil
+	}
+	monitoredMu.Lock()
+	defer monitoredMu.Unlock()
+	key := [2]any{mgr, store}
+	if monitored[key] {
+		return fmt.Errorf("controllerruntime: new Monitor over %T: %w", store, ErrDuplicateMonitor)
+	}
+	monitored[key] = true
+	return nil
+}
+
+// releaseStore undoes claimStore, for a New that failed.
+func releaseStore(mgr manager.Manager, store operations.Store) {
+	if !reflect.TypeOf(store).Comparable() || !reflect.TypeOf(mgr).Comparable() {
+		return
+	}
+	monitoredMu.Lock()
+	defer monitoredMu.Unlock()
+	delete(monitored, [2]any{mgr, store})
+}
+
 func newMonitor(store operations.Store, resolver operations.Resolver, log logr.Logger, opts []monitor.Option) *Monitor {
 	m := &Monitor{
+		store:     store,
 		recovered: make(chan struct{}),
 		queues:    make(map[phase.Kind][]*queue),
 	}

@@ -2,9 +2,9 @@ package controllerruntime
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,20 +34,28 @@ func ObjectKey(o operations.Owner) types.NamespacedName {
 
 // Lookup returns a function that fetches the object of a run with c, for
 // adapters.NewRegistry, which hands it to the plugins. newObject returns an empty object
-// to read into. The function fails with c's error, or with one wrapping
-// [operations.ErrUIDMismatch] when the object found has another UID than the run's
-// owner (it was deleted and created again).
+// to read into. When the run's object is gone (not found, or found with another UID than
+// the run's owner: deleted and created again), the function returns a stand-in instead:
+// an empty object with the namespace, name and UID of the run's owner, so that the
+// plugins can still cancel the operations of a deleted object's run (see
+// [Monitor.StartRun]). It fails with c's other errors.
 func Lookup[T client.Object](c client.Reader, newObject func() T) func(context.Context, operations.Owner) (T, error) {
 	return func(ctx context.Context, o operations.Owner) (T, error) {
 		obj := newObject()
-		if err := c.Get(ctx, ObjectKey(o), obj); err != nil {
+		err := c.Get(ctx, ObjectKey(o), obj)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
 			var zero T
 			return zero, err
+		case o.UID == "" || string(obj.GetUID()) == o.UID:
+			return obj, nil
 		}
-		if o.UID != "" && string(obj.GetUID()) != o.UID {
-			var zero T
-			return zero, fmt.Errorf("object %s has UID %s, run %s has %s: %w", ObjectKey(o), obj.GetUID(), o, o.UID, operations.ErrUIDMismatch)
-		}
-		return obj, nil
+		stand := newObject()
+		key := ObjectKey(o)
+		stand.SetNamespace(key.Namespace)
+		stand.SetName(key.Name)
+		stand.SetUID(types.UID(o.UID))
+		return stand, nil
 	}
 }

@@ -21,7 +21,8 @@ import (
 // Run. The first pass starts at once.
 //
 // Run does not apply the restart rules: call [Monitor.Recover] (or [Recover]) once before
-// the first Run after a process starts.
+// the first Run after a process starts. [Monitor.Wake] starts the next pass before the
+// interval is over.
 func (m *Monitor) Run(ctx context.Context) error {
 	for {
 		if _, err := m.RunOnce(ctx); ctx.Err() != nil {
@@ -32,8 +33,22 @@ func (m *Monitor) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-m.wake:
 		case <-m.cfg.clock.After(m.cfg.interval):
 		}
+	}
+}
+
+// Wake makes [Monitor.Run] start its next pass now instead of at the end of the
+// interval; a pass under way is followed by another at once, since it may have listed
+// the runs before the change that called for the wake. Wakes that come before that next
+// pass starts make one pass. Wake never blocks, does nothing when no Run is going (the
+// next Run's first pass starts at once anyway), and is safe for concurrent use.
+// [Monitor.StartRun] calls it for the runs it starts.
+func (m *Monitor) Wake() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
 	}
 }
 

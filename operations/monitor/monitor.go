@@ -44,6 +44,8 @@ type Monitor struct {
 	// cfg.workers across all polls.
 	tokens  chan struct{}
 	streaks *streaks
+	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
+	wake chan struct{}
 }
 
 // runKey names a run in the Monitor's maps.
@@ -76,6 +78,7 @@ func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 		cfg:      cfg,
 		tokens:   make(chan struct{}, cfg.workers),
 		streaks:  &streaks{tolerance: cfg.tolerance, runs: make(map[runKey]map[string]int)},
+		wake:     make(chan struct{}, 1),
 	}
 }
 

@@ -7,6 +7,12 @@
 //   - runs{kind,phase} (gauge): the runs the last pass found waiting or finalizing.
 //   - operations{phase} (gauge): the unfinished operations of the runs the last pass
 //     polled, New or InProgress.
+//
+// The two gauges add up the last pass of every Monitor that reports to the registry (two
+// Monitors over stores of their own, 3 and 1 waiting runs, show 4), and a Monitor's last
+// pass counts until the process ends. Monitors over one store count its runs once each:
+// give such Monitors registries of their own. The other metrics count what every Monitor
+// does.
 //   - operations_ended_total{phase} (counter): operations that ended, Completed or
 //     Failed.
 //   - operations_timed_out_total{action} (counter): operations failed for running past
@@ -21,6 +27,7 @@ package prommetrics
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,8 +39,8 @@ import (
 // with [Metrics.Register], and pass [Metrics.MonitorOptions] to monitor.New. It
 // is safe for concurrent use.
 type Metrics struct {
-	runs            *prometheus.GaugeVec
-	operations      *prometheus.GaugeVec
+	runs            *sumGauge
+	operations      *sumGauge
 	operationsEnded *prometheus.CounterVec
 	timedOut        *prometheus.CounterVec
 	passDuration    prometheus.Histogram
@@ -45,12 +52,10 @@ type Metrics struct {
 // New returns the metrics, unregistered, all zero.
 func New() *Metrics {
 	return &Metrics{
-		runs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "itemops_runs", Help: "Runs the last Monitor pass found waiting or finalizing, by kind and phase.",
-		}, []string{"kind", "phase"}),
-		operations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "itemops_operations", Help: "Unfinished operations of the runs the last Monitor pass polled, by phase.",
-		}, []string{"phase"}),
+		runs: newSumGauge("itemops_runs", "Runs the last pass of each Monitor found waiting or finalizing, by kind and phase, summed over the Monitors.",
+			"kind", "phase"),
+		operations: newSumGauge("itemops_operations", "Unfinished operations of the runs the last pass of each Monitor polled, by phase, summed over the Monitors.",
+			"phase"),
 		operationsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "itemops_operations_ended_total", Help: "Operations that ended, by the phase they ended in.",
 		}, []string{"phase"}),
@@ -108,11 +113,13 @@ func register[T prometheus.Collector](r prometheus.Registerer, c T, errs *[]erro
 
 // MonitorOptions returns the options that make a Monitor report to m: an observer of its
 // passes, plugin calls, timeouts and finalizers. It adds to the Monitor's other
-// observers.
+// observers. Each call gives the options of one more Monitor, whose gauges add to the
+// others'.
 func (m *Metrics) MonitorOptions() []monitor.Option {
+	src := new(byte) // this Monitor's part of the gauges
 	return []monitor.Option{
 		monitor.WithObserver(monitor.Observer{
-			Pass:     m.observePass,
+			Pass:     func(s monitor.PassStats) { m.observePass(src, s) },
 			Call:     m.observeCall,
 			TimedOut: func(op operations.Operation) { m.timedOut.WithLabelValues(op.Action).Inc() },
 			Finalized: func(s monitor.FinalizeStats) {
@@ -124,14 +131,17 @@ func (m *Metrics) MonitorOptions() []monitor.Option {
 	}
 }
 
-func (m *Metrics) observePass(s monitor.PassStats) {
+func (m *Metrics) observePass(src *byte, s monitor.PassStats) {
 	m.passDuration.Observe(s.Duration.Seconds())
-	m.runs.Reset()
+	runs := make(map[[2]string]float64, len(s.RunPhases))
 	for _, c := range s.RunPhases {
-		m.runs.WithLabelValues(string(c.Kind), string(c.Phase)).Set(float64(c.Runs))
+		runs[[2]string{string(c.Kind), string(c.Phase)}] = float64(c.Runs)
 	}
-	m.operations.WithLabelValues(string(operations.OperationNew)).Set(float64(s.OperationsNew))
-	m.operations.WithLabelValues(string(operations.OperationInProgress)).Set(float64(s.OperationsInProgress))
+	m.runs.set(src, runs)
+	m.operations.set(src, map[[2]string]float64{
+		{string(operations.OperationNew)}:        float64(s.OperationsNew),
+		{string(operations.OperationInProgress)}: float64(s.OperationsInProgress),
+	})
 	m.operationsEnded.WithLabelValues(string(operations.OperationCompleted)).Add(float64(s.Completed))
 	m.operationsEnded.WithLabelValues(string(operations.OperationFailed)).Add(float64(s.Failed))
 }
@@ -143,4 +153,49 @@ func (m *Metrics) observeCall(s monitor.CallStats) {
 	}
 	m.callDuration.WithLabelValues(s.Action, call).Observe(s.Duration.Seconds())
 	m.calls.WithLabelValues(s.Action, call, string(s.Outcome)).Inc()
+}
+
+// A sumGauge is a gauge with one or two labels whose value, for each label set, is the
+// sum of the values its sources set last: a Monitor's pass replaces its own part only.
+type sumGauge struct {
+	desc   *prometheus.Desc
+	labels int
+
+	mu    sync.Mutex
+	parts map[*byte]map[[2]string]float64 // by source, by label values
+}
+
+func newSumGauge(name, help string, labels ...string) *sumGauge {
+	return &sumGauge{
+		desc:   prometheus.NewDesc(name, help, labels, nil),
+		labels: len(labels),
+		parts:  make(map[*byte]map[[2]string]float64),
+	}
+}
+
+// set replaces the values of src.
+func (g *sumGauge) set(src *byte, values map[[2]string]float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.parts[src] = values
+}
+
+// Describe sends the gauge's one description.
+func (g *sumGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+// Collect sends the sum of every source's values, by label values.
+func (g *sumGauge) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	sums := make(map[[2]string]float64)
+	for _, part := range g.parts {
+		for k, v := range part {
+			sums[k] += v
+		}
+	}
+	g.mu.Unlock()
+	for k, v := range sums {
+		if m, err := prometheus.NewConstMetric(g.desc, prometheus.GaugeValue, v, k[:g.labels]...); err == nil {
+			ch <- m // a label value that is not UTF-8 is left out
+		}
+	}
 }

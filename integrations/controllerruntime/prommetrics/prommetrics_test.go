@@ -1,7 +1,6 @@
 package prommetrics_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -94,11 +92,17 @@ func TestScrape(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	require.NoError(t, err)
+	families := map[string]*dto.MetricFamily{}
+	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
+	for {
+		var f dto.MetricFamily
+		if err := dec.Decode(&f); err == io.EOF {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		families[f.GetName()] = &f
+	}
 
 	type sample struct {
 		Labels map[string]string
@@ -190,4 +194,64 @@ func labelKey(m map[string]string) string {
 	}
 	slices.Sort(keys)
 	return fmt.Sprint(keys)
+}
+
+// TestMonitorsAddUp: Monitors that report to one registry, through Metrics of their own
+// or through one Metrics, each keep their part of the gauges: 3 + 1 + 2 waiting runs
+// show 6, not the last pass's count.
+func TestMonitorsAddUp(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	first, second := prommetrics.New(), prommetrics.New()
+	require.NoError(t, first.Register(reg))
+	require.NoError(t, second.Register(reg))
+	quiet := operationstest.Resolver(map[string]operations.Tracker{"p": &operationstest.Tracker{
+		ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			return operations.Progress{}, nil
+		},
+	}})
+	monitorWith := func(runs int, opts []monitor.Option) *monitor.Monitor {
+		store := memstore.New()
+		for i := range runs {
+			_, err := operations.StartRun(ctx, store, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: fmt.Sprint("b", i)}, Created: t0},
+				func(context.Context) (operations.MainRun, error) {
+					return operations.MainRun{Operations: []operations.Operation{{Action: "p", ID: "1"}}}, nil
+				})
+			require.NoError(t, err)
+		}
+		return monitor.New(store, quiet, append(opts, monitor.WithClock(clocktest.NewClock(t0)))...)
+	}
+	monitors := []*monitor.Monitor{
+		monitorWith(3, first.MonitorOptions()),
+		monitorWith(1, second.MonitorOptions()),
+		monitorWith(2, first.MonitorOptions()),
+	}
+	for range 2 { // a second round replaces each Monitor's part, adding nothing
+		for _, m := range monitors {
+			_, err := m.RunOnce(ctx)
+			require.NoError(t, err)
+		}
+	}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			if f.GetType() == dto.MetricType_GAUGE {
+				labels := map[string]string{}
+				for _, l := range mt.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				got[f.GetName()+labelKey(labels)] = mt.GetGauge().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{
+		"itemops_runs[kind=Backup phase=WaitingForPluginOperations]": 6,
+		"itemops_operations[phase=InProgress]":                       0,
+		"itemops_operations[phase=New]":                              6,
+	}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("gauges (-want +got):\n%s", diff)
+	}
 }

@@ -1,0 +1,131 @@
+package controllerruntime
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+)
+
+// operatorGoMod is the go.mod of an operator at the floor of the range this module
+// supports: go 1.23 and controller-runtime v0.19.0 with the Kubernetes modules it pairs
+// with.
+const operatorGoMod = `module example.com/operator
+
+go 1.23.0
+
+require (
+	github.com/prometheus/client_golang v1.19.1
+	k8s.io/api v0.31.0
+	k8s.io/apimachinery v0.31.0
+	k8s.io/client-go v0.31.0
+	sigs.k8s.io/controller-runtime v0.19.0
+)
+`
+
+// operatorMain uses what an operator uses of controller-runtime and Prometheus.
+const operatorMain = `package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+%s)
+
+func main() {
+	_ = ctrl.Options{}
+	_ = fake.NewClientBuilder()
+	_ = corev1.ConfigMap{}
+	_ = metrics.Registry.(prometheus.Registerer)
+}
+`
+
+// TestOperatorAtTheFloorKeepsItsVersions holds the promise of docs/operators.md
+// "Supported versions": an operator on controller-runtime v0.19.0 and go 1.23 that adds
+// this module (and so the itemops library) keeps its go line and the versions its go.mod
+// selected of every module of Kubernetes, controller-runtime, Prometheus and logr. (Of
+// the rest, golang.org/x/sys and spf13/pflag move, to what the library's bbolt requires.)
+// The test tidies such an operator, adds this module with its packages imported, tidies
+// again and compares. It needs the module proxy (or a module cache that holds what the
+// operator needs). CI runs it on this module's own go.mod only: a copy raised to the
+// newest controller-runtime is not at the floor.
+func TestOperatorAtTheFloorKeepsItsVersions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("tidies an operator's module twice; run without -short")
+	}
+	here, err := os.Getwd()
+	require.NoError(t, err)
+	root := filepath.Join(here, "..", "..")
+	dir := t.TempDir()
+	write := func(name, content string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	write("go.mod", operatorGoMod)
+	write("main.go", strings.Replace(operatorMain, "%s", "", 1))
+	goRun(t, dir, "mod", "tidy")
+	before := selection(t, dir)
+
+	write("main.go", strings.Replace(operatorMain, "%s", `
+	_ "github.com/itemops/itemops/integrations/controllerruntime"
+	_ "github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
+	_ "github.com/itemops/itemops/operations/monitor"
+	_ "github.com/itemops/itemops/storage/boltstore"
+`, 1))
+	goRun(t, dir, "mod", "edit",
+		"-require=github.com/itemops/itemops/integrations/controllerruntime@v0.0.0", "-replace=github.com/itemops/itemops/integrations/controllerruntime="+here,
+		"-require=github.com/itemops/itemops@v0.0.0", "-replace=github.com/itemops/itemops="+root)
+	goRun(t, dir, "mod", "tidy")
+	goRun(t, dir, "build", "-o", os.DevNull, ".")
+	after := selection(t, dir)
+	for path := range after {
+		if _, ok := before[path]; !ok {
+			delete(after, path) // a module the operator did not have: nothing of its moved
+		}
+	}
+	if d := cmp.Diff(before, after); d != "" {
+		t.Errorf("adding the integration to an operator on controller-runtime v0.19.0 moved its go line or versions (-before +after):\n%s", d)
+	}
+}
+
+// selection returns the go line of the module in dir and the version its go.mod requires
+// of every module of Kubernetes, controller-runtime, Prometheus and logr.
+func selection(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	var mod struct {
+		Go      string
+		Require []struct{ Path, Version string }
+	}
+	require.NoError(t, json.Unmarshal(goRun(t, dir, "mod", "edit", "-json"), &mod))
+	sel := map[string]string{"go": mod.Go}
+	for _, r := range mod.Require {
+		for _, prefix := range []string{"k8s.io/", "sigs.k8s.io/", "github.com/prometheus/", "github.com/go-logr/"} {
+			if strings.HasPrefix(r.Path, prefix) {
+				sel[r.Path] = r.Version
+			}
+		}
+	}
+	require.Contains(t, sel, "sigs.k8s.io/controller-runtime")
+	return sel
+}
+
+// goRun runs the go command in dir, a module of its own that may update its go.mod and
+// go.sum, and fails the test with its output if it fails.
+func goRun(t *testing.T, dir string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "go %s (in %s):\n%s", strings.Join(args, " "), dir, stderr.String())
+	return out
+}

@@ -1,0 +1,147 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// Finalizer is the finalizer [Monitor.HandleDeletion] keeps on an object while the object
+// may have a run, so that the object is not gone before the run's operations are
+// cancelled.
+const Finalizer = "itemops.io/cancel-operations"
+
+// StartRun starts the run of template.Owner as [monitor.Monitor.StartRun] does: on the
+// Monitor's store, stamped with the Monitor's clock, and waking the Monitor so that the
+// run's operations are polled at once rather than up to an interval later. It is
+// idempotent, so a reconcile calls it every time.
+//
+// The owner must have a UID ([OwnerOf] gives the object's): StartRun fails with an error
+// wrapping [operations.ErrInvalid] without one, since the UID is what tells the run of a
+// deleted object from the run of a new object of the same name. When the store holds
+// such a stale run under the owner's name (its object was deleted without
+// [Monitor.HandleDeletion], for instance before the operator kept the finalizer),
+// StartRun cancels the stale run's unfinished operations through their plugins (see
+// [Monitor.HandleDeletion]), deletes it, and then starts the new run.
+//
+// It fails as [operations.StartRun] does, with an error wrapping
+// [operations.ErrUIDMismatch] when the stale run's operations could not all be cancelled
+// yet (another Monitor holds its claim; a later reconcile tries again), and with ctx.Err().
+func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
+	o := template.Owner
+	if o.UID == "" {
+		return operations.Run{}, fmt.Errorf("start run %s: owner has no UID: %w", o, operations.ErrInvalid)
+	}
+	r, err := m.Monitor.StartRun(ctx, template, main)
+	if !errors.Is(err, operations.ErrUIDMismatch) {
+		return r, err
+	}
+	stale := operations.Owner{Kind: o.Kind, Name: o.Name} // names the run whatever its UID
+	if err := m.endRun(ctx, stale, "its object was deleted: a new object of the same name (UID "+o.UID+") replaces it"); err != nil {
+		return operations.Run{}, fmt.Errorf("start run %s: cancel the stale run of its name: %w", o, err)
+	}
+	return m.Monitor.StartRun(ctx, template, main)
+}
+
+// HandleDeletion keeps the run of obj (of kind) from outliving it. Call it at the start
+// of every reconcile, after reading obj:
+//
+//   - For an object not being deleted, it adds [Finalizer] to obj (an Update through c)
+//     if obj lacks it, and returns false.
+//   - For an object being deleted that holds the finalizer, it requests that obj's run
+//     be cancelled, has the Monitor cancel every unfinished operation through its plugin
+//     at once (each Cancel call bounded by the Monitor's call timeout,
+//     monitor.WithCallTimeout; a plugin that fails or does not answer fails its
+//     operation all the same), deletes the run, removes the finalizer (an Update through
+//     c), and returns true: the reconcile is over. An object being deleted without the
+//     finalizer is left alone, and HandleDeletion returns true.
+//
+// The plugins get obj, still readable while its finalizer holds it. A run that never
+// left its main run (InProgress: a crash between the writes of [operations.StartRun] on
+// a store that is not an [operations.RunStarter]) has no operation the Monitor watches:
+// it is deleted with whatever operations it recorded, uncancelled. HandleDeletion fails
+// with an error wrapping [operations.ErrInvalid] for an obj without a UID, with c's
+// errors, the store's errors (an error wrapping [operations.ErrClaimed] when another Monitor
+// holds the run's claim: that Monitor cancels the operations, and a later reconcile
+// finishes), and ctx.Err(); the finalizer then stays, and the next reconcile tries
+// again. It is safe for concurrent use, for distinct objects.
+func (m *Monitor) HandleDeletion(ctx context.Context, c client.Client, obj client.Object, kind phase.Kind) (deleted bool, err error) {
+	o := OwnerOf(kind, obj)
+	if o.UID == "" {
+		return false, fmt.Errorf("handle deletion of %s: object has no UID: %w", o, operations.ErrInvalid)
+	}
+	if obj.GetDeletionTimestamp().IsZero() {
+		if controllerutil.AddFinalizer(obj, Finalizer) {
+			if err := c.Update(ctx, obj); err != nil {
+				return false, fmt.Errorf("add finalizer to %s: %w", o, err)
+			}
+		}
+		return false, nil
+	}
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return true, nil
+	}
+	if err := m.endRun(ctx, o, "its object was deleted"); err != nil {
+		return true, fmt.Errorf("handle deletion of %s: %w", o, err)
+	}
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := c.Update(ctx, obj); err != nil {
+		return true, fmt.Errorf("remove finalizer from %s: %w", o, err)
+	}
+	return true, nil
+}
+
+// ErrClaimed is the error (wrapped) of [Monitor.HandleDeletion] and [Monitor.StartRun]
+// when the run to cancel is claimed by another Monitor (see [operations.RunClaimer]).
+var ErrClaimed = errors.New("run claimed by another Monitor")
+
+// endRun cancels the run of o, if there is one and it has not ended, waits for its
+// operations to be cancelled, and deletes it. o may have no UID (any run of its name).
+func (m *Monitor) endRun(ctx context.Context, o operations.Owner, reason string) error {
+	run, err := m.store.GetRun(ctx, o)
+	switch {
+	case errors.Is(err, operations.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	o = run.Owner // with the stored UID, so that a run created since is never deleted
+	if !phase.IsTerminal(run.Phase) {
+		_, err := m.RequestCancel(ctx, o, reason)
+		if err != nil && !errors.Is(err, operations.ErrRunEnded) {
+			return err
+		}
+		switch {
+		case phase.IsWaiting(run.Phase):
+			res, err := m.Poll(ctx, o)
+			if err != nil {
+				return err
+			}
+			if res.Skipped {
+				return fmt.Errorf("cancel run %s: %w", o, ErrClaimed)
+			}
+		case phase.IsFinalizing(run.Phase):
+			if _, err := m.Finalize(ctx, o); err != nil {
+				return err
+			}
+		}
+		if run, err = m.store.GetRun(ctx, o); err != nil {
+			return err
+		}
+		// A run still before or in its main run has no operation monitored yet.
+		if phase.IsWaiting(run.Phase) || phase.IsFinalizing(run.Phase) {
+			return fmt.Errorf("cancel run %s: still %s: %w", o, run.Phase, ErrClaimed)
+		}
+	}
+	err = m.store.DeleteRun(ctx, o)
+	if errors.Is(err, operations.ErrNotFound) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,53 @@
+package monitor
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// StartRun starts a run as [operations.StartRun] does, on the Monitor's store, with two
+// differences that matter when the run is started in the process that runs the Monitor:
+//
+//   - A template without a Created time is stamped with the Monitor's clock
+//     ([WithClock]), so that the run's history and its operations' ages are counted on
+//     the clock that times the operations out.
+//   - When this call ran main and left the run waiting for its operations (or
+//     finalizing), it wakes [Monitor.Run] (see [Monitor.Wake]), so that the operations
+//     are first polled at once rather than up to an interval later. A call that finds
+//     the run already started wakes nothing: a reconcile may call StartRun every time.
+//
+// It fails as operations.StartRun does. It is safe for concurrent use.
+func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
+	if template.Created.IsZero() {
+		template.Created = stamp(m.cfg.clock)
+	}
+	var ran atomic.Bool
+	counted := main
+	if main != nil {
+		counted = func(ctx context.Context) (operations.MainRun, error) {
+			ran.Store(true)
+			return main(ctx)
+		}
+	}
+	r, err := operations.StartRun(ctx, m.store, template, counted)
+	if err == nil && ran.Load() && (phase.IsWaiting(r.Phase) || phase.IsFinalizing(r.Phase)) {
+		m.Wake()
+	}
+	return r, err
+}
+
+// RequestCancel asks that the run of o be cancelled, as [operations.RequestCancel] does
+// on the Monitor's store, stamped with the Monitor's clock, and wakes [Monitor.Run] so
+// that the next pass cancels the run's operations at once. It fails as
+// operations.RequestCancel does (an error wrapping [operations.ErrRunEnded] for a run
+// already ended). It is safe for concurrent use.
+func (m *Monitor) RequestCancel(ctx context.Context, o operations.Owner, reason string) (operations.Run, error) {
+	r, err := operations.RequestCancel(ctx, m.store, o, reason, stamp(m.cfg.clock))
+	if err == nil {
+		m.Wake()
+	}
+	return r, err
+}
