@@ -45,7 +45,11 @@ type MainRun struct {
 // (which runs the plugins and returns what they started), records the operations in one
 // batch, and moves the run to the phase [phase.AfterMainRun] gives (for a backup with
 // operations pending, WaitingForPluginOperations), where a Monitor (package
-// operations/monitor) takes it over. It returns the run as stored.
+// operations/monitor) takes it over. It returns the run as stored. A cancel requested
+// while main runs (possible where the store is not a [RunStarter], so that the run is
+// stored before main) counts as phase.Outcome.Cancelled: with nothing pending the run
+// ends Failed with the request's reason; with operations pending it waits, and the
+// Monitor cancels them before it fails the run.
 //
 // template gives the owner and what else the new run starts with (Profile,
 // OperationTimeout, item counts); its Phase must be empty or New. The owner's UID is
@@ -208,13 +212,19 @@ func mainOperations(o Owner, ops []Operation, now time.Time) []Operation {
 func endMainRun(r *Run, res MainRun, pending int, now time.Time) error {
 	r.Errors += res.Errors
 	r.Warnings += res.Warnings
-	next := phase.AfterMainRun(r.Owner.Kind, phase.Outcome{Fatal: res.Fatal, Errors: res.Errors, Pending: pending}, r.Profile)
+	cancelled := r.CancelRequested()
+	next := phase.AfterMainRun(r.Owner.Kind, phase.Outcome{Fatal: res.Fatal, Errors: res.Errors, Pending: pending, Cancelled: cancelled}, r.Profile)
 	reason := res.Reason
 	if reason == "" {
 		reason = fmt.Sprintf("main run ended: %d operations started", pending)
 	}
 	if next == phase.Failed {
-		r.FailureReason = textlimit.Fit(reason, MaxTextBytes)
+		failure := reason
+		if cancelled && !res.Fatal {
+			failure = r.Cancel.Reason
+			reason = "main run ended after a cancel request: " + r.Cancel.Reason
+		}
+		r.FailureReason = textlimit.Fit(failure, MaxTextBytes)
 	}
 	return r.SetPhase(next, reason, now)
 }

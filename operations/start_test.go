@@ -154,6 +154,36 @@ func TestStartRunOutcomes(t *testing.T) {
 	}
 }
 
+// TestStartRunCancelledDuringMainRun requests the cancel of a run while its main run is
+// under way (on a store without RunStarter, where the run is stored before main runs):
+// with nothing pending the run ends Failed, with the request's reason; with operations
+// pending it waits, so that the Monitor cancels them before it fails the run.
+func TestStartRunCancelledDuringMainRun(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ops       []operations.Operation
+		wantPhase phase.Phase
+		wantWhy   string
+	}{
+		{"nothing pending", nil, phase.Failed, "stopped by jane"},
+		{"operations pending", []operations.Operation{{Action: "p", ID: "x"}}, phase.WaitingForPluginOperations, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := plainStore{memstore.New()}
+			o := operations.Owner{Kind: phase.Restore, Name: "r"}
+			r, err := operations.StartRun(ctx, s, operations.Run{Owner: o, Created: t0}, func(ctx context.Context) (operations.MainRun, error) {
+				_, err := operations.RequestCancel(ctx, s, o, "stopped by jane", t0)
+				return operations.MainRun{Operations: tc.ops}, err
+			})
+			require.NoError(t, err)
+			require.Equal(t, tc.wantPhase, r.Phase)
+			require.Equal(t, tc.wantWhy, r.FailureReason)
+			require.True(t, r.CancelRequested())
+		})
+	}
+}
+
 func TestStartRunRefuses(t *testing.T) {
 	ctx := context.Background()
 	main := mainStarting("a")
