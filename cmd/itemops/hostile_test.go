@@ -223,6 +223,12 @@ func TestHostileCorpusCommand(t *testing.T) {
 	var jobs []job
 	for _, path := range hostileFiles(t, "opsfiles") {
 		base := filepath.Base(path)
+		if testing.Short() && base == "endless-white-space.json.gz" {
+			// inspect reads its whole size limit of white space before it refuses
+			// it: 16 s under the race detector, so only without -short.
+			t.Logf("-short: %s is left to the run without -short", base)
+			continue
+		}
 		jobs = append(jobs, job{[]string{"inspect", path}, base == "owner-with-escapes.json.gz" || base == "start-in-year-9999.json.gz"})
 	}
 	for _, path := range hostileFiles(t, "stores") {

@@ -507,7 +507,11 @@ func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return le
 // TestEncoderStreams checks that an Encoder hands compressed data to its writer as it
 // goes, rather than at Close.
 func TestEncoderStreams(t *testing.T) {
-	ops := manyOps(phase.Backup, 20_000)
+	n := 20_000
+	if testing.Short() {
+		n = 4_000
+	}
+	ops := manyOps(phase.Backup, n)
 	var w countingWriter
 	e := opsfile.NewEncoder(&w, phase.Backup)
 	for _, op := range ops {

@@ -77,7 +77,12 @@ func TestSuiteCatchesFaults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.fault), func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestSimpleStore$/^"+tc.run+"$", "-test.v", "-test.count=1")
+			t.Parallel() // each runs a child process of its own
+			args := []string{"-test.run=^TestSimpleStore$/^" + tc.run + "$", "-test.v", "-test.count=1"}
+			if testing.Short() {
+				args = append(args, "-test.short")
+			}
+			cmd := exec.Command(os.Args[0], args...)
 			cmd.Env = append(os.Environ(), faultEnv+"="+string(tc.fault))
 			out, err := cmd.CombinedOutput()
 			require.Error(t, err, "the suite passed a store with fault %s:\n%s", tc.fault, out)
