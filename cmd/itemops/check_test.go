@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/itemops/itemops/internal/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
@@ -293,29 +294,12 @@ func TestDamageMessages(t *testing.T) {
 // reports the check's finding, reads nothing and writes nothing, and fails.
 func TestSalvageRefusesPageCycle(t *testing.T) {
 	sound, _, _ := damagedStores(t)
-	good, err := os.ReadFile(sound)
-	require.NoError(t, err)
-	db, err := bolt.Open(sound, 0o600, nil) // writable: read-only, tx.Page cannot see free pages
-	require.NoError(t, err)
-	pageSize, branch := db.Info().PageSize, 0
-	require.NoError(t, db.View(func(tx *bolt.Tx) error {
-		for id := 2; branch == 0; id++ {
-			info, err := tx.Page(id)
-			if err != nil || info == nil {
-				return fmt.Errorf("no branch page in the test store (page %d: %v)", id, err)
-			}
-			if info.Type == "branch" {
-				branch = id
-			}
-		}
-		return nil
-	}))
-	require.NoError(t, db.Close())
-	// The first branch element follows the 16-byte page header: pos and key size (4
-	// bytes each), then the child's page number.
-	binary.NativeEndian.PutUint64(good[branch*pageSize+16+8:], uint64(branch))
 	cycle := filepath.Join(t.TempDir(), "cycle.db")
-	require.NoError(t, os.WriteFile(cycle, good, 0o600))
+	b, err := os.ReadFile(sound)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(cycle, b, 0o600))
+	branch, err := boltfault.LoopBranch(cycle)
+	require.NoError(t, err)
 
 	to := filepath.Join(t.TempDir(), "saved.db")
 	status, out, errOut := runCLI("salvage", cycle, to)

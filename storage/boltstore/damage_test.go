@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/itemops/itemops/internal/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
@@ -239,29 +240,13 @@ func TestCheckRefusesPageCycle(t *testing.T) {
 	b := storeFile(t)
 	path := filepath.Join(t.TempDir(), "cycle.db")
 	require.NoError(t, os.WriteFile(path, b, 0o600))
-	db, err := bolt.Open(path, 0o600, nil) // writable: read-only, tx.Page fails (free pages not loaded)
+	branch, err := boltfault.LoopBranch(path)
 	require.NoError(t, err)
-	pageSize, branch := db.Info().PageSize, 0
-	require.NoError(t, db.View(func(tx *bolt.Tx) error {
-		for id := 2; branch == 0; id++ {
-			info, err := tx.Page(id)
-			if err != nil || info == nil {
-				return fmt.Errorf("no branch page in the test store (page %d: %v)", id, err)
-			}
-			if info.Type == "branch" {
-				branch = id
-			}
-		}
-		return nil
-	}))
-	require.NoError(t, db.Close())
-
-	// The first branch element follows the 16-byte page header: pos and key size (4
-	// bytes each), then the child's page number.
-	binary.NativeEndian.PutUint64(b[branch*pageSize+16+8:], uint64(branch))
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
 	_, err = boltstore.Open(path, &boltstore.Options{Check: true})
 	require.ErrorIs(t, err, boltstore.ErrCorrupt)
+	require.ErrorIs(t, err, boltstore.ErrPageReachedTwice)
 	require.ErrorContains(t, err, fmt.Sprintf("page %d is reached twice", branch))
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)

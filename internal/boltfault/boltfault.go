@@ -1,0 +1,50 @@
+// Package boltfault damages bbolt files on purpose, for the tests that check how the
+// store and the itemops command meet damage.
+package boltfault
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// LoopBranch finds the first branch page of the bbolt file at path and points its first
+// child back at the page itself, so that a read descending the tree never ends. It
+// returns the page's number. It fails when the file cannot be read or written or holds
+// no branch page (a store too small to need one).
+func LoopBranch(path string) (int, error) {
+	// Writable: opened read-only, bbolt cannot tell free pages from used ones.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		return 0, err
+	}
+	pageSize, branch := db.Info().PageSize, 0
+	err = db.View(func(tx *bolt.Tx) error {
+		for id := 2; branch == 0; id++ {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return fmt.Errorf("boltfault: no branch page in %s (page %d: %v)", path, id, err)
+			}
+			if info.Type == "branch" {
+				branch = id
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	// The first branch element follows the 16-byte page header: its position and key
+	// size (4 bytes each), then the child's page number.
+	binary.NativeEndian.PutUint64(b[branch*pageSize+16+8:], uint64(branch))
+	return branch, os.WriteFile(path, b, 0o600)
+}
