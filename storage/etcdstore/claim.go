@@ -195,31 +195,30 @@ func (s *Store) abandon(key string, lease clientv3.LeaseID) {
 	}
 	s.held[key] = abandoning
 	s.heldMu.Unlock()
-	defer func() {
-		s.heldMu.Lock()
-		if s.held[key] == abandoning {
-			delete(s.held, key)
-		}
-		s.heldMu.Unlock()
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.RequestTimeout)
-	defer cancel()
-	_, _ = s.b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
-		Then(clientv3.OpDelete(key)).Commit()
+	defer s.forget(key, abandoning)
+	s.deleteIf(key, clientv3.Compare(clientv3.LeaseValue(key), "=", lease))
 }
 
-// release gives up the claim under key created at rev.
+// release gives up the claim under key created at rev. Only this claim: after it
+// expired another store may hold a new one.
 func (s *Store) release(key string, rev int64) {
+	s.forget(key, rev)
+	s.deleteIf(key, clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+}
+
+// forget drops key from the claims held here, if it is held as rev.
+func (s *Store) forget(key string, rev int64) {
 	s.heldMu.Lock()
 	if s.held[key] == rev {
 		delete(s.held, key)
 	}
 	s.heldMu.Unlock()
+}
+
+// deleteIf deletes key if cmp holds, waiting at most Options.RequestTimeout for etcd;
+// when etcd does not answer, the key stays (see Store.ClaimRun).
+func (s *Store) deleteIf(key string, cmp clientv3.Cmp) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.RequestTimeout)
 	defer cancel()
-	// Only this claim: after it expired another store may hold a new one.
-	_, _ = s.b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).Commit()
+	_, _ = s.b.client.Txn(ctx).If(cmp).Then(clientv3.OpDelete(key)).Commit()
 }
