@@ -178,3 +178,5 @@ require (
 )
 
 replace github.com/itemops/itemops => ../..
+
+replace github.com/kopia/kopia => github.com/project-velero/kopia v0.0.0-20250227051353-20bfabbfc7a0
