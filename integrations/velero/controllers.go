@@ -274,8 +274,10 @@ func mainRunProgress(o operations.Owner, profile phase.Profile, timeout time.Dur
 // running, whether any status changed, the Completed and Failed totals, and an error
 // text for each operation that failed in this check, "<error>, plugin: <name>" as Velero
 // writes it. Each operation is checked by the rules of [monitor.Monitor.Poll], which are
-// Velero's (see the package documentation for what cannot be identical). It is safe for
-// concurrent use on distinct lists.
+// Velero's (see the package documentation for what cannot be identical). It does not
+// fail: a plugin's error fails its operation, and a list itemops cannot hold (an empty
+// or repeated operation ID) fails each unfinished operation with the reason. It is safe
+// for concurrent use on distinct lists.
 func BackupItemOperationProgress(backup *velerov1api.Backup, plugins Plugins, list []*itemoperation.BackupOperation) (bool, bool, int, int, []string) {
 	o := operations.Owner{Kind: phase.Backup, Name: backup.Name, UID: string(backup.UID)}
 	ops := make([]operations.Operation, len(list))

@@ -67,7 +67,8 @@ func (b *BackupOperations) UpdateForBackup(bs BackupStore, name string) error {
 // before the backup is patched. A backup whose operations changed without either is
 // patched only when its totals changed; the file then waits for the next upload or a
 // download request ([BackupOperations.UpdateForBackup]). The errors returned are
-// Velero's, with its texts.
+// Velero's, with its texts. When ctx ends during the check, Reconcile returns its error
+// and writes nothing; the next reconcile checks the operations again.
 func (b *BackupOperations) Reconcile(ctx context.Context, env BackupEnv, req ctrl.Request) (ctrl.Result, error) {
 	log := env.Logger.WithField("backup operations for backup", req.String())
 	log.Debug("backupOperationsReconciler getting backup")
