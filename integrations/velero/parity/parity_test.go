@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -226,6 +227,34 @@ func compare(t *testing.T, step string, velero, itemops *side, key client.Object
 	}
 }
 
+// errorsGauge returns the value of Velero's backup_items_errors metric in m for the
+// schedule named schedule, and whether m has that series. ServerMetrics registers its
+// collectors only with Prometheus's default registerer, so a registry of the test's own
+// takes its place for the call.
+func errorsGauge(t *testing.T, m *metrics.ServerMetrics, schedule string) (float64, bool) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	saved := prometheus.DefaultRegisterer
+	prometheus.DefaultRegisterer = reg
+	m.RegisterAllMetrics()
+	prometheus.DefaultRegisterer = saved
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if !strings.HasSuffix(f.GetName(), "backup_items_errors") {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetValue() == schedule {
+					return s.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
 func errText(err error) string {
 	if err == nil {
 		return ""
@@ -259,7 +288,8 @@ func TestBackupParity(t *testing.T) {
 		require.NoError(t, s.bs.PutBackupItemOperations(backup.Name, bytes.NewReader(file.Bytes())))
 	}
 	vmap := itemoperationmap.NewBackupItemOperationsMap()
-	vr := controller.NewBackupOperationsReconciler(quiet(), velero.client, time.Second, velero.newPluginManager, velero.getter, metrics.NewServerMetrics(), vmap)
+	vmetrics := metrics.NewServerMetrics()
+	vr := controller.NewBackupOperationsReconciler(quiet(), velero.client, time.Second, velero.newPluginManager, velero.getter, vmetrics, vmap)
 	iops := itemvelero.NewBackupOperations()
 	env := itemvelero.BackupEnv{Client: itemops.client, Logger: quiet(), NewPluginManager: itemops.newPluginManager,
 		BackupStoreGetter: itemops.getter, Metrics: metrics.NewServerMetrics()}
@@ -274,9 +304,15 @@ func TestBackupParity(t *testing.T) {
 		_, ierr := iops.Reconcile(context.Background(), env, req)
 		require.Equal(t, errText(verr), errText(ierr), "%s: reconcile error", step)
 		compare(t, step, velero, itemops, key, obj, status)
+		vg, vok := errorsGauge(t, vmetrics, "daily")
+		ig, iok := errorsGauge(t, env.Metrics, "daily")
+		require.Equal(t, []any{vg, vok}, []any{ig, iok}, "%s: the backup_items_errors metric (Velero's, then the bridge's)", step)
 	}
 
 	reconcile("first reconcile: done, errs and reports end; runs runs")
+	gauge, ok := errorsGauge(t, env.Metrics, "daily")
+	require.True(t, ok)
+	require.Equal(t, float64(3), gauge, "the errors metric set to the backup's errors")
 	got := &velerov1api.Backup{}
 	require.NoError(t, itemops.client.Get(context.Background(), key, got))
 	require.Equal(t, velerov1api.BackupPhaseWaitingForPluginOperationsPartiallyFailed, got.Status.Phase)
