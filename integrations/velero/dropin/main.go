@@ -66,6 +66,14 @@ func main() {
 
 // apply installs the drop-in in the Velero tree at dir; see the package documentation.
 func apply(dir, checkout string) error {
+	if err := editFiles(dir); err != nil {
+		return err
+	}
+	return requireBridge(dir, checkout)
+}
+
+// editFiles rewrites the Velero files of the drop-in in the tree at dir, all or none.
+func editFiles(dir string) error {
 	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
 		return err
@@ -104,7 +112,7 @@ func apply(dir, checkout string) error {
 		}
 		fmt.Printf("%s: rewritten\n", path)
 	}
-	return requireBridge(dir, checkout)
+	return nil
 }
 
 // requireBridge adds the bridge and itemops to the go.mod of dir, replaced by checkout
