@@ -87,6 +87,11 @@
 //     operations, with the reason, in the main run, and keeps the reconcile failing
 //     with it.
 //
+// The Monitor checks up to 16 operations of a run at once (monitor.DefaultWorkers),
+// where Velero checks them one after another: a plugin's Progress may be called
+// concurrently for different operations, as Velero's gRPC plugin clients allow; what is
+// recorded does not depend on the order.
+//
 // The progress of operations between uploads lives in memory, as in Velero: a restart
 // of the server loses it, and the next reconcile starts again from the bucket.
 //
