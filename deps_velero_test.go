@@ -1,7 +1,9 @@
 package itemops_test
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,18 +14,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// veleroMainGoMod is the go.mod of the snapshot of Velero's main branch that the
+// project's shared test data holds, next to the repository (../shared from its root).
+// The module proxy does not serve main, so the tests that need main's go.mod read it
+// there, and skip, saying so, when it is absent.
+var veleroMainGoMod = filepath.Join("..", "shared", "velero-main", "go.mod")
+
 // TestImportIntoVeleroForks holds the promise of docs/architecture.md "Dependency
 // hygiene" against Velero's own module files: a fork of Velero v1.16.0, v1.17.2, v1.18.3
 // or Velero's main branch that adds itemops keeps its go line and every k8s.io and
 // controller-runtime version it selected. testdata/velero holds each release's go.mod as
 // the Go module proxy serves it
-// (https://proxy.golang.org/github.com/vmware-tanzu/velero/@v/<version>.mod). The proxy
-// does not serve main, so v1.18.3-k8s-v0.36.go.mod stands in for it: v1.18.3 raised to
-// the Kubernetes v0.36 modules main is on, made as its header says. For each, the test
-// builds a program that imports every library package of itemops inside a module made of
-// that go.mod, with itemops replaced by this tree, and compares the selected versions
-// before and after. It needs the module proxy (or a module cache that already holds what
-// those builds need).
+// (https://proxy.golang.org/github.com/vmware-tanzu/velero/@v/<version>.mod); main's is
+// read from the snapshot at ../shared/velero-main (see veleroMainGoMod), and its case
+// is skipped when that is absent. For each, the test builds a program that imports
+// every library package of itemops inside a module made of that go.mod, with itemops
+// replaced by this tree, and compares the selected versions before and after. It needs
+// the module proxy (or a module cache that already holds what those builds need).
 func TestImportIntoVeleroForks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds inside four Velero module graphs; run without -short")
@@ -42,13 +49,20 @@ func TestImportIntoVeleroForks(t *testing.T) {
 
 	mods, err := filepath.Glob(filepath.Join("testdata", "velero", "*.go.mod"))
 	require.NoError(t, err)
-	require.Len(t, mods, 4)
+	require.Len(t, mods, 3)
+	mods = append(mods, veleroMainGoMod)
 	for _, mod := range mods {
 		version := strings.TrimSuffix(filepath.Base(mod), ".go.mod")
+		if mod == veleroMainGoMod {
+			version = "main"
+		}
 		t.Run(version, func(t *testing.T) {
-			dir := t.TempDir()
 			data, err := os.ReadFile(mod)
+			if mod == veleroMainGoMod && errors.Is(err, fs.ErrNotExist) {
+				t.Skipf("Velero main's go.mod is read from %s (the shared snapshot next to the repository), which is absent", mod)
+			}
 			require.NoError(t, err)
+			dir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), data, 0o644))
 			require.NoError(t, os.MkdirAll(filepath.Join(dir, "cmd", "itemopsimport"), 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "cmd", "itemopsimport", "main.go"), []byte(program), 0o644))

@@ -3,6 +3,7 @@ package velero
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -33,15 +34,23 @@ const LoadReason = "loaded from the backup storage location"
 // file in bs holds, and returns the run: the owner is the backup's name and UID, the
 // phase its status.phase (reached from New, with [LoadReason] at the time of the call),
 // the operation timeout its spec.itemOperationTimeout, the error and warning counts and
-// timestamps those of its status. The run follows the profile opts select
-// (phase.WithQueue for a fork whose backups queue; none by default).
+// timestamps those of its status. The operations the file holds as Failed count as
+// already among the errors (Run.FailedOperations), as the main run counted them. The
+// run follows the profile opts select (phase.WithQueue for a fork whose backups queue;
+// none by default).
+//
+// LoadBackup is idempotent: when s already holds the run of the backup (same name and
+// UID), it returns it as it is, reading nothing from bs, so that each reconcile may call
+// it. A run of the same name with another UID is of a backup deleted since and made
+// again: it is deleted with its operations and the backup loaded afresh.
 //
 // A backup without a file (no asynchronous operations, or made before Velero had them)
 // gives a run without operations. A phase unknown to the machine fails with the error
-// of [operations.Run.SetPhase]; an owner that already has a run fails with an error
-// wrapping [operations.ErrExists], and s is left as it was; an error from bs is returned
-// wrapped. The run is created before its operations are written: when that write
-// fails, the run stays, without operations, and the error says so.
+// of [operations.Run.SetPhase]; an error from bs is returned wrapped, with s left as it
+// was. The run is created in New, its operations written, and only then moved to its
+// phase: when a write fails, the run stays New, which no Monitor polls or finalizes (it
+// would finalize a run without operations), and the next LoadBackup writes the
+// operations again and moves it.
 func LoadBackup(ctx context.Context, s operations.Store, bs BackupStore, backup *velerov1api.Backup, opts ...phase.Option) (operations.Run, error) {
 	run := operations.Run{
 		Owner:            operations.Owner{Kind: phase.Backup, Name: backup.Name, UID: string(backup.UID)},
@@ -53,15 +62,17 @@ func LoadBackup(ctx context.Context, s operations.Store, bs BackupStore, backup 
 		Created:          backup.CreationTimestamp.Time,
 		Started:          fromTime(backup.Status.StartTimestamp),
 	}
-	vops, err := bs.GetBackupItemOperations(backup.Name)
-	if err != nil {
-		return operations.Run{}, fmt.Errorf("velero: load operations of backup %q: %w", backup.Name, err)
-	}
-	ops := make([]operations.Operation, len(vops))
-	for i, op := range vops {
-		ops[i] = FromBackupOperation(op)
-	}
-	return load(ctx, s, run, phase.Phase(backup.Status.Phase), ops)
+	return load(ctx, s, run, phase.Phase(backup.Status.Phase), func() ([]operations.Operation, error) {
+		vops, err := bs.GetBackupItemOperations(backup.Name)
+		if err != nil {
+			return nil, &bucketError{what: fmt.Sprintf("backup %q", backup.Name), cause: err}
+		}
+		ops := make([]operations.Operation, len(vops))
+		for i, op := range vops {
+			ops[i] = FromBackupOperation(op)
+		}
+		return ops, nil
+	})
 }
 
 // LoadRestore does for restore what [LoadBackup] does for a backup. The run follows
@@ -78,35 +89,86 @@ func LoadRestore(ctx context.Context, s operations.Store, bs BackupStore, restor
 		Created:          restore.CreationTimestamp.Time,
 		Started:          fromTime(restore.Status.StartTimestamp),
 	}
-	vops, err := bs.GetRestoreItemOperations(restore.Name)
-	if err != nil {
-		return operations.Run{}, fmt.Errorf("velero: load operations of restore %q: %w", restore.Name, err)
-	}
-	ops := make([]operations.Operation, len(vops))
-	for i, op := range vops {
-		ops[i] = FromRestoreOperation(op)
-	}
-	return load(ctx, s, run, phase.Phase(restore.Status.Phase), ops)
+	return load(ctx, s, run, phase.Phase(restore.Status.Phase), func() ([]operations.Operation, error) {
+		vops, err := bs.GetRestoreItemOperations(restore.Name)
+		if err != nil {
+			return nil, &bucketError{what: fmt.Sprintf("restore %q", restore.Name), cause: err}
+		}
+		ops := make([]operations.Operation, len(vops))
+		for i, op := range vops {
+			ops[i] = FromRestoreOperation(op)
+		}
+		return ops, nil
+	})
 }
 
-func load(ctx context.Context, s operations.Store, run operations.Run, to phase.Phase, ops []operations.Operation) (operations.Run, error) {
+// A bucketError is a failure to read the itemoperations file of what; cause is the
+// BackupStore's error.
+type bucketError struct {
+	what  string
+	cause error
+}
+
+func (e *bucketError) Error() string {
+	return "velero: load operations of " + e.what + ": " + e.cause.Error()
+}
+func (e *bucketError) Unwrap() error { return e.cause }
+
+// load records run, in phase to, with the operations read returns; see LoadBackup.
+func load(ctx context.Context, s operations.Store, run operations.Run, to phase.Phase, read func() ([]operations.Operation, error)) (operations.Run, error) {
+	stored, err := s.GetRun(ctx, operations.Owner{Kind: run.Owner.Kind, Name: run.Owner.Name}) // whatever its UID
+	switch {
+	case err == nil && stored.Owner.UID == run.Owner.UID && stored.Phase != phase.New:
+		return stored, nil // loaded before
+	case err == nil && stored.Owner.UID != run.Owner.UID:
+		if err := s.DeleteRun(ctx, stored.Owner); err != nil && !errors.Is(err, operations.ErrNotFound) {
+			return operations.Run{}, fmt.Errorf("velero: load %s: delete the run of an earlier object of that name: %w", run.Owner, err)
+		}
+		stored, err = operations.Run{}, operations.ErrNotFound
+	case err != nil && !errors.Is(err, operations.ErrNotFound):
+		return operations.Run{}, fmt.Errorf("velero: load %s: %w", run.Owner, err)
+	}
+	created := err == nil // a run left in New by a load whose writes failed
+	// The phase is checked before anything is written.
 	if to != phase.New {
-		if err := run.SetPhase(to, LoadReason, time.Now()); err != nil {
+		check := run
+		if err := check.SetPhase(to, LoadReason, time.Now()); err != nil {
 			return operations.Run{}, fmt.Errorf("velero: load %s: %w", run.Owner, err)
 		}
+	}
+	ops, err := read()
+	if err != nil {
+		return operations.Run{}, err
 	}
 	if err := operations.ValidateBatch(run.Owner, ops); err != nil {
 		return operations.Run{}, fmt.Errorf("velero: load %s: %w", run.Owner, err)
 	}
-	if err := s.CreateRun(ctx, run); err != nil {
-		return operations.Run{}, fmt.Errorf("velero: load %s: %w", run.Owner, err)
+	for _, op := range ops {
+		if op.Status.Phase == operations.OperationFailed {
+			run.FailedOperations++
+		}
+	}
+	if !created {
+		if err := s.CreateRun(ctx, run); err != nil {
+			return operations.Run{}, fmt.Errorf("velero: load %s: %w", run.Owner, err)
+		}
 	}
 	if len(ops) > 0 {
 		if err := s.PutOperations(ctx, run.Owner, ops); err != nil {
-			return operations.Run{}, fmt.Errorf("velero: load %s: run created, operations not written: %w", run.Owner, err)
+			return operations.Run{}, fmt.Errorf("velero: load %s: run created in New, operations not written: %w", run.Owner, err)
 		}
 	}
-	return run, nil
+	loaded, err := s.UpdateRun(ctx, run.Owner, func(r *operations.Run) error {
+		r.FailedOperations = run.FailedOperations
+		if to == phase.New || r.Phase != phase.New {
+			return nil
+		}
+		return r.SetPhase(to, LoadReason, time.Now())
+	})
+	if err != nil {
+		return operations.Run{}, fmt.Errorf("velero: load %s: operations written, run left in New: %w", run.Owner, err)
+	}
+	return loaded, nil
 }
 
 // Save uploads the itemoperations file of the run of o to bs: every operation s holds
@@ -121,9 +183,17 @@ func load(ctx context.Context, s operations.Store, run operations.Run, to phase.
 // bucket as it was, for Velero's object stores write objects whole. Save reads the
 // operations at one instant; a write to s after that is uploaded by the next Save.
 func Save(ctx context.Context, s operations.Store, bs BackupStore, o operations.Owner) error {
+	if err := upload(ctx, s, bs, o); err != nil {
+		return fmt.Errorf("velero: save %s: %w", o, err)
+	}
+	return nil
+}
+
+// upload is Save, with the errors Velero's item-operations map returns when it uploads.
+func upload(ctx context.Context, s operations.Store, bs BackupStore, o operations.Owner) error {
 	ops, err := s.ListOperations(ctx, o, operations.OperationFilter{})
 	if err != nil {
-		return fmt.Errorf("velero: save %s: %w", o, err)
+		return err
 	}
 	if len(ops) == 0 {
 		return nil
@@ -132,11 +202,11 @@ func Save(ctx context.Context, s operations.Store, bs BackupStore, o operations.
 	enc := opsfile.NewEncoder(&buf, o.Kind)
 	for _, op := range ops {
 		if err := enc.Encode(op); err != nil {
-			return fmt.Errorf("velero: save %s: %w", o, err)
+			return fmt.Errorf("error encoding item operations json: %w", err)
 		}
 	}
 	if err := enc.Close(); err != nil {
-		return fmt.Errorf("velero: save %s: %w", o, err)
+		return fmt.Errorf("error encoding item operations json: %w", err)
 	}
 	switch o.Kind {
 	case phase.Backup:
@@ -144,10 +214,10 @@ func Save(ctx context.Context, s operations.Store, bs BackupStore, o operations.
 	case phase.Restore:
 		err = bs.PutRestoreItemOperations(o.Name, bytes.NewReader(buf.Bytes()))
 	default:
-		err = fmt.Errorf("unknown kind %q: %w", o.Kind, operations.ErrInvalid)
+		return fmt.Errorf("unknown kind %q: %w", o.Kind, operations.ErrInvalid)
 	}
 	if err != nil {
-		return fmt.Errorf("velero: save %s: %w", o, err)
+		return fmt.Errorf("error uploading item operations json: %w", err)
 	}
 	return nil
 }

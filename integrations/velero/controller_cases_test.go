@@ -98,10 +98,6 @@ type harness struct {
 	files   map[string][]byte // uploaded itemoperations files, by run name
 }
 
-// progressPrefix is what the Monitor puts before a Progress error it records, where
-// Velero records the error's text alone (a difference the package documentation lists).
-const progressPrefix = "progress: "
-
 var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T, kind phase.Kind, start phase.Phase, created time.Time) *harness {
@@ -270,7 +266,7 @@ func TestVeleroControllerRules(t *testing.T) {
 			h.onProgress(vplugin.OperationProgress{}, errors.New("rpc error: connection refused"))
 			_, run, op := h.poll(t)
 			require.Equal(t, operations.OperationFailed, op.Status.Phase)
-			require.Equal(t, progressPrefix+"rpc error: connection refused", op.Status.Error)
+			require.Equal(t, "rpc error: connection refused", op.Status.Error)
 			require.Equal(t, phase.FinalizingPartiallyFailed, run.Phase)
 		})
 	}
@@ -280,7 +276,7 @@ func TestVeleroControllerRules(t *testing.T) {
 		h.plugins.On("GetBackupItemActionV2", h.action).Return(nil, errors.New("unable to get valid BackupItemActionV2 for \"velero.io/test\""))
 		_, run, op := h.poll(t)
 		require.Equal(t, operations.OperationFailed, op.Status.Phase)
-		require.Equal(t, progressPrefix+"unable to get valid BackupItemActionV2 for \"velero.io/test\"", op.Status.Error)
+		require.Equal(t, "unable to get valid BackupItemActionV2 for \"velero.io/test\"", op.Status.Error)
 		require.Equal(t, 1, run.Errors)
 	})
 }
@@ -328,7 +324,7 @@ func TestResolverMapsVeleroPluginErrors(t *testing.T) {
 
 				_, _, got := h.poll(t, monitor.WithProgressErrorTolerance(3))
 				require.Equal(t, operations.OperationFailed, got.Status.Phase, "a tolerated error count does not apply to %s", tc.name)
-				require.Equal(t, progressPrefix+pluginErr.Error(), got.Status.Error)
+				require.Equal(t, pluginErr.Error(), got.Status.Error)
 			})
 		}
 	}

@@ -41,33 +41,69 @@
 // # The bucket
 //
 // [LoadBackup] and [LoadRestore] record a run and its operations, read through a
-// Velero persistence.BackupStore ([BackupStore]), in any [operations.Store]: what a
-// fork does at start-up for the runs still waiting. [Save] uploads a run's
-// itemoperations file through the same BackupStore after a pass.
+// Velero persistence.BackupStore ([BackupStore]), in any [operations.Store]; they are
+// idempotent (a second call finds the run), and a run whose operations could not be
+// written stays New, where no Monitor polls or finalizes it, until a later call writes
+// them. [Save] uploads a run's itemoperations file through the same BackupStore.
+//
+// # The drop-in
+//
+// [BackupOperations] and [RestoreOperations] are the logic of Velero's backup and
+// restore operations controllers: their Reconcile methods do what Velero's do, with an
+// in-memory store in place of Velero's item-operations maps and a
+// [github.com/itemops/itemops/operations/monitor.Monitor] polling the run at each
+// reconcile; UpdateForBackup and UpdateForRestore are what the download-request
+// controller calls; [BackupItemOperationProgress] and [RestoreItemOperationProgress] are
+// what the main-run controllers call at the end of a backup or restore. The command
+// integrations/velero/dropin/apply installs them in a Velero source tree, leaving thin
+// shims in its controllers and maps (see docs/velero-fork.md). [Logger] gives the
+// Monitor Velero's logrus logger as a *slog.Logger.
+//
+// The tests in integrations/velero/parity run Velero's own, unpatched controllers and
+// these side by side on a waiting backup and restore whose operations complete, fail by
+// error, fail by the plugin's report and keep running, with a download request in
+// between, and on Velero's early ways out; the bucket's bytes and the objects' statuses
+// are the same after every step: phases, error counts, operation totals, when the file
+// and the backup's JSON are uploaded, and the operations' error texts. What cannot be
+// the same, because Velero's behaviour there is a crash, a hang or a report no plugin
+// makes:
+//
+//   - A Progress or Cancel call that does not return within the Monitor's call timeout
+//     (30 seconds) fails its own operation ("progress: no answer within 30s"), and a
+//     plugin that panics fails its operation ("progress: plugin panicked: ..."); Velero's
+//     reconcile would hang or the panic would reach controller-runtime.
+//   - An operation without a creation time gets the time of its first check (Velero
+//     would dereference a nil pointer).
+//   - A report of negative counts, or of more completed than total, fails the operation
+//     ("progress: plugin reported ..."); Velero records the numbers.
+//   - A reported start or update time of the Unix epoch counts as unknown, as the zero
+//     time does in Velero; and once a start time is known, a report without one keeps
+//     it (Velero writes it as null).
+//   - An itemOperationTimeout of zero means the Monitor's default, four hours; Velero
+//     would time out every operation at once (its controllers set the default
+//     themselves, so a backup or restore never has zero).
+//   - An operation list itemops cannot hold (an empty or repeated operation ID, which
+//     Velero's item backupper and restorer never record) fails its unfinished
+//     operations, with the reason, in the main run, and keeps the reconcile failing
+//     with it.
+//
+// The Monitor checks up to 16 operations of a run at once (monitor.DefaultWorkers),
+// where Velero checks them one after another: a plugin's Progress may be called
+// concurrently for different operations, as Velero's gRPC plugin clients allow; what is
+// recorded does not depend on the order.
+//
+// The progress of operations between uploads lives in memory, as in Velero: a restart
+// of the server loses it, and the next reconcile starts again from the bucket.
 //
 // # Velero's operations-controller cases
 //
 // The cases of Velero's TestBackupOperationsReconcile and
 // TestRestoreOperationsReconcile, and the rules of its getBackupItemOperationProgress
 // that those cases do not reach (time-out and Cancel, a reported start, a Progress
-// error, a missing plugin), run through LoadBackup or LoadRestore, a Monitor with a
+// error, a missing plugin), also run through LoadBackup or LoadRestore, a Monitor with a
 // Resolver over Velero's mocked plugin manager and actions, and Save. Each gives
-// Velero's phase, operation phase and error count. These differences are intended:
-//
-//   - The error an operation records for a failed Progress call is the plugin's text
-//     after "progress: " (the Monitor says which call failed; Velero records the text
-//     alone), and a failed Cancel after a time-out adds "; " and its error to
-//     [github.com/itemops/itemops/operations/monitor.TimedOut] (Velero ignores it).
-//   - Velero also appends each error, as "<error>, plugin: <name>", to the backup's or
-//     restore's error list; the Monitor counts errors on the run (Run.Errors) and keeps
-//     each message on its operation.
-//   - An operation without a creation time gets the time of its first poll (Velero
-//     would dereference a nil pointer), and reported times are stored in UTC.
-//   - Velero uploads the file only after a reconcile that found errors or an end; the
-//     Monitor writes every change to the store, and the fork calls Save when it wants
-//     the bucket updated (after each pass that changed the run, for instance).
-//   - Velero's restore cases are named "... is Completed" and "... is PartiallyFailed"
-//     but expect Finalizing and FinalizingPartiallyFailed, as restores finalize since
-//     Velero 1.12; LoadRestore gives restores that profile, and the cases expect what
-//     Velero's do.
+// Velero's phase, operation phase, error text and error count. Velero's restore cases
+// are named "... is Completed" and "... is PartiallyFailed" but expect Finalizing and
+// FinalizingPartiallyFailed, as restores finalize since Velero 1.12; LoadRestore gives
+// restores that profile, and the cases expect what Velero's do.
 package velero

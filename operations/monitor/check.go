@@ -158,10 +158,11 @@ func (p *pending) what() string {
 // call makes a plugin call for operation i on tracker in the worker's goroutine: Cancel
 // of op when cancel is set, else Progress of op. If the call is given up, the operation
 // is failed from op (see pending); now is when the check started. The call's context
-// ends after the Monitor's call timeout (see work). It returns the plugin's answer, or an
-// error that names the call when the plugin failed, panicked or had not answered by the
-// deadline; a call whose deadline has passed when it returns counts as unanswered, so
-// that each call ends one way. When the poll's ctx ends first, it returns ctx.Err(). ok
+// ends after the Monitor's call timeout (see work). It returns the plugin's answer; the
+// error Progress returned, as it is (Velero records a plugin's error text alone); or an
+// error that names the call when Cancel failed, or the plugin panicked or had not
+// answered by the deadline. A call whose deadline has passed when it returns counts as
+// unanswered, so that each call ends one way. When the poll's ctx ends first, it returns ctx.Err(). ok
 // is false when the call was given up (see pending.giveUp): the operation is settled, and
 // the caller must leave the poll alone.
 func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation, now time.Time, cancel bool) (progress operations.Progress, ok bool, err error) {
@@ -208,7 +209,12 @@ func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation
 		outcome = CallErrored
 	}
 	c.observeCall(p, outcome)
-	if err != nil {
+	switch {
+	case outcome == CallErrored && !p.cancel:
+		// The plugin's own error is recorded as it is, as Velero records it; the
+		// Monitor's log and Observer say which call it came from.
+		return operations.Progress{}, true, err
+	case err != nil:
 		return operations.Progress{}, true, fmt.Errorf("%s: %w", p.what(), err)
 	}
 	return progress, true, nil

@@ -331,14 +331,14 @@ func TestPollMisbehavingPlugins(t *testing.T) {
 	require.Equal(t, monitor.PollResult{Completed: 1, Failed: 9, NewErrors: 9, Phase: phase.PartiallyFailed}, res)
 
 	wantErrs := map[string]string{
-		"errors":          "progress: connection refused",
+		"errors":          "connection refused", // the plugin's text, as Velero records it
 		"hangs":           "progress: no answer within 50ms",
 		"ignores-context": "progress: no answer within 50ms",
 		"panics":          "progress: plugin panicked: nil map write",
 		"overshoots":      "progress: plugin reported 120 of 100 Bytes completed",
 		"negative":        "progress: plugin reported negative progress (-1 of 0)",
-		"unknown-id":      `progress: p: operation "unknown-id": invalid operation ID`,
-		"not-async":       `progress: p: operation "not-async": asynchronous operations not supported`,
+		"unknown-id":      `p: operation "unknown-id": invalid operation ID`,
+		"not-async":       `p: operation "not-async": asynchronous operations not supported`,
 		"no-plugin":       `resolve plugin "velero.io/missing": no plugin registered as "velero.io/missing"`,
 	}
 	for id, want := range wantErrs {
@@ -557,7 +557,7 @@ func TestProgressErrorTolerance(t *testing.T) {
 	res, err := m.Poll(context.Background(), o)
 	require.NoError(t, err)
 	require.Equal(t, monitor.PollResult{Failed: 1, NewErrors: 1, Phase: phase.FinalizingPartiallyFailed}, res)
-	require.Equal(t, "progress: transient", e.op(o, "a").Status.Error)
+	require.Equal(t, "transient", e.op(o, "a").Status.Error)
 
 	// An unknown operation ID cannot heal: it fails at once, whatever the tolerance.
 	res, err = m.Poll(context.Background(), bad)
@@ -807,15 +807,19 @@ func TestRecover(t *testing.T) {
 	m := e.monitor()
 	res, err := m.Recover(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, monitor.RecoverResult{
-		Failed:  []operations.Owner{inProgress, restoring},
-		Resumed: []operations.Owner{waiting, finalizing},
-	}, res)
-
-	for o, reason := range map[operations.Owner]string{
+	reasons := map[operations.Owner]string{
 		inProgress: `found a backup with status "InProgress" during the server starting, mark it as "Failed"`,
 		restoring:  `found a restore with status "InProgress" during the server starting, mark it as "Failed"`,
-	} {
+	}
+	if diff := cmp.Diff(monitor.RecoverResult{
+		Failed:  []operations.Owner{inProgress, restoring},
+		Reasons: []string{reasons[inProgress], reasons[restoring]},
+		Resumed: []operations.Owner{waiting, finalizing},
+	}, res); diff != "" {
+		t.Errorf("Recover (-want +got):\n%s", diff)
+	}
+
+	for o, reason := range reasons {
 		r := e.get(o)
 		require.Equal(t, phase.Failed, r.Phase)
 		require.Equal(t, reason, r.FailureReason)
@@ -833,6 +837,7 @@ func TestRecover(t *testing.T) {
 	again, err := monitor.Recover(context.Background(), e.store)
 	require.NoError(t, err)
 	require.Empty(t, again.Failed)
+	require.Empty(t, again.Reasons)
 	require.Equal(t, res.Resumed, again.Resumed)
 	after, err := e.store.ListRuns(context.Background(), operations.RunFilter{})
 	require.NoError(t, err)

@@ -11,10 +11,13 @@ import (
 )
 
 // RecoverResult is what [Recover] did: the runs it failed because they were InProgress
-// when the process stopped, and the waiting or finalizing runs it left for a Monitor to
-// resume.
+// when the process stopped, with the reason each was given, and the waiting or
+// finalizing runs it left for a Monitor to resume.
 type RecoverResult struct {
-	Failed  []operations.Owner
+	Failed []operations.Owner
+	// Reasons[i] is the FailureReason Recover gave the run of Failed[i] (Velero's text),
+	// what a controller writes on the run's object.
+	Reasons []string
 	Resumed []operations.Owner
 }
 
@@ -55,8 +58,13 @@ func recoverRuns(ctx context.Context, s operations.Store, clk clock.Clock, cance
 			}
 		}
 		now := stamp(clk)
+		var reason string
 		_, err := s.UpdateRun(ctx, r.Owner, func(r *operations.Run) error {
-			next, reason, changed := phase.OnRestart(r.Owner.Kind, r.Phase)
+			var (
+				next    phase.Phase
+				changed bool
+			)
+			next, reason, changed = phase.OnRestart(r.Owner.Kind, r.Phase)
 			if !changed {
 				return errNoChange // moved on since it was listed
 			}
@@ -66,6 +74,7 @@ func recoverRuns(ctx context.Context, s operations.Store, clk clock.Clock, cance
 		switch {
 		case err == nil:
 			res.Failed = append(res.Failed, r.Owner)
+			res.Reasons = append(res.Reasons, reason)
 		case errors.Is(err, errNoChange), errors.Is(err, operations.ErrNotFound):
 		default:
 			return res, err
