@@ -23,24 +23,33 @@ import (
 )
 
 // storeFile writes a store of a few hundred records, closes it, and returns its bytes.
-func storeFile(t testing.TB) []byte {
+func storeFile(t testing.TB) []byte { return storeOf(t, 12, 40, false) }
+
+// storeOf writes a store of runs waiting backups of perRun operations each, closes it,
+// and returns its bytes. When complete is set, each run's first operation is then
+// written again Completed, so that the file's freelist holds pages.
+func storeOf(t testing.TB, runs, perRun int, complete bool) []byte {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "store.db")
 	s, err := boltstore.Open(path, &boltstore.Options{NoSync: true})
 	require.NoError(t, err)
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	for i := 0; i < 12; i++ {
+	for i := 0; i < runs; i++ {
 		o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%02d", i), UID: fmt.Sprint("uid-", i)}
 		r := operations.Run{Owner: o, Phase: phase.New, Created: t0}
 		require.NoError(t, r.SetPhase(phase.WaitingForPluginOperations, "main run ended", t0))
 		var ops []operations.Operation
-		for j := 0; j < 40; j++ {
+		for j := 0; j < perRun; j++ {
 			ops = append(ops, operations.Operation{Owner: o, Action: "example.io/mover", ID: fmt.Sprintf("op-%03d", j),
 				Resource: operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: fmt.Sprint("pod-", j)},
 				Status:   operations.Status{Phase: operations.OperationInProgress, NTotal: 100, Description: "moving data along", Created: t0}})
 		}
 		require.NoError(t, s.CreateRunWithOperations(ctx, r, ops))
+		if complete {
+			ops[0].Status.Phase = operations.OperationCompleted
+			require.NoError(t, s.PutOperations(ctx, o, ops[:1]))
+		}
 	}
 	require.NoError(t, s.Close())
 	b, err := os.ReadFile(path)
@@ -255,32 +264,7 @@ func TestCheckRefusesPageCycle(t *testing.T) {
 
 // liveStoreFile writes a small store whose kv bucket spans a branch page and several
 // leaf pages, with a freelist that holds pages, closes it and returns its bytes.
-func liveStoreFile(t testing.TB) []byte {
-	t.Helper()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "store.db")
-	s, err := boltstore.Open(path, &boltstore.Options{NoSync: true})
-	require.NoError(t, err)
-	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	for i := 0; i < 2; i++ {
-		o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%d", i), UID: fmt.Sprint("uid-", i)}
-		r := operations.Run{Owner: o, Phase: phase.New, Created: t0}
-		require.NoError(t, r.SetPhase(phase.WaitingForPluginOperations, "main run ended", t0))
-		var ops []operations.Operation
-		for j := 0; j < 16; j++ {
-			ops = append(ops, operations.Operation{Owner: o, Action: "example.io/mover", ID: fmt.Sprintf("op-%03d", j),
-				Resource: operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: fmt.Sprint("pod-", j)},
-				Status:   operations.Status{Phase: operations.OperationInProgress, NTotal: 100, Description: "moving data along", Created: t0}})
-		}
-		require.NoError(t, s.CreateRunWithOperations(ctx, r, ops))
-		ops[0].Status.Phase = operations.OperationCompleted
-		require.NoError(t, s.PutOperations(ctx, o, ops[:1]))
-	}
-	require.NoError(t, s.Close())
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	return b
-}
+func liveStoreFile(t testing.TB) []byte { return storeOf(t, 2, 16, true) }
 
 // A liveByte is the offset of a byte that bbolt reads for the file's last transaction,
 // and what holds it.
