@@ -177,14 +177,10 @@ func demoLikeStore(t *testing.T) []byte {
 // is damaged, and salvage must exit 1.
 func TestCheckAndSalvageSeeChangedBytes(t *testing.T) {
 	good := demoLikeStore(t)
-	const pageSize = 4096
+	const pageSize = boltfault.PageSize
 	ne := binary.NativeEndian
-	// The meta page of the last transaction has the higher transaction ID.
-	last := 0
-	if ne.Uint64(good[pageSize+16+48:]) > ne.Uint64(good[16+48:]) {
-		last = 1
-	}
-	freelist := int(ne.Uint64(good[last*pageSize+16+32:]))
+	meta := boltfault.LastMeta(good)
+	last, freelist := meta.Page, meta.Freelist
 	require.Greater(t, int(ne.Uint16(good[freelist*pageSize+10:])), 0, "the freelist holds no page numbers")
 	runKey := inLeaf(t, good, "rBbackup-k.1")
 	leaf := inLeaf(t, good, "restore-1.1-op-3") / pageSize * pageSize
@@ -248,13 +244,9 @@ func inLeaf(t *testing.T, b []byte, s string) int {
 // data, a nil pointer or a foreign file.
 func TestDamageMessages(t *testing.T) {
 	good := demoLikeStore(t)
-	const pageSize = 4096
-	ne := binary.NativeEndian
-	last := 0
-	if ne.Uint64(good[pageSize+16+48:]) > ne.Uint64(good[16+48:]) {
-		last = 1
-	}
-	root := int(ne.Uint64(good[last*pageSize+16+16:]))
+	const pageSize = boltfault.PageSize
+	meta := boltfault.LastMeta(good)
+	root := meta.Root
 	write := func(t *testing.T, b []byte) string {
 		path := filepath.Join(t.TempDir(), "damaged.db")
 		require.NoError(t, os.WriteFile(path, b, 0o600))

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/itemops/itemops/internal/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/restoreorder"
@@ -84,16 +84,10 @@ func hostileInputs(t *testing.T) map[string][]byte {
 	in["opsfiles/endless-white-space.json.gz"] = gzipOf(t, append([]byte("["), bytes.Repeat([]byte(" "), 260<<20)...))
 
 	store := demoLikeStore(t)
-	const pageSize = 4096
-	ne := binary.NativeEndian
-	last := 0
-	if ne.Uint64(store[pageSize+16+48:]) > ne.Uint64(store[16+48:]) {
-		last = 1
-	}
-	pages := int(ne.Uint64(store[last*pageSize+16+40:]))
-	store = store[:pages*pageSize] // what bbolt uses; the rest is room to grow
-	root := int(ne.Uint64(store[last*pageSize+16+16:]))
-	freelist := int(ne.Uint64(store[last*pageSize+16+32:]))
+	const pageSize = boltfault.PageSize
+	meta := boltfault.LastMeta(store)
+	store = store[:meta.Pages*pageSize] // what bbolt uses; the rest is room to grow
+	last, root, freelist := meta.Page, meta.Root, meta.Freelist
 	change := func(at int, x byte) []byte {
 		b := bytes.Clone(store)
 		b[at] ^= x

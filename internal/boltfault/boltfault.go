@@ -48,3 +48,33 @@ func LoopBranch(path string) (int, error) {
 	binary.NativeEndian.PutUint64(b[branch*pageSize+16+8:], uint64(branch))
 	return branch, os.WriteFile(path, b, 0o600)
 }
+
+// PageSize is the page size of the stores the tests damage (bbolt's default on the
+// machines CI runs on).
+const PageSize = 4096
+
+// A Meta is what the meta page of a bbolt file's last transaction says, read from the
+// file's bytes as bbolt lays them out (after a page's 16-byte header: magic, version,
+// page size, flags, the root bucket's root page and sequence, the freelist's page, the
+// number of pages, the transaction ID).
+type Meta struct {
+	Page     int // 0 or 1: the meta page of the last transaction
+	Root     int // the root bucket's root page
+	Freelist int // the freelist's page
+	Pages    int // how many pages bbolt uses
+}
+
+// LastMeta returns the meta of the last transaction of the bbolt file b, whose pages
+// are PageSize bytes: the meta page with the higher transaction ID.
+func LastMeta(b []byte) Meta {
+	ne := binary.NativeEndian
+	var m Meta
+	if ne.Uint64(b[PageSize+16+48:]) > ne.Uint64(b[16+48:]) {
+		m.Page = 1
+	}
+	at := m.Page*PageSize + 16
+	m.Root = int(ne.Uint64(b[at+16:]))
+	m.Freelist = int(ne.Uint64(b[at+32:]))
+	m.Pages = int(ne.Uint64(b[at+40:]))
+	return m
+}
