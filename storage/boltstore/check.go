@@ -232,17 +232,18 @@ func (w *treeWalk) root(id uint64) error {
 	}
 	type entry struct{ key, value []byte }
 	var buckets []entry
-	for e := newElements(id, p, true); ; {
-		if !e.next() {
-			if e.err != nil {
-				return e.err
-			}
-			break
-		}
+	e := newElements(id, p, true)
+	for e.next() {
 		if e.flags != bucketFlag {
 			return fmt.Errorf("page %d: key %q of the root bucket is not a bucket", id, e.key)
 		}
 		buckets = append(buckets, entry{e.key, e.value})
+	}
+	if e.err != nil {
+		return e.err
+	}
+	if err := zeroAfter(id, p, e.used); err != nil {
+		return err
 	}
 	var version, seq []byte
 	for _, b := range buckets {
@@ -315,8 +316,29 @@ func (w *treeWalk) visit(pd pending) error {
 	if need := (uint64(used) + w.pageSize - 1) / w.pageSize; need != uint64(len(p))/w.pageSize {
 		return fmt.Errorf("page %d spans %d pages where its elements take %d", pd.id, uint64(len(p))/w.pageSize, need)
 	}
+	return zeroAfter(pd.id, p, used)
+}
+
+// zeroAfter checks that the bytes of page p (page id) after the used bytes are zero.
+// bbolt writes every page from a zeroed buffer, so a byte there was changed after the
+// write; and an element count cut to fewer elements, or to none, leaves the elements it
+// dropped there, which no other rule would see.
+func zeroAfter(id uint64, p []byte, used int) error {
+	for off := used; off < len(p); {
+		n := min(len(p)-off, len(zeroPage))
+		if !bytes.Equal(p[off:off+n], zeroPage[:n]) {
+			for p[off] == 0 {
+				off++
+			}
+			return fmt.Errorf("page %d: byte %d is not zero, though its elements, keys and values end at byte %d", id, off, used)
+		}
+		off += n
+	}
 	return nil
 }
+
+// zeroPage is what zeroAfter compares with.
+var zeroPage [4096]byte
 
 // bytes returns n bytes of the walk's buffer, which it grows when n needs more.
 func (w *treeWalk) bytes(n uint64) []byte {

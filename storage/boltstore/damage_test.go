@@ -381,6 +381,37 @@ func TestCheckFindsEveryChangedLiveByte(t *testing.T) {
 	t.Logf("changed %d live bytes (of %d in a file of %d bytes; by page kind %v) one at a time, with 2 masks: %d changes tried, %d reported", (len(live)+stride-1)/stride, len(live), len(b), kinds, tried, tried-missed)
 }
 
+// TestCheckFindsCutElementCount sets the element count of every branch and leaf page
+// of a store to each smaller value, down to none, and asserts that check reports each.
+// A count cut to none leaves no element whose position could be wrong; the dropped
+// elements are still in the page, after its end.
+func TestCheckFindsCutElementCount(t *testing.T) {
+	b := liveStoreFile(t)
+	dir := t.TempDir()
+	pages := 0
+	for _, lb := range liveBytes(t, b) {
+		kind := strings.Fields(lb.what)[0]
+		if (kind != "branch" && kind != "leaf") || lb.off%4096 != 0 {
+			continue // not the first byte of a branch or leaf page
+		}
+		pages++
+		at := lb.off + 10 // the page header's count
+		count := binary.NativeEndian.Uint16(b[at:])
+		for cut := uint16(0); cut < count; cut++ {
+			binary.NativeEndian.PutUint16(b[at:], cut)
+			// changeDetected XORs a byte; a mask of 0 writes the cut count as it is.
+			found, err := changeDetected(t, dir, b, at, 0)
+			if !found {
+				t.Errorf("%s with %d of its %d elements: check reports the file sound", lb.what, cut, count)
+			} else {
+				require.ErrorIs(t, err, boltstore.ErrCorrupt)
+			}
+		}
+		binary.NativeEndian.PutUint16(b[at:], count)
+	}
+	require.Greater(t, pages, 3, "branch and leaf pages tried")
+}
+
 // FuzzChangedLiveByte XORs one byte of the live data of a store (see liveBytes) with a
 // fuzzed mask; check must report it.
 func FuzzChangedLiveByte(f *testing.F) {
