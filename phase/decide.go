@@ -110,9 +110,9 @@ func OnRestart(kind Kind, p Phase, opts ...Option) (next Phase, reason string, c
 	}
 	switch {
 	case p == InProgress:
-		return Failed, fmt.Sprintf("found a %s with status %q during the server starting, mark it as %q", kind.noun(), InProgress, Failed), true
+		return Failed, fmt.Sprintf("found %s with status %q during the server starting, mark it as %q", kind.noun(), InProgress, Failed), true
 	case IsWaiting(p), IsFinalizing(p):
-		return p, fmt.Sprintf("found a %s with status %q during the server starting, resume it", kind.noun(), p), false
+		return p, fmt.Sprintf("found %s with status %q during the server starting, resume it", kind.noun(), p), false
 	}
 	return p, "", false
 }

@@ -111,11 +111,15 @@ func base(kind Kind, p Profile) (Kind, error) {
 	return "", fmt.Errorf("phase: %w: kind %s cannot follow %q (want Backup or Restore)", ErrUnknownKind, kind, p.Base)
 }
 
-// noun is the word for k in messages: the lowercase word Velero's messages use for
-// Backup and Restore, and a kind of one's own as it is written.
+// noun is k with its article, for messages: "a backup" and "a restore" as Velero's
+// messages write them, and a kind of one's own as it is written ("a DatabaseSnapshot",
+// "an AppBackup").
 func (k Kind) noun() string {
 	if k == Backup || k == Restore {
-		return strings.ToLower(string(k))
+		return "a " + strings.ToLower(string(k))
 	}
-	return string(k)
+	if k != "" && strings.ContainsRune("AEIOUaeiou", rune(k[0])) {
+		return "an " + string(k)
+	}
+	return "a " + string(k)
 }

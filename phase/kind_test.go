@@ -59,6 +59,9 @@ func TestDeclaredKindFollowsItsBase(t *testing.T) {
 	require.Equal(t, phase.Failed, to)
 	require.Equal(t, `found a DatabaseSnapshot with status "InProgress" during the server starting, mark it as "Failed"`, reason)
 
+	_, reason, _ = phase.OnRestart("AppBackup", phase.WaitingForPluginOperations, profile)
+	require.Equal(t, `found an AppBackup with status "WaitingForPluginOperations" during the server starting, resume it`, reason)
+
 	diagram, err := phase.Mermaid(snapshot, profile)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(diagram, "---\ntitle: DatabaseSnapshot (backup-like,queue profile)\n"), diagram)
