@@ -68,9 +68,10 @@ func (p Profile) String() string {
 }
 
 // ProfileOf returns the profile that opts select for kind, dropping the variants that do
-// not concern kind (for a kind of one's own, those that do not concern its base), and a
-// Base equal to kind. It is what [Machine.Profile] reports for a machine built with opts.
-// When several options name a Base, the last one counts.
+// not concern kind (for a kind of one's own, those that do not concern its base), and
+// dropping a Base that is kind itself (Backup following Backup is just Backup). It is
+// what [Machine.Profile] reports for a machine built with opts. When several options
+// name a Base, the last one counts.
 func ProfileOf(kind Kind, opts ...Option) Profile {
 	var p Profile
 	for _, o := range opts {
