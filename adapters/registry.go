@@ -331,7 +331,10 @@ func applicable[P selectorSource](ctx context.Context, mu *sync.RWMutex, t *tabl
 // Resolve returns the [operations.Tracker] of the plugins registered under action, for
 // the Monitor. The tracker serves an operation by its owner's kind: a backup's from the
 // backup item action of that name, or else the volume snapshotter; a restore's from the
-// restore item action. It fetches the owner's object with the registry's [Lookup] and
+// restore item action; an operation of a kind of one's own (see phase.Declare) from
+// whichever of those the name has (a name with both backup and restore actions fails
+// such operations with ErrUnknownPlugin, since the operation does not say which its kind
+// follows). It fetches the owner's object with the registry's [Lookup] and
 // passes it to the action's Progress or Cancel; a failing Lookup fails the call with an
 // error that wraps the Lookup's.
 //
@@ -364,16 +367,20 @@ type tracker[B, R any] struct {
 var _ operations.Tracker = (*tracker[struct{}, struct{}])(nil)
 
 func (t *tracker[B, R]) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+	kind, err := t.side(op)
+	if err != nil {
+		return operations.Progress{}, err
+	}
 	switch {
-	case op.Owner.Kind == phase.Backup && t.backupItem != nil:
+	case kind == phase.Backup && t.backupItem != nil:
 		b, err := lookup(ctx, t.backups, op.Owner)
 		if err != nil {
 			return operations.Progress{}, err
 		}
 		return t.backupItem.Progress(ctx, op.ID, b)
-	case op.Owner.Kind == phase.Backup && t.snapshotter != nil:
+	case kind == phase.Backup && t.snapshotter != nil:
 		return t.snapshotter.Progress(ctx, op.ID)
-	case op.Owner.Kind == phase.Restore && t.restoreItem != nil:
+	case kind == phase.Restore && t.restoreItem != nil:
 		r, err := lookup(ctx, t.restores, op.Owner)
 		if err != nil {
 			return operations.Progress{}, err
@@ -384,16 +391,20 @@ func (t *tracker[B, R]) Progress(ctx context.Context, op operations.Operation) (
 }
 
 func (t *tracker[B, R]) Cancel(ctx context.Context, op operations.Operation) error {
+	kind, err := t.side(op)
+	if err != nil {
+		return err
+	}
 	switch {
-	case op.Owner.Kind == phase.Backup && t.backupItem != nil:
+	case kind == phase.Backup && t.backupItem != nil:
 		b, err := lookup(ctx, t.backups, op.Owner)
 		if err != nil {
 			return err
 		}
 		return t.backupItem.Cancel(ctx, op.ID, b)
-	case op.Owner.Kind == phase.Backup && t.snapshotter != nil:
+	case kind == phase.Backup && t.snapshotter != nil:
 		return t.snapshotter.Cancel(ctx, op.ID)
-	case op.Owner.Kind == phase.Restore && t.restoreItem != nil:
+	case kind == phase.Restore && t.restoreItem != nil:
 		r, err := lookup(ctx, t.restores, op.Owner)
 		if err != nil {
 			return err
@@ -401,6 +412,26 @@ func (t *tracker[B, R]) Cancel(ctx context.Context, op operations.Operation) err
 		return t.restoreItem.Cancel(ctx, op.ID, r)
 	}
 	return t.unknown(op)
+}
+
+// side returns whose plugins serve op: Backup's (backup item actions and volume
+// snapshotters) or Restore's, as op's owner's kind says. An operation of a kind of one's
+// own (see phase.Declare) is served by the plugins the name has: its backup plugins when
+// it has only those, its restore item action when it has only that. A name with both
+// cannot tell which of them a kind of one's own follows, so side fails then, with an
+// error wrapping ErrUnknownPlugin.
+func (t *tracker[B, R]) side(op operations.Operation) (phase.Kind, error) {
+	if k := op.Owner.Kind; k == phase.Backup || k == phase.Restore {
+		return k, nil
+	}
+	backup := t.backupItem != nil || t.snapshotter != nil
+	switch {
+	case backup && t.restoreItem != nil:
+		return "", fmt.Errorf("plugin %q: has backup and restore actions, so it cannot tell which to call for operations of %s, a kind of one's own: register them under two names: %w", t.name, op.Owner, ErrUnknownPlugin)
+	case backup:
+		return phase.Backup, nil
+	}
+	return phase.Restore, nil
 }
 
 func (t *tracker[B, R]) unknown(op operations.Operation) error {

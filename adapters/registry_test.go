@@ -293,6 +293,9 @@ func TestRegistryResolve(t *testing.T) {
 	restoreOf := func(name string) operations.Owner {
 		return operations.Owner{Kind: phase.Restore, Name: name, UID: "u-" + name}
 	}
+	ownOf := func(kind phase.Kind, name string) operations.Owner {
+		return operations.Owner{Kind: kind, Name: name, UID: "u-" + name}
+	}
 
 	tests := []struct {
 		name      string
@@ -349,6 +352,22 @@ func TestRegistryResolve(t *testing.T) {
 			name: "adapted v1 reports no asynchronous operations", action: "backup-only", owner: backupOf("nightly"),
 			wantErr: operations.ErrAsyncOperationsNotSupported, wantAsked: []string{"Backup/nightly"},
 		},
+		{
+			name: "a kind of one's own goes to the only action of its name, a restore's", action: "restore-only", owner: ownOf("Migration", "m1"),
+			wantCalls: map[string][]call{"ria-only": {{Method: "Progress", ID: "op-1", Object: &restore{Name: "m1"}}}},
+			wantAsked: []string{"Migration/m1"},
+		},
+		{
+			name: "a kind of one's own, by a backup-only name", action: "backup-only", owner: ownOf("DatabaseSnapshot", "nightly"),
+			wantErr: operations.ErrAsyncOperationsNotSupported, wantAsked: []string{"DatabaseSnapshot/nightly"},
+		},
+		{
+			name: "a kind of one's own goes to the snapshotter", action: "snapshots", owner: ownOf("DatabaseSnapshot", "nightly"),
+		},
+		{
+			name: "a kind of one's own cannot choose between a backup and a restore action", action: "shared", owner: ownOf("DatabaseSnapshot", "nightly"),
+			wantErr: adapters.ErrUnknownPlugin,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -361,6 +380,8 @@ func TestRegistryResolve(t *testing.T) {
 			require.NoError(t, r.RegisterRestoreItemAction(ria))
 			require.NoError(t, r.RegisterVolumeSnapshotter(mover.VolumeSnapshotter()))
 			require.NoError(t, r.RegisterBackupItemActionV1("backup-only", &adaptertest.BackupItemActionV1[*backup]{}))
+			riaOnly := &fakeRestoreAction{name: "restore-only"}
+			require.NoError(t, r.RegisterRestoreItemAction(riaOnly))
 
 			id := "op-1"
 			if tc.action == "snapshots" {
@@ -389,6 +410,9 @@ func TestRegistryResolve(t *testing.T) {
 			}
 			if c := ria.recorded(); len(c) > 0 {
 				got["ria"] = c
+			}
+			if c := riaOnly.recorded(); len(c) > 0 {
+				got["ria-only"] = c
 			}
 			want := tc.wantCalls
 			if want == nil {

@@ -9,7 +9,8 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// An Owner is the backup or restore an operation belongs to. Kind and Name name its run;
+// An Owner is the backup, restore, or resource of a kind of one's own (see
+// [phase.Declare]) an operation belongs to. Kind and Name name its run;
 // UID, when set, says which object of that name it is (Velero's files record it): a store
 // refuses an owner whose UID differs from its stored run's with [ErrUIDMismatch], so a
 // re-created object never takes over a stale run. An empty UID matches any.
@@ -22,11 +23,14 @@ type Owner struct {
 // String returns "Kind/Name".
 func (o Owner) String() string { return string(o.Kind) + "/" + o.Name }
 
-// Validate reports an error wrapping [ErrInvalid] unless the kind is Backup or Restore,
-// the name is not empty, and the name and UID are at most [MaxNameBytes] long.
+// Validate reports an error wrapping [ErrInvalid] unless the kind passes
+// [phase.Kind.Validate] (Backup, Restore, or the name of a kind of one's own), the name
+// is not empty, and the name and UID are at most [MaxNameBytes] long. A bad kind's error
+// wraps phase.ErrUnknownKind too. Whether a kind of one's own is declared is checked
+// with the run's profile, by [Run.Validate].
 func (o Owner) Validate() error {
-	if o.Kind != phase.Backup && o.Kind != phase.Restore {
-		return fmt.Errorf("owner %s: kind %q is not Backup or Restore: %w", o, o.Kind, ErrInvalid)
+	if err := o.Kind.Validate(); err != nil {
+		return fmt.Errorf("owner %s: %w: %w", o, ErrInvalid, err)
 	}
 	if o.Name == "" {
 		return fmt.Errorf("owner %s: empty name: %w", o, ErrInvalid)

@@ -1,6 +1,7 @@
 package operations_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -33,7 +34,9 @@ func TestOwnerValidate(t *testing.T) {
 		{"empty name", operations.Owner{Kind: phase.Backup, UID: "u"}, true},
 		{"empty kind", operations.Owner{Name: "b"}, true},
 		{"kind in lowercase", operations.Owner{Kind: "backup", Name: "b"}, true},
-		{"unknown kind", operations.Owner{Kind: "Schedule", Name: "b"}, true},
+		{"kind of one's own", operations.Owner{Kind: "Schedule", Name: "b"}, false},
+		{"kind with a dash", operations.Owner{Kind: "Sched-ule", Name: "b"}, true},
+		{"kind longer than 63 bytes", operations.Owner{Kind: phase.Kind("S" + strings.Repeat("s", 63)), Name: "b"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,7 +121,8 @@ func TestOperationValidate(t *testing.T) {
 		{"empty phase", func(o *operations.Operation) { o.Status.Phase = "" }, true},
 		{"unknown phase", func(o *operations.Operation) { o.Status.Phase = "Canceled" }, true},
 		{"owner without a name", func(o *operations.Operation) { o.Owner.Name = "" }, true},
-		{"owner of unknown kind", func(o *operations.Operation) { o.Owner.Kind = "Schedule" }, true},
+		{"owner of a kind of one's own", func(o *operations.Operation) { o.Owner.Kind = "Schedule" }, false},
+		{"owner of a kind that is no name", func(o *operations.Operation) { o.Owner.Kind = "Sched ule" }, true},
 		{"progress beyond the total is fine", func(o *operations.Operation) { o.Status.NCompleted, o.Status.NTotal = 120, 100 }, false},
 		{"negative completed count", func(o *operations.Operation) { o.Status.NCompleted = -1 }, true},
 		{"negative total", func(o *operations.Operation) { o.Status.NTotal = -1 << 63 }, true},

@@ -1,6 +1,7 @@
 package operations
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -15,7 +16,8 @@ type Run struct {
 	Owner Owner
 	Phase phase.Phase
 	// Profile is the variant of the phase machine the run follows; it cannot change after
-	// the run is created.
+	// the run is created. For an owner of a kind of one's own it is the profile
+	// phase.Declare returned, which names the machine the kind follows.
 	Profile phase.Profile
 	// OperationTimeout bounds each of the run's operations, counted from the operation's
 	// Created time. Zero means the Monitor's default.
@@ -135,8 +137,9 @@ func (r *Run) SetPhase(to phase.Phase, reason string, at time.Time) error {
 	return nil
 }
 
-// Validate reports an error when r cannot be stored: an invalid owner (wrapping
-// [ErrInvalid]), a phase that is not one of its kind and profile (wrapping
+// Validate reports an error when r cannot be stored: an invalid owner, or an owner of a
+// kind of one's own whose Profile does not declare it (see phase.Declare) (wrapping
+// [ErrInvalid] and phase.ErrUnknownKind), a phase that is not one of its kind and profile (wrapping
 // [phase.ErrUnknownPhase]), or a FailureReason, cancel reason or History reason longer
 // than [MaxTextBytes] (wrapping [ErrInvalid]).
 func (r Run) Validate() error {
@@ -152,6 +155,10 @@ func (r Run) validPhase() error {
 		return err
 	}
 	if err := phase.Validate(r.Owner.Kind, r.Phase, r.Profile); err != nil {
+		if errors.Is(err, phase.ErrUnknownKind) {
+			// A kind of one's own without the profile that declares it.
+			return fmt.Errorf("run %s: %w: %w", r.Owner, ErrInvalid, err)
+		}
 		return fmt.Errorf("run %s: %w", r.Owner, err)
 	}
 	return nil
@@ -184,7 +191,7 @@ func (r Run) textTooLong(before *Run) error {
 
 // A RunFilter selects runs. Its zero value selects all.
 type RunFilter struct {
-	Kind   phase.Kind    // empty: both kinds
+	Kind   phase.Kind    // empty: every kind
 	Phases []phase.Phase // empty: every phase
 }
 

@@ -101,7 +101,9 @@ func StartRun(ctx context.Context, s Store, template Run, main func(context.Cont
 	r := template.Clone()
 	r.Phase, r.Created, r.History = phase.New, now, nil
 	if err := r.SetPhase(phase.InProgress, "main run started", now); err != nil {
-		return Run{}, fmt.Errorf("start run %s: %w", r.Owner, err)
+		// Every machine goes from New to InProgress: the template's kind is not one its
+		// profile declares (see phase.Declare).
+		return Run{}, fmt.Errorf("start run %s: %w: %w", r.Owner, ErrInvalid, err)
 	}
 	if err := r.Validate(); err != nil {
 		return Run{}, err

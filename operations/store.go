@@ -24,7 +24,8 @@ import (
 //     [ErrUIDMismatch], which wraps [ErrConflict], and changes nothing; CreateRun then
 //     reports ErrUIDMismatch, not [ErrExists]. An owner with an empty UID, or a run
 //     stored without one, matches any.
-//   - Runs are listed by kind (Backup first), then name. ListRuns costs in proportion to
+//   - Runs are listed by kind (Backup, then Restore, then kinds of one's own in the
+//     byte order of their names), then name. ListRuns costs in proportion to
 //     the runs it returns when the filter names phases, not to every run stored.
 //   - A run changes only through UpdateRun, an atomic read-modify-write: update gets a
 //     copy of the stored run and may be called more than once (the store retries after
@@ -63,7 +64,8 @@ type Store interface {
 	// stored. It fails with [ErrNotFound], with update's own error, or with the error of
 	// [ValidateRunUpdate].
 	UpdateRun(ctx context.Context, o Owner, update func(*Run) error) (Run, error)
-	// ListRuns returns the runs f selects, by kind, then name.
+	// ListRuns returns the runs f selects, by kind (Backup, Restore, then kinds of one's
+	// own by name), then name.
 	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
 	// DeleteRun deletes the run of o and all its operations, or fails with [ErrNotFound].
 	DeleteRun(ctx context.Context, o Owner) error

@@ -29,8 +29,8 @@ type Outcome struct {
 //     FinalizingPartiallyFailed when there were errors;
 //   - nothing pending, restores: Completed, or PartiallyFailed when there were errors.
 //
-// For a kind other than [Backup] and [Restore] it returns the empty Phase, which no
-// [Machine] accepts.
+// For a kind other than [Backup] and [Restore] that opts do not declare (see [Declare])
+// it returns the empty Phase, which no [Machine] accepts.
 func AfterMainRun(kind Kind, o Outcome, opts ...Option) Phase {
 	d, err := lookup(kind, opts)
 	if err != nil {
@@ -49,7 +49,7 @@ func AfterMainRun(kind Kind, o Outcome, opts ...Option) Phase {
 }
 
 // operationsEnded is the phase that follows the end of all operations.
-func (d *definition) operationsEnded(errs bool) Phase {
+func (d machineOf) operationsEnded(errs bool) Phase {
 	finalizing := d.member[Finalizing.index()]
 	switch {
 	case finalizing && errs:
@@ -102,16 +102,17 @@ func AfterPoll(kind Kind, current Phase, newErrors, pending int, opts ...Option)
 // reason text (`found a backup with status "InProgress" during the server starting, mark
 // it as "Failed"`) and changed true. Waiting and finalizing runs are resumed where they
 // are: next is p, changed is false, and reason says the run is resumed, for logs. Every
-// other phase, unknown kinds and unknown phases are left alone: p, "", false.
-func OnRestart(kind Kind, p Phase) (next Phase, reason string, changed bool) {
-	if !kind.valid() {
+// other phase, unknown kinds and unknown phases are left alone: p, "", false. A kind of
+// one's own needs its profile among opts (see [Declare]); other options are ignored.
+func OnRestart(kind Kind, p Phase, opts ...Option) (next Phase, reason string, changed bool) {
+	if _, err := base(kind, ProfileOf(kind, opts...)); err != nil {
 		return p, "", false
 	}
 	switch {
 	case p == InProgress:
-		return Failed, fmt.Sprintf("found a %s with status %q during the server starting, mark it as %q", kind.noun(), InProgress, Failed), true
+		return Failed, fmt.Sprintf("found %s with status %q during the server starting, mark it as %q", kind.noun(), InProgress, Failed), true
 	case IsWaiting(p), IsFinalizing(p):
-		return p, fmt.Sprintf("found a %s with status %q during the server starting, resume it", kind.noun(), p), false
+		return p, fmt.Sprintf("found %s with status %q during the server starting, resume it", kind.noun(), p), false
 	}
 	return p, "", false
 }

@@ -117,6 +117,11 @@ phases end at the final state (for backups, after Deleting). Every phase before 
 terminal ones can move to Failed by the ` + "`fail`" + ` event: that is how a cancelled run
 ends, wherever it was. The same diagrams print with
 ` + "`go run ./cmd/itemops phases`" + ` (add ` + "`-format dot`" + ` for Graphviz).
+
+A kind of one's own (a DatabaseSnapshot, a Migration) follows the machine of Backup or
+Restore under its own name: ` + "`phase.Declare(\"DatabaseSnapshot\", phase.Backup)`" + `
+returns the profile that says which, and its runs go through the phases drawn here
+for their base.
 `)
 	titles := map[string]string{
 		"backup":             "Backup, default profile",

@@ -36,6 +36,17 @@
 // ReadyToStart or Deleting phases. docs/phases.md in the repository draws all four
 // machines; [Mermaid] and [Graphviz] produce those drawings.
 //
+// # Kinds of one's own
+//
+// [Backup] and [Restore] are Velero's kinds. A program whose resource is neither (a
+// DatabaseSnapshot, a Migration) gives it a [Kind] of its own name, and declares which of
+// the two machines it follows with [Declare], which returns the [Profile] to pass with
+// the kind: the machine is then that of its base, under its own name. The profile names
+// the base in its Base field, so a run record that stores its profile (package
+// operations does) carries its kind's declaration with it, and no table of kinds is kept
+// anywhere. A kind of one's own passed without such a profile is refused with
+// [ErrUnknownKind], as is a name that is not 1 to [MaxKindBytes] letters and digits.
+//
 // # Events
 //
 // Each [Event] leads to one phase wherever it is accepted ([EventStart] to InProgress,

@@ -13,7 +13,8 @@ var ErrInvalidTransition = errors.New("invalid phase transition")
 // phase does not belong to the machine of a kind and profile (Queued for a restore, say).
 var ErrUnknownPhase = errors.New("unknown phase")
 
-// ErrUnknownKind is returned when a kind is neither [Backup] nor [Restore].
+// ErrUnknownKind is returned when a kind is neither [Backup] nor [Restore] nor a kind of
+// one's own declared by its profile (see [Declare]), or when a kind's name is not valid.
 var ErrUnknownKind = errors.New("unknown kind")
 
 // A TransitionError records a transition that was refused: an event fired in a phase

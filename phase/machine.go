@@ -17,7 +17,7 @@ import (
 // A Machine is safe for concurrent use; concurrent calls to [Machine.Fire] are serialized,
 // so of two events racing from the same phase exactly one can win.
 type Machine struct {
-	def *definition
+	def machineOf
 	// mu guards start and fsm, and serializes Fire: looplab/fsm releases its own event
 	// lock before it is done reading the new state (to let callbacks fire events), so
 	// two of its Event calls may race on it.
@@ -29,8 +29,9 @@ type Machine struct {
 // NewMachine returns a machine of kind in phase start, with the transitions the options
 // select. A phase loaded from storage is passed as start; there is no way to force a
 // phase afterwards. It fails with [ErrUnknownKind] for a kind other than [Backup] and
-// [Restore], and with [ErrUnknownPhase] when start is not a phase of that kind and
-// profile (Queued without [WithQueue], Deleting for a restore).
+// [Restore] that opts do not declare (see [Declare]), and with [ErrUnknownPhase] when
+// start is not a phase of that kind and profile (Queued without [WithQueue], Deleting
+// for a restore).
 func NewMachine(kind Kind, start Phase, opts ...Option) (*Machine, error) {
 	d, err := lookup(kind, opts)
 	if err != nil {
@@ -46,7 +47,7 @@ func NewMachine(kind Kind, start Phase, opts ...Option) (*Machine, error) {
 func (m *Machine) Kind() Kind { return m.def.kind }
 
 // Profile returns the variants the machine follows, without those that do not concern
-// its kind.
+// its kind; for a kind of one's own, its Base too.
 func (m *Machine) Profile() Profile { return m.def.profile }
 
 // Phase returns the current phase.

@@ -1,5 +1,7 @@
 package phase
 
+import "strings"
+
 // An Option selects a variant of the transitions. Options that do not concern a machine's
 // kind are ignored: [WithQueue] changes only backups, [WithRestoreFinalizing] only restores.
 type Option interface{ apply(Profile) Profile }
@@ -17,11 +19,17 @@ type Profile struct {
 	// before their terminal phase, as Velero does since 1.12, instead of straight to
 	// Completed or PartiallyFailed.
 	RestoreFinalizing bool `json:"restoreFinalizing,omitempty"`
+	// Base is the kind whose transitions a kind of one's own follows, Backup or Restore
+	// ([Declare] sets it). It is empty for Backup and Restore themselves.
+	Base Kind `json:"base,omitempty"`
 }
 
 func (p Profile) apply(to Profile) Profile {
 	to.Queue = to.Queue || p.Queue
 	to.RestoreFinalizing = to.RestoreFinalizing || p.RestoreFinalizing
+	if p.Base != "" {
+		to.Base = p.Base
+	}
 	return to
 }
 
@@ -38,8 +46,16 @@ func WithQueue() Option { return queueOption }
 func WithRestoreFinalizing() Option { return restoreFinalizingOption }
 
 // String names the profile: "default", "queue", "restore-finalizing", or both joined by a
-// comma.
+// comma; a profile with a Base starts with "backup-like" or "restore-like" instead of
+// "default" ("backup-like,queue").
 func (p Profile) String() string {
+	if p.Base != "" {
+		s := strings.ToLower(string(p.Base)) + "-like"
+		if q := (Profile{Queue: p.Queue, RestoreFinalizing: p.RestoreFinalizing}); q != (Profile{}) {
+			s += "," + q.String()
+		}
+		return s
+	}
 	switch {
 	case p.Queue && p.RestoreFinalizing:
 		return "queue,restore-finalizing"
@@ -52,13 +68,22 @@ func (p Profile) String() string {
 }
 
 // ProfileOf returns the profile that opts select for kind, dropping the variants that do
-// not concern kind. It is what [Machine.Profile] reports for a machine built with opts.
+// not concern kind (for a kind of one's own, those that do not concern its base), and
+// dropping a Base that is kind itself (Backup following Backup is just Backup). It is
+// what [Machine.Profile] reports for a machine built with opts. When several options
+// name a Base, the last one counts.
 func ProfileOf(kind Kind, opts ...Option) Profile {
 	var p Profile
 	for _, o := range opts {
 		if o != nil {
 			p = o.apply(p)
 		}
+	}
+	if p.Base == kind {
+		p.Base = ""
+	}
+	if kind != Backup && kind != Restore {
+		kind = p.Base
 	}
 	switch kind {
 	case Backup:

@@ -164,30 +164,44 @@ func eventIndex(e Event) int {
 	return -1
 }
 
-// lookup returns the definition of kind with opts applied.
-func lookup(kind Kind, opts []Option) (*definition, error) {
-	p := ProfileOf(kind, opts...)
-	switch {
-	case kind == Backup && !p.Queue:
-		return definitions[0], nil
-	case kind == Backup:
-		return definitions[1], nil
-	case kind == Restore && !p.RestoreFinalizing:
-		return definitions[2], nil
-	case kind == Restore:
-		return definitions[3], nil
-	}
-	return nil, fmt.Errorf("phase: %w %q (want Backup or Restore)", ErrUnknownKind, kind)
+// A machineOf is the definition a kind follows, with the kind and the profile it was
+// looked up with: a kind of one's own shares the definition of its base.
+type machineOf struct {
+	*definition
+	kind    Kind
+	profile Profile
 }
 
-// check returns p's index when p belongs to d, or an error wrapping ErrUnknownPhase.
-func (d *definition) check(p Phase) (int, error) {
+// lookup returns the definition of kind with opts applied. It fails with an error
+// wrapping ErrUnknownKind (see base).
+func lookup(kind Kind, opts []Option) (machineOf, error) {
+	p := ProfileOf(kind, opts...)
+	b, err := base(kind, p)
+	if err != nil {
+		return machineOf{}, err
+	}
+	m := machineOf{kind: kind, profile: p}
+	switch {
+	case b == Backup && !p.Queue:
+		m.definition = definitions[0]
+	case b == Backup:
+		m.definition = definitions[1]
+	case !p.RestoreFinalizing:
+		m.definition = definitions[2]
+	default:
+		m.definition = definitions[3]
+	}
+	return m, nil
+}
+
+// check returns p's index when p belongs to m, or an error wrapping ErrUnknownPhase.
+func (m machineOf) check(p Phase) (int, error) {
 	i := p.index()
 	if i < 0 {
 		return -1, fmt.Errorf("phase: %w %q", ErrUnknownPhase, p)
 	}
-	if !d.member[i] {
-		return -1, fmt.Errorf("phase: %w: %s is not a phase of a %s machine (profile %s)", ErrUnknownPhase, p, d.kind, d.profile)
+	if !m.member[i] {
+		return -1, fmt.Errorf("phase: %w: %s is not a phase of a %s machine (profile %s)", ErrUnknownPhase, p, m.kind, m.profile)
 	}
 	return i, nil
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -19,26 +21,24 @@ import (
 func runCancel(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("cancel", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: itemops cancel [-kind backup|restore] [-reason TEXT] DB RUN")
+		fmt.Fprintln(stderr, "usage: itemops cancel [-kind backup|restore|KIND] [-reason TEXT] DB RUN")
 		fmt.Fprintln(stderr, "\nrecords a request to cancel the run RUN of the boltstore file DB; the Monitor")
 		fmt.Fprintln(stderr, "cancels its operations and fails it on its next pass. A request cannot be withdrawn.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	kind := fs.String("kind", "", "the run's `kind`, backup or restore; needed only when a backup and a restore share the name")
+	kind := fs.String("kind", "", "the run's `kind`: backup, restore, or the name of a kind of one's own (DatabaseSnapshot); needed only when runs of several kinds share the name")
 	reason := fs.String("reason", "cancelled from the command line", "who asks and why; becomes the run's failure reason")
 	if err := parseArgs(fs, args, 2, "DB and RUN"); err != nil {
 		return err
 	}
 	db, name := fs.Arg(0), fs.Arg(1)
-	kinds := []phase.Kind{phase.Backup, phase.Restore}
-	switch *kind {
-	case "":
-	case "backup":
-		kinds = kinds[:1]
-	case "restore":
-		kinds = kinds[1:]
-	default:
-		return usageError{fmt.Sprintf("-kind %q: want backup or restore", *kind)}
+	var want phase.Kind // empty: any kind
+	if *kind != "" {
+		k, err := phase.ParseKind(*kind)
+		if err != nil && phase.Kind(*kind).Validate() != nil {
+			return usageError{fmt.Sprintf("-kind %q: want backup, restore, or the name of a kind (letters and digits)", *kind)}
+		}
+		want = cmp.Or(k, phase.Kind(*kind))
 	}
 	// cancel changes a store; it never creates one. The hook closes the window in which
 	// the file could vanish after the Lstat: bbolt then fails to open it.
@@ -54,6 +54,10 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	}
 	defer s.Close()
 	ctx := context.Background()
+	kinds := []phase.Kind{phase.Backup, phase.Restore}
+	if want != "" {
+		kinds = []phase.Kind{want}
+	}
 	var found []operations.Owner
 	for _, k := range kinds {
 		o := operations.Owner{Kind: k, Name: name}
@@ -63,11 +67,34 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if want == "" {
+		// Runs of kinds of one's own are found by a listing. A store too damaged to list
+		// may still cancel the Backup or Restore found above.
+		runs, err := s.ListRuns(ctx, operations.RunFilter{})
+		if err != nil && len(found) == 0 {
+			return err
+		}
+		for _, r := range runs {
+			if r.Owner.Name == name && r.Owner.Kind != phase.Backup && r.Owner.Kind != phase.Restore {
+				found = append(found, operations.Owner{Kind: r.Owner.Kind, Name: name})
+			}
+		}
+	}
 	switch len(found) {
 	case 0:
 		return fmt.Errorf("%s has no run %q", db, name)
+	case 1:
 	case 2:
-		return usageError{fmt.Sprintf("both a backup and a restore are named %q: say which with -kind", name)}
+		if found[0].Kind == phase.Backup && found[1].Kind == phase.Restore {
+			return usageError{fmt.Sprintf("both a backup and a restore are named %q: say which with -kind", name)}
+		}
+		fallthrough
+	default:
+		kinds := make([]string, len(found))
+		for i, o := range found {
+			kinds[i] = string(o.Kind)
+		}
+		return usageError{fmt.Sprintf("runs of %d kinds are named %q (%s): say which with -kind", len(found), name, strings.Join(kinds, ", "))}
 	}
 	r, err := operations.RequestCancel(ctx, s, found[0], *reason, time.Now())
 	if err != nil {

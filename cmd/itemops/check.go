@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,11 +119,13 @@ func readAll(ctx context.Context, s operations.Store) readResult {
 		res.lost = append(res.lost, fmt.Errorf("listing all runs: %w", err))
 		seen := map[operations.Owner]bool{}
 		runs = nil
-		for _, kind := range []phase.Kind{phase.Backup, phase.Restore} {
+		// The empty kind lists every kind: it finds the runs of kinds of one's own, whose
+		// names only a listing tells.
+		for _, kind := range []phase.Kind{phase.Backup, phase.Restore, ""} {
 			for _, p := range phase.Phases() {
 				some, err := s.ListRuns(ctx, operations.RunFilter{Kind: kind, Phases: []phase.Phase{p}})
 				if err != nil {
-					res.lost = append(res.lost, fmt.Errorf("%s runs in %s: %w", kind, p, err))
+					res.lost = append(res.lost, fmt.Errorf("%s runs in %s: %w", cmp.Or(kind, "all"), p, err))
 					continue
 				}
 				for _, r := range some {

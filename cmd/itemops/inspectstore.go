@@ -95,7 +95,14 @@ func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
 
 	at := now()
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "boltstore %s: %s (%d Backup, %d Restore), %s\n", name, plural(len(runs), "run"), byKind[phase.Backup], byKind[phase.Restore], counts(total, byPhase))
+	kinds := fmt.Sprintf("%d Backup, %d Restore", byKind[phase.Backup], byKind[phase.Restore])
+	for i, r := range runs {
+		// Kinds of one's own, in listing order: each is counted at its first run.
+		if k := r.Owner.Kind; k != phase.Backup && k != phase.Restore && (i == 0 || runs[i-1].Owner.Kind != k) {
+			kinds += fmt.Sprintf(", %d %s", byKind[k], k)
+		}
+	}
+	fmt.Fprintf(&out, "boltstore %s: %s (%s), %s\n", name, plural(len(runs), "run"), kinds, counts(total, byPhase))
 	if len(runs) == 0 {
 		_, err := stdout.Write(out.Bytes())
 		return err

@@ -6,7 +6,7 @@
 //	itemops inspect [-run NAME] FILE|DB
 //	itemops phases [-kind backup|restore] [-format mermaid|dot] [-queue] [-restore-finalizing]
 //	itemops check DB
-//	itemops cancel [-kind backup|restore] [-reason TEXT] DB RUN
+//	itemops cancel [-kind backup|restore|KIND] [-reason TEXT] DB RUN
 //	itemops salvage DB NEW
 //
 // demo backs up a synthetic application, then restores it, through the itemops packages,
@@ -26,7 +26,9 @@
 // progress, the age of its start and of its last update, and its error. A file that
 // cannot be read gives the decoder's error, saying where the file is broken, and exit
 // status 1. Given a boltstore file instead (told from its first bytes), it prints the
-// store's runs, then each run with its phase history and its operations. The store is
+// store's runs (by kind, counted per kind: Backup, Restore, then the kinds of one's own
+// a program declared, by name), then each run with its phase history and its
+// operations. The store is
 // opened read-only, so several inspections may run at once; a store that another process
 // writes to is refused (boltstore.ErrLocked). A store of an earlier schema is read
 // through a migrated copy, and the file is left as it is.
@@ -35,7 +37,8 @@
 // names one.
 //
 // cancel records a request to cancel a run of a boltstore file, with a reason; the
-// Monitor honours it on its next pass. A request cannot be withdrawn, and a run that has
+// Monitor honours it on its next pass. -kind is needed only when runs of several kinds
+// share the name: backup, restore, or the name of a kind of one's own. A request cannot be withdrawn, and a run that has
 // ended cannot be cancelled.
 //
 // check reads every page of a boltstore file and every run and operation in it, and

@@ -32,11 +32,20 @@ type BackupReconciler struct {
 	Store   operations.Store
 	Plugins *Plugins
 	Events  events.EventRecorder
+	// Kind is the kind of the AppBackups' runs (see NewKind).
+	Kind controllerruntime.Kind
 	// Monitor polls the uploads; SetupWithManager sets it.
 	Monitor *controllerruntime.Monitor
 }
 
 var persistentVolumeClaims = schema.GroupResource{Resource: "persistentvolumeclaims"}
+
+// NewKind declares the kind of the AppBackups' runs: a kind of the operator's own, named
+// after the resource, that goes through the phases of a backup. The runs, the reasons
+// their statuses and Events give, the metrics and itemops inspect say AppBackup.
+func NewKind() (controllerruntime.Kind, error) {
+	return controllerruntime.DeclareKind("AppBackup", phase.Backup)
+}
 
 // Reconcile starts the run of the AppBackup req names, if it has none, and brings its
 // status up to date with the run; for an AppBackup being deleted it cancels the run's
@@ -46,16 +55,15 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if deleted, err := r.Monitor.HandleDeletion(ctx, r.Client, &b, phase.Backup); deleted || err != nil {
+	if deleted, err := r.Monitor.HandleDeletion(ctx, r.Client, &b, r.Kind.Name); deleted || err != nil {
 		return ctrl.Result{}, err
 	}
-	o := controllerruntime.OwnerOf(phase.Backup, &b)
 	main := func(ctx context.Context) (operations.MainRun, error) { return r.mainRun(ctx, &b) }
-	if _, err := r.Monitor.StartRun(ctx, operations.Run{Owner: o}, main); err != nil {
+	if _, err := r.Monitor.StartRun(ctx, r.Kind.Run(&b), main); err != nil {
 		return ctrl.Result{}, err
 	}
 	from := b.Status.Phase
-	run, changed, err := b.Status.SetFromStore(ctx, r.Store, o, b.Generation)
+	run, changed, err := b.Status.SetFromStore(ctx, r.Store, r.Kind.Owner(&b), b.Generation)
 	if err != nil || !changed {
 		return ctrl.Result{}, err
 	}
@@ -99,6 +107,6 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.Monitor = m
 	return ctrl.NewControllerManagedBy(mgr).For(&AppBackup{}).
-		WatchesRawSource(m.Source(phase.Backup)).
+		WatchesRawSource(m.Source(r.Kind.Name)).
 		Complete(controllerruntime.Gate(m, r))
 }

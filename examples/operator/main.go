@@ -65,7 +65,11 @@ func newReconciler(clock clock.Clock, opts []monitor.Option, objs ...client.Obje
 	if err := plugins.RegisterBackupItemAction(up); err != nil {
 		return nil, nil, nil, err
 	}
-	r := &BackupReconciler{Client: c, Store: memstore.New(), Plugins: plugins, Events: events.NewFakeRecorder(100)}
+	kind, err := NewKind()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r := &BackupReconciler{Client: c, Store: memstore.New(), Plugins: plugins, Events: events.NewFakeRecorder(100), Kind: kind}
 	r.Monitor, err = controllerruntime.New(mgr, r.Store, r.Plugins, append([]monitor.Option{monitor.WithClock(clock)}, opts...)...)
 	return r, mgr, up, err
 }

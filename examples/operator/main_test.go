@@ -16,7 +16,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/itemops/itemops/clock/clocktest"
-	"github.com/itemops/itemops/integrations/controllerruntime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
@@ -86,9 +85,11 @@ func TestFakeClockToCompleted(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	run, err := r.Store.GetRun(context.Background(), controllerruntime.OwnerOf(phase.Backup, &b))
+	run, err := r.Store.GetRun(context.Background(), r.Kind.Owner(&b))
 	require.NoError(t, err)
 	require.Equal(t, far, run.Created)
+	require.Equal(t, phase.Kind("AppBackup"), run.Owner.Kind, "the run is of the operator's own kind")
+	require.Equal(t, phase.Profile{Base: phase.Backup}, run.Profile)
 }
 
 // TestDeletedBackup deletes an AppBackup while its uploads run: the reconcile that sees
@@ -109,7 +110,7 @@ func TestDeletedBackup(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, up.running(), "uploads left running")
 	require.True(t, apierrors.IsNotFound(r.Client.Get(ctx, key, &b)), "the AppBackup is gone")
-	_, err = r.Store.GetRun(ctx, controllerruntime.OwnerOf(phase.Backup, newBackup("uid-1")))
+	_, err = r.Store.GetRun(ctx, r.Kind.Owner(newBackup("uid-1")))
 	require.ErrorIs(t, err, operations.ErrNotFound)
 }
 
@@ -152,4 +153,34 @@ func (u *uploader) running() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// TestRunsOfTheOwnKind: the AppBackup's run is of the kind AppBackup, and the reason
+// Recover gives a run a crash left InProgress names that kind; the status's conditions
+// carry it.
+func TestRunsOfTheOwnKind(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.NewClock(far)
+	r, _, _, err := newReconciler(clock, nil, newBackup("uid-1"))
+	require.NoError(t, err)
+	var b AppBackup
+	require.NoError(t, r.Client.Get(ctx, key, &b))
+	crashed := r.Kind.Run(&b)
+	crashed.Phase, crashed.Created = phase.New, far
+	require.NoError(t, crashed.SetPhase(phase.InProgress, "main run started", far))
+	require.NoError(t, r.Store.CreateRun(ctx, crashed))
+	_, err = r.Monitor.Recover(ctx)
+	require.NoError(t, err)
+
+	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+	require.NoError(t, err)
+	require.NoError(t, r.Client.Get(ctx, key, &b))
+	reason := `found an AppBackup with status "InProgress" during the server starting, mark it as "Failed"`
+	require.Equal(t, "Failed", b.Status.Phase)
+	require.Equal(t, reason, b.Status.FailureReason)
+	require.Equal(t, "Degraded", b.Status.Conditions[2].Type)
+	require.Equal(t, reason, b.Status.Conditions[2].Message)
+	run, err := r.Store.GetRun(ctx, r.Kind.Owner(&b))
+	require.NoError(t, err)
+	require.Equal(t, phase.Kind("AppBackup"), run.Owner.Kind)
 }

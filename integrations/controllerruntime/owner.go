@@ -2,6 +2,7 @@ package controllerruntime
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,4 +59,49 @@ func Lookup[T client.Object](c client.Reader, newObject func() T) func(context.C
 		stand.SetUID(types.UID(o.UID))
 		return stand, nil
 	}
+}
+
+// A Kind is what an operator's runs are: the kind that names them and the profile of the
+// phase machine they follow. An operator declares it once, in its reconciler's
+// configuration, and builds every owner and run template from it, so that no run of the
+// kind is ever started without its profile:
+//
+//	snapshots, err := controllerruntime.DeclareKind("DatabaseSnapshot", phase.Backup)
+//	...
+//	run, err := m.StartRun(ctx, snapshots.Run(&obj), mainRun)
+//
+// Its zero value names no kind. For Velero's kinds, Kind{Name: phase.Backup} (or
+// phase.Restore, with the profile of their options) does; their runs show as before.
+type Kind struct {
+	// Name is the kind of the runs' owners: phase.Backup, phase.Restore, or a kind of
+	// the operator's own, which runs, their events and reasons, the metrics (label
+	// "kind") and itemops inspect show.
+	Name phase.Kind
+	// Profile is the runs' profile: for a kind of one's own, the one phase.Declare
+	// returns, which names the machine the kind follows.
+	Profile phase.Profile
+}
+
+// DeclareKind returns the Kind name that follows the phase machine of base (phase.Backup
+// or phase.Restore) with the variants opts select, as [phase.Declare] does: a run of
+// the kind goes through the phases of base under its own name. It fails with an error
+// wrapping phase.ErrUnknownKind when name is not 1 to 63 ASCII letters and digits
+// starting with a letter, when base is neither Backup nor Restore, or when name is
+// Backup or Restore and base the other.
+func DeclareKind(name, base phase.Kind, opts ...phase.Option) (Kind, error) {
+	p, err := phase.Declare(name, base, opts...)
+	if err != nil {
+		return Kind{}, fmt.Errorf("controllerruntime: declare kind: %w", err)
+	}
+	return Kind{Name: name, Profile: p}, nil
+}
+
+// Owner returns the owner of obj's run, of kind k.Name (see [OwnerOf]).
+func (k Kind) Owner(obj client.Object) operations.Owner { return OwnerOf(k.Name, obj) }
+
+// Run returns the template of obj's run for [Monitor.StartRun]: the owner of
+// [Kind.Owner] and the profile k.Profile. Set the template's other fields (its
+// operation timeout, its item counts) before starting it.
+func (k Kind) Run(obj client.Object) operations.Run {
+	return operations.Run{Owner: k.Owner(obj), Profile: k.Profile}
 }

@@ -195,12 +195,19 @@ func TestOwnerWithoutUIDRefused(t *testing.T) {
 // with the Monitor of New, and returns the Monitor; the manager stops at the test's end.
 func startManager(t *testing.T, c client.Client, resolver operations.Resolver, opts ...monitor.Option) *Monitor {
 	t.Helper()
+	return startManagerOn(t, c, memstore.New(), resolver, opts...)
+}
+
+// startManagerOn starts a manager whose client is c, with a Monitor over store, and
+// returns the Monitor once it has recovered; the manager stops when the test ends.
+func startManagerOn(t *testing.T, c client.Client, store operations.Store, resolver operations.Resolver, opts ...monitor.Option) *Monitor {
+	t.Helper()
 	mgr, err := manager.New(&rest.Config{Host: "http://127.0.0.1:1"}, manager.Options{
 		Metrics: metricsserver.Options{BindAddress: "0"}, Logger: logr.Discard(),
 		NewClient: func(*rest.Config, client.Options) (client.Client, error) { return c, nil },
 	})
 	require.NoError(t, err)
-	m, err := New(mgr, memstore.New(), resolver, opts...)
+	m, err := New(mgr, store, resolver, opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)

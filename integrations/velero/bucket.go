@@ -177,12 +177,17 @@ func load(ctx context.Context, s operations.Store, run operations.Run, to phase.
 // run's operations (see monitor.WithObserver), as Velero's operations controllers
 // upload the file after a reconcile that found errors or an end.
 //
-// A run without operations uploads nothing, as in Velero, which writes no file for a
-// backup or restore without asynchronous operations. Errors from s and bs are returned
-// wrapped; a failed upload leaves the file in the
-// bucket as it was, for Velero's object stores write objects whole. Save reads the
+// Save refuses an owner of a kind other than Backup and Restore (a kind of one's own, see
+// phase.Declare) with an error wrapping operations.ErrInvalid: Velero's bucket has no
+// place for it. A run without operations uploads nothing, as in Velero, which writes no
+// file for a backup or restore without asynchronous operations. Errors from s and bs are
+// returned wrapped; a failed upload leaves the file in the bucket as it was, for
+// Velero's object stores write objects whole. Save reads the
 // operations at one instant; a write to s after that is uploaded by the next Save.
 func Save(ctx context.Context, s operations.Store, bs BackupStore, o operations.Owner) error {
+	if o.Kind != phase.Backup && o.Kind != phase.Restore {
+		return fmt.Errorf("velero: save %s: kind %q is not Backup or Restore, the only kinds of Velero's bucket: %w", o, o.Kind, operations.ErrInvalid)
+	}
 	if err := upload(ctx, s, bs, o); err != nil {
 		return fmt.Errorf("velero: save %s: %w", o, err)
 	}

@@ -178,6 +178,30 @@ func TestConversionRefusesTheWrongKind(t *testing.T) {
 	require.ErrorIs(t, err, operations.ErrInvalid, "a restore record has no post-operation items")
 }
 
+// TestOwnKindsAreRefused: Velero knows only backups and restores, so every way into its
+// files and plugins refuses an owner of a kind of one's own, saying so.
+func TestOwnKindsAreRefused(t *testing.T) {
+	own := operations.Owner{Kind: "DatabaseSnapshot", Name: "orders", UID: "u"}
+	op := operations.Operation{Owner: own, ID: "1"}
+	_, err := velero.ToBackupOperation(op)
+	require.ErrorIs(t, err, operations.ErrInvalid)
+	_, err = velero.ToRestoreOperation(op)
+	require.ErrorIs(t, err, operations.ErrInvalid)
+	err = velero.Save(context.Background(), nil, nil, own)
+	require.ErrorIs(t, err, operations.ErrInvalid)
+	require.ErrorContains(t, err, `kind "DatabaseSnapshot" is not Backup or Restore`)
+
+	h := newHarness(t, phase.Backup, phase.WaitingForPluginOperations, testNow)
+	tr, err := h.resolver().Resolve(h.action)
+	require.NoError(t, err)
+	op.Action = h.action
+	_, err = tr.Progress(context.Background(), op)
+	require.ErrorIs(t, err, operations.ErrInvalid)
+	require.ErrorContains(t, err, `kind "DatabaseSnapshot" is not Backup or Restore`)
+	err = tr.Cancel(context.Background(), op)
+	require.ErrorIs(t, err, operations.ErrInvalid)
+}
+
 // TestVeleroWritesWhatEncodeWrites uploads random records through Velero's own path
 // (its item-operations map's upload, encode.ToJSONGzip, the object-store BackupStore),
 // and compares the object with what opsfile.Encode writes for the converted

@@ -98,7 +98,7 @@ func (t tracker) Progress(ctx context.Context, op operations.Operation) (operati
 			p, err = FromProgress(vp), perr
 		}
 	default:
-		err = fmt.Errorf("velero: operation %q: %w: unknown kind %q", op.ID, operations.ErrInvalid, op.Owner.Kind)
+		err = fmt.Errorf("velero: operation %q: %w: kind %q is not Backup or Restore, the only kinds Velero's plugins serve", op.ID, operations.ErrInvalid, op.Owner.Kind)
 	}
 	if err != nil {
 		return operations.Progress{}, t.pluginError(op, err)
@@ -122,7 +122,7 @@ func (t tracker) Cancel(ctx context.Context, op operations.Operation) error {
 			err = a.Cancel(op.ID, rs)
 		}
 	default:
-		err = fmt.Errorf("velero: operation %q: %w: unknown kind %q", op.ID, operations.ErrInvalid, op.Owner.Kind)
+		err = fmt.Errorf("velero: operation %q: %w: kind %q is not Backup or Restore, the only kinds Velero's plugins serve", op.ID, operations.ErrInvalid, op.Owner.Kind)
 	}
 	if err != nil {
 		return t.pluginError(op, err)

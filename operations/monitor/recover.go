@@ -52,7 +52,7 @@ func recoverRuns(ctx context.Context, s operations.Store, clk clock.Clock, cance
 	}
 	for _, r := range stuck {
 		if cancel != nil {
-			_, reason, _ := phase.OnRestart(r.Owner.Kind, r.Phase)
+			_, reason, _ := phase.OnRestart(r.Owner.Kind, r.Phase, r.Profile)
 			if err := cancel(ctx, r.Owner, reason); err != nil {
 				return res, fmt.Errorf("cancel the operations of %s: %w", r.Owner, err)
 			}
@@ -64,7 +64,7 @@ func recoverRuns(ctx context.Context, s operations.Store, clk clock.Clock, cance
 				next    phase.Phase
 				changed bool
 			)
-			next, reason, changed = phase.OnRestart(r.Owner.Kind, r.Phase)
+			next, reason, changed = phase.OnRestart(r.Owner.Kind, r.Phase, r.Profile)
 			if !changed {
 				return errNoChange // moved on since it was listed
 			}

@@ -157,6 +157,9 @@ func checkEncodable(kind phase.Kind, op *operations.Operation) error {
 	if kind != phase.Backup && kind != phase.Restore {
 		return fmt.Errorf("encoder kind %q is not Backup or Restore: %w", kind, operations.ErrInvalid)
 	}
+	if op.Owner.Kind != phase.Backup && op.Owner.Kind != phase.Restore {
+		return fmt.Errorf("operation %q of %s: kind %q is not Backup or Restore, the only kinds of Velero's files: %w", op.ID, op.Owner, op.Owner.Kind, operations.ErrInvalid)
+	}
 	if op.Owner.Kind != kind {
 		return fmt.Errorf("operation %q belongs to %s, not to a %s: %w", op.ID, op.Owner, kind, operations.ErrInvalid)
 	}

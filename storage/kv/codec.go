@@ -129,10 +129,14 @@ func appendOperation(b []byte, op *operations.Operation) []byte {
 	return appendTime(b, st.Updated)
 }
 
-// Profile flags of a run record.
+// Profile flags of a run record. The base flags name the machine a kind of one's own
+// follows (phase.Profile's Base); runs of Backup and Restore have neither.
 const (
 	profileQueue             = 1 << 0
 	profileRestoreFinalizing = 1 << 1
+	profileBaseBackup        = 1 << 2
+	profileBaseRestore       = 1 << 3
+	profileFlags             = profileQueue | profileRestoreFinalizing | profileBaseBackup | profileBaseRestore
 )
 
 // appendRun appends the record of r; the owner's kind and name are not written, as the
@@ -151,6 +155,12 @@ func appendRun(b []byte, r *operations.Run) []byte {
 	}
 	if r.Profile.RestoreFinalizing {
 		flags |= profileRestoreFinalizing
+	}
+	switch r.Profile.Base {
+	case phase.Backup:
+		flags |= profileBaseBackup
+	case phase.Restore:
+		flags |= profileBaseRestore
 	}
 	b = append(b, flags)
 	b = appendInt(b, int64(r.OperationTimeout))
@@ -473,10 +483,16 @@ func (d *decoder) run(o operations.Owner) (operations.Run, error) {
 	r.Owner.UID = d.str()
 	r.Phase = phase.Phase(d.str())
 	flags := d.u8()
-	if flags&^(profileQueue|profileRestoreFinalizing) != 0 {
+	if flags&^profileFlags != 0 || flags&profileBaseBackup != 0 && flags&profileBaseRestore != 0 {
 		d.fail("unknown profile flags %#x", flags)
 	}
 	r.Profile = phase.Profile{Queue: flags&profileQueue != 0, RestoreFinalizing: flags&profileRestoreFinalizing != 0}
+	switch {
+	case flags&profileBaseBackup != 0:
+		r.Profile.Base = phase.Backup
+	case flags&profileBaseRestore != 0:
+		r.Profile.Base = phase.Restore
+	}
 	r.OperationTimeout = time.Duration(d.varint())
 	r.ItemsTotal = d.intv()
 	r.ItemsDone = d.intv()

@@ -36,7 +36,15 @@
 //	o <kind> <len(name)> <name> i <id>          <seq> and phase code of operation id
 //	o <kind> <len(name)> <name> t <batch> <n>   chunk n of a staged batch
 //
-// <kind> is 'B' or 'R', so runs list by kind, then name. <seq> is the 8-byte big-endian
+// <kind> is 'B' or 'R' for Backup and Restore, and for a kind of one's own (see
+// phase.Declare) 'X', the kind's name, and a zero byte, so runs list by kind (Backup,
+// Restore, then kinds of one's own by name), then name; a kind's name is letters and
+// digits, so the zero byte ends it. The phase index of a kind of one's own puts the
+// phase first, so that one scan lists a phase's runs of every such kind:
+//
+//	p X <phase> 0x00 <kind name> 0x00 <name>    a copy of the run record, by phase
+//
+// The kind of one's own's machine is named by the profile in the run record. <seq> is the 8-byte big-endian
 // number an operation ID got when it was first put, so records list in first-put order.
 // An operation's record moves from u to f once, when it finishes. Listing the unfinished
 // operations of a run reads only its u keys; listing runs by phase reads only the p keys

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -28,33 +29,74 @@ const (
 // formatValue is what the format key holds in every store of this layout.
 const formatValue = "itemops.kv/1"
 
-// Kind bytes. Backup sorts before Restore.
+// Kind bytes. Backup sorts before Restore, and both before the kinds of one's own
+// (kindOwn), which follow their byte by their name and a zero byte.
 const (
 	kindBackup  = 'B'
 	kindRestore = 'R'
+	kindOwn     = 'X'
 )
 
-func kindByte(k phase.Kind) byte {
-	if k == phase.Backup {
-		return kindBackup
+// appendKind appends the kind part of a key: 'B' or 'R' for Backup and Restore, and
+// for a kind of one's own 'X', its name, and a zero byte. A kind's name is letters and
+// digits (phase.Kind.Validate), so the zero byte ends it: no kind's part is a prefix of
+// another's, and kinds of one's own sort by name.
+func appendKind(b []byte, k phase.Kind) []byte {
+	switch k {
+	case phase.Backup:
+		return append(b, kindBackup)
+	case phase.Restore:
+		return append(b, kindRestore)
 	}
-	return kindRestore
+	return append(append(append(b, kindOwn), k...), 0)
 }
 
-func kindOf(b byte) (phase.Kind, bool) {
-	switch b {
+// kindLen is the length of the kind part of a key of kind k.
+func kindLen(k phase.Kind) int {
+	if k == phase.Backup || k == phase.Restore {
+		return 1
+	}
+	return len(k) + 2
+}
+
+// cutKind reads the kind part at the start of b and returns the kind and the rest. It
+// reports false when b does not start with one.
+func cutKind(b []byte) (phase.Kind, []byte, bool) {
+	if len(b) == 0 {
+		return "", nil, false
+	}
+	switch b[0] {
 	case kindBackup:
-		return phase.Backup, true
+		return phase.Backup, b[1:], true
 	case kindRestore:
-		return phase.Restore, true
+		return phase.Restore, b[1:], true
+	case kindOwn:
+		i := bytes.IndexByte(b[1:], 0)
+		if i < 0 {
+			return "", nil, false
+		}
+		k := phase.Kind(b[1 : 1+i])
+		if k == phase.Backup || k == phase.Restore || k.Validate() != nil {
+			return "", nil, false
+		}
+		return k, b[2+i:], true
 	}
-	return "", false
+	return "", nil, false
 }
 
-// runKey is "r", the kind byte, then the name, so run keys sort by kind, then name.
+// runKey is "r", the kind part, then the name, so run keys sort by kind, then name.
 func runKey(o operations.Owner) []byte {
-	k := make([]byte, 0, 2+len(o.Name))
-	return append(append(k, prefixRun, kindByte(o.Kind)), o.Name...)
+	k := make([]byte, 0, 1+kindLen(o.Kind)+len(o.Name))
+	return append(appendKind(append(k, prefixRun), o.Kind), o.Name...)
+}
+
+// runPrefix is the prefix of the run keys of kind, or of every kind of one's own when
+// kind is empty.
+func runPrefix(kind phase.Kind) []byte {
+	if kind == "" {
+		return []byte{prefixRun, kindOwn}
+	}
+	return appendKind([]byte{prefixRun}, kind)
 }
 
 // ownerOfRunKey returns the owner (without UID) a run key names.
@@ -62,30 +104,59 @@ func ownerOfRunKey(k []byte) (operations.Owner, error) {
 	if len(k) < 3 || k[0] != prefixRun {
 		return operations.Owner{}, fmt.Errorf("run key %q: %w", k, operations.ErrCorrupt)
 	}
-	kind, ok := kindOf(k[1])
+	kind, name, ok := cutKind(k[1:])
 	if !ok {
 		return operations.Owner{}, fmt.Errorf("run key %q: unknown kind: %w", k, operations.ErrCorrupt)
 	}
-	return operations.Owner{Kind: kind, Name: string(k[2:])}, nil
+	if len(name) == 0 {
+		return operations.Owner{}, fmt.Errorf("run key %q: no name: %w", k, operations.ErrCorrupt)
+	}
+	return operations.Owner{Kind: kind, Name: string(name)}, nil
 }
 
-// idxPrefix is the prefix of the phase index entries of runs of kind in phase p: "p",
-// the kind byte, the phase, a zero byte. Each entry appends the run's name and holds a
-// copy of its record, so runs are listed by phase with one scan.
+// idxPrefix is the prefix of the phase index entries of runs of kind in phase p. For
+// Backup and Restore it is "p", the kind byte, the phase, a zero byte; each entry
+// appends the run's name and holds a copy of its record, so runs are listed by phase with
+// one scan. For a kind of one's own the phase comes before the kind's name: "p", 'X',
+// the phase, a zero byte, then the kind part without its 'X' (the name and a zero byte),
+// so that the runs of every kind of one's own in one phase are listed by one scan too,
+// the prefix idxPrefix("", p) (which ends after the phase's zero byte).
 func idxPrefix(kind phase.Kind, p phase.Phase) []byte {
-	k := make([]byte, 0, 3+len(p))
-	k = append(append(k, prefixIdx, kindByte(kind)), p...)
-	return append(k, 0)
+	k := make([]byte, 0, 3+len(p)+kindLen(kind))
+	if kind == phase.Backup || kind == phase.Restore {
+		k = appendKind(append(k, prefixIdx), kind)
+		return append(append(k, p...), 0)
+	}
+	k = append(append(append(k, prefixIdx, kindOwn), p...), 0)
+	if kind == "" {
+		return k
+	}
+	return append(append(k, kind...), 0)
 }
 
 func idxKey(o operations.Owner, p phase.Phase) []byte { return append(idxPrefix(o.Kind, p), o.Name...) }
 
-// opsPrefix is the prefix of every key of the operations of o's run: "o", the kind byte,
+// ownerOfOwnIdxKey returns the owner (without UID) of a phase index key of a kind of
+// one's own, whose prefix idxPrefix("", p) is start.
+func ownerOfOwnIdxKey(start, k []byte) (operations.Owner, error) {
+	rest := k[len(start):]
+	i := bytes.IndexByte(rest, 0)
+	var kind phase.Kind
+	if i > 0 {
+		kind = phase.Kind(rest[:i])
+	}
+	if i < 0 || kind == phase.Backup || kind == phase.Restore || kind.Validate() != nil || i+1 == len(rest) {
+		return operations.Owner{}, fmt.Errorf("phase index key %q: %w", k, operations.ErrCorrupt)
+	}
+	return operations.Owner{Kind: kind, Name: string(rest[i+1:])}, nil
+}
+
+// opsPrefix is the prefix of every key of the operations of o's run: "o", the kind part,
 // the name's length as a varint, then the name, so that no run's prefix is a prefix of
 // another's.
 func opsPrefix(o operations.Owner) []byte {
-	k := make([]byte, 0, 2+binary.MaxVarintLen64+len(o.Name)+1+8)
-	k = append(k, prefixOps, kindByte(o.Kind))
+	k := make([]byte, 0, 1+kindLen(o.Kind)+binary.MaxVarintLen64+len(o.Name)+1+8)
+	k = appendKind(append(k, prefixOps), o.Kind)
 	k = binary.AppendUvarint(k, uint64(len(o.Name)))
 	return append(k, o.Name...)
 }

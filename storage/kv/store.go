@@ -269,18 +269,20 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	return after, nil
 }
 
-// ListRuns returns the runs f selects, by kind (Backup first), then name. When f names
-// phases it reads only the phase index entries of those phases. It fails with an error
-// wrapping [operations.ErrCorrupt] when a record does not decode, and with ctx.Err() or
-// the backend's error.
+// ListRuns returns the runs f selects, by kind (Backup, Restore, then kinds of one's own
+// in the byte order of their names), then name. When f names phases it reads only the
+// phase index entries of those phases. It fails with an error wrapping
+// [operations.ErrCorrupt] when a record does not decode, and with ctx.Err() or the
+// backend's error.
 func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
 	if s == nil {
 		return nil, ErrClosed
 	}
-	kinds := []phase.Kind{phase.Backup, phase.Restore}
+	// The kinds to read, in listing order; "" stands for every kind of one's own.
+	kinds := []phase.Kind{phase.Backup, phase.Restore, ""}
 	if f.Kind != "" {
-		kinds = nil // no run has another kind
-		if f.Kind == phase.Backup || f.Kind == phase.Restore {
+		kinds = nil // no run has a kind that is no name
+		if f.Kind.Validate() == nil {
 			kinds = []phase.Kind{f.Kind}
 		}
 	}
@@ -288,7 +290,7 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 	err := s.b.Read(ctx, func(r Reader) error {
 		if len(f.Phases) == 0 {
 			for _, kind := range kinds {
-				start := []byte{prefixRun, kindByte(kind)}
+				start := runPrefix(kind)
 				err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 					o, err := ownerOfRunKey(k)
 					if err != nil {
@@ -318,6 +320,12 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 				start := idxPrefix(kind, p)
 				err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 					o := operations.Owner{Kind: kind, Name: string(k[len(start):])}
+					if kind == "" {
+						var err error
+						if o, err = ownerOfOwnIdxKey(start, k); err != nil {
+							return err
+						}
+					}
 					run, err := decodeRun(o, v)
 					if err != nil {
 						return fmt.Errorf("phase index entry of run %s: %w", o, err)
@@ -332,7 +340,9 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 					return err
 				}
 			}
-			slices.SortFunc(out[n:], func(a, b operations.Run) int { return cmp.Compare(a.Owner.Name, b.Owner.Name) })
+			slices.SortFunc(out[n:], func(a, b operations.Run) int {
+				return cmp.Or(cmp.Compare(a.Owner.Kind, b.Owner.Kind), cmp.Compare(a.Owner.Name, b.Owner.Name))
+			})
 		}
 		return nil
 	})

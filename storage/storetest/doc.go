@@ -62,8 +62,14 @@
 //     [operations.ValidateBatch] or [operations.ValidateOperationUpdate] (its 500th
 //     operation invalid, a finished operation moved back) leaves even its valid
 //     operations unwritten. Operations need their run, and go with it on DeleteRun.
-//   - Order and filters: runs by kind then name (byte order), operations in the order
-//     their IDs were first put, also after replacements and through every filter.
+//   - Order and filters: runs by kind (Backup, Restore, then kinds of one's own by name)
+//     then name (byte order), operations in the order their IDs were first put, also
+//     after replacements and through every filter.
+//   - Kinds of one's own (Runs/OwnKinds): runs of kinds declared with phase.Declare,
+//     beside Backup and Restore runs of the same names and with kinds whose names are
+//     each other's prefixes, are stored with their profile, listed by kind and by
+//     phase, moved along their base's machine, and deleted, each alone with its
+//     operations; a kind without its profile is refused (operations.ErrInvalid).
 //   - Isolation: changing a value, or the slices inside it, after passing it to the
 //     store or receiving it from the store changes nothing stored.
 //   - Context: every method returns an error wrapping the context's error when called

@@ -37,6 +37,7 @@ func runChecks(cfg config) []check {
 		{"ListOrder", testListOrder},
 		{"ListFilter", testListFilter},
 		{"ListFollowsUpdatesAndDeletes", testListFollowsUpdatesAndDeletes},
+		{"OwnKinds", testOwnKinds},
 	}
 }
 

@@ -280,10 +280,22 @@ func (s *simpleStore) ListRuns(ctx context.Context, f operations.RunFilter) ([]o
 	}
 	if s.fault != creationOrder {
 		slices.SortFunc(out, func(a, b operations.Run) int {
-			return cmp.Or(cmp.Compare(a.Owner.Kind, b.Owner.Kind), cmp.Compare(a.Owner.Name, b.Owner.Name))
+			return cmp.Or(cmp.Compare(kindRank(a.Owner.Kind), kindRank(b.Owner.Kind)), cmp.Compare(a.Owner.Kind, b.Owner.Kind), cmp.Compare(a.Owner.Name, b.Owner.Name))
 		})
 	}
 	return out, nil
+}
+
+// kindRank orders kinds as the contract lists them: Backup, Restore, then kinds of
+// one's own.
+func kindRank(k phase.Kind) int {
+	switch k {
+	case phase.Backup:
+		return 0
+	case phase.Restore:
+		return 1
+	}
+	return 2
 }
 
 func (s *simpleStore) DeleteRun(ctx context.Context, o operations.Owner) error {
