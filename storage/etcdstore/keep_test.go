@@ -1,0 +1,119 @@
+package etcdstore_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
+	"github.com/itemops/itemops/storage/etcdstore"
+)
+
+// revision returns the revision of the etcd server c reaches.
+func revision(t *testing.T, c *clientv3.Client) int64 {
+	t.Helper()
+	resp, err := c.Get(bg, "revision", clientv3.WithCountOnly())
+	require.NoError(t, err)
+	return resp.Header.Revision
+}
+
+// TestKeptClaimsWriteOnlyChanges runs a Monitor on 20 runs of 5 operations, on an etcd of
+// its own, and counts the revisions each pass of Run writes once the first pass has
+// claimed the runs: one per run (the batch of its operations) when every operation
+// reports new progress, none when nothing moves. The claims stay with the Monitor from
+// pass to pass; when Run returns, no claim and no key of the replica is left. A pass of
+// RunOnce, outside Run, still claims and gives up each run: three revisions per run.
+func TestKeptClaimsWriteOnlyChanges(t *testing.T) {
+	const runs, perRun, passes = 20, 5, 6
+	for _, tc := range []struct {
+		name    string
+		plugin  operations.Tracker
+		perPass int64
+	}{
+		{"every operation moves", &moving{}, runs},
+		{"nothing moves", forever{}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := etcdstore.StartServer(t)
+			c := etcdstore.NewClient(t, srv)
+			prefix := etcdstore.NewPrefix()
+			s := etcdstore.OpenStore(t, c, prefix, nil)
+			seed(t, s, runs, perRun)
+			// The first pass claims the runs and moves the operations from New; the
+			// second finds the progress the first wrote. The next ones are counted.
+			const warmUp = 2
+			var (
+				mu    sync.Mutex
+				revs  []int64
+				stats []monitor.PassStats
+				done  = make(chan struct{})
+			)
+			observe := func(st monitor.PassStats) {
+				rev := revision(t, c)
+				mu.Lock()
+				defer mu.Unlock()
+				if len(revs) == warmUp+passes {
+					return
+				}
+				revs, stats = append(revs, rev), append(stats, st)
+				if len(revs) == warmUp+passes {
+					close(done)
+				}
+			}
+			resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return tc.plugin, nil })
+			m := monitor.New(s, resolver, monitor.WithInterval(10*time.Millisecond), monitor.WithObserver(monitor.Observer{Pass: observe}))
+			ctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { errc <- m.Run(ctx) }()
+			select {
+			case <-done:
+			case err := <-errc:
+				t.Fatalf("Run returned %v", err)
+			}
+			cancel()
+			require.ErrorIs(t, <-errc, context.Canceled)
+
+			mu.Lock() // Run has returned; RunOnce below calls observe, which returns at once
+			mu.Unlock()
+			for i, st := range stats {
+				require.Equal(t, runs, st.Runs, "runs polled in pass %d", i)
+				require.Zero(t, st.Skipped, "runs skipped in pass %d", i)
+			}
+			var got, want []int64
+			for i := warmUp; i < len(revs); i++ {
+				got, want = append(got, revs[i]-revs[i-1]), append(want, tc.perPass)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("revisions written per pass (-want +got):\n%s", d)
+			}
+			require.Empty(t, rawKeys(t, c, prefix+"claims/"), "claims left after Run")
+			require.Empty(t, rawKeys(t, c, prefix+"replicas/"), "replica keys left after Run")
+
+			before := revision(t, c)
+			st, err := m.RunOnce(bg)
+			require.NoError(t, err)
+			require.Equal(t, runs, st.Runs, "runs polled by RunOnce")
+			require.Equal(t, 2*runs+tc.perPass, revision(t, c)-before, "revisions of a RunOnce pass")
+			require.Empty(t, rawKeys(t, c, prefix+"claims/"), "claims left after RunOnce")
+		})
+	}
+}
+
+// rawKeys returns the keys under prefix.
+func rawKeys(t *testing.T, c *clientv3.Client, prefix string) []string {
+	t.Helper()
+	resp, err := c.Get(bg, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	var keys []string
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	return keys
+}
