@@ -25,9 +25,9 @@ import (
 // balances the runs: it gives up the claims of the runs the pass did not claim (they
 // ended, or another took them), counts the live sessions n, and hands over the claims
 // beyond its share, runs/n rounded up. A run handed over keeps its claim key, with a value
-// that says from when another store may claim it: interval after the hand-over, so that no
-// operation is polled by two replicas within one interval (the replicas' clocks must
-// agree to well within the interval). The session takes a handed-over run only while it
+// that says from when another store may claim it: interval after the session's last poll
+// of the run ended, so that no operation is polled by two replicas within one interval
+// (the replicas' clocks must agree to well within the interval). The session takes a handed-over run only while it
 // holds less than its share, and takes back one of its own only an interval later still,
 // or when no other replica took it for two intervals. A run no one holds goes to whoever
 // claims it first, whatever the shares.
@@ -45,6 +45,12 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration) (keep co
 		claims: make(map[string]*kept), markers: make(map[string]int64), share: -1}
 	k.mu.Lock()
 	k.register(ctx)
+	// Until its first pass counts the runs, the session's share is that of the runs
+	// claimed now: a replica that joins others takes no more than its share of what
+	// they hand over.
+	if claims, n, err := k.count(ctx); err == nil && claims > 0 {
+		k.share = share(claims, n)
+	}
 	k.mu.Unlock()
 	return context.WithValue(ctx, keepKey{}, k), k.endPass, k.end
 }
@@ -88,6 +94,9 @@ type kept struct {
 	ss    *session // the session whose lease holds it
 	inUse bool     // a Monitor works on the run: between ClaimRun and release
 	pass  int64    // the pass that last claimed it
+	// released is when its Monitor last released it: the Monitor's last poll of the
+	// run had ended then.
+	released time.Time
 }
 
 // register writes the session's key under replicas/ if the store's live session does not
@@ -154,7 +163,7 @@ func (k *keeper) releaser(key string, rev int64) func() {
 				return
 			}
 			if !k.ended {
-				c.inUse = false
+				c.inUse, c.released = false, time.Now()
 				k.mu.Unlock()
 				return
 			}
@@ -214,18 +223,10 @@ func (k *keeper) endPass(runs int) {
 		}
 	}
 	k.pass++
-	var n int64
-	err := s.b.rpc(ctx, func(ctx context.Context) error {
-		resp, err := s.b.client.Get(ctx, s.prefix+"replicas/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err == nil {
-			n = resp.Count
-		}
-		return err
-	})
+	_, n, err := k.count(ctx)
 	var handOver []string
 	if err == nil {
-		n = max(n, 1)
-		k.share = int((int64(runs) + n - 1) / n)
+		k.share = share(int64(runs), n)
 		if surplus := len(k.claims) - len(give) - k.share; surplus > 0 {
 			var idle []string
 			for key, c := range k.claims {
@@ -246,9 +247,9 @@ func (k *keeper) endPass(runs int) {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", k.claims[key].rev))
 		ops = append(ops, clientv3.OpDelete(key))
 	}
-	free := markerValue(time.Now().Add(k.interval), s.b.opts.Identity)
 	for _, key := range handOver {
 		c := k.claims[key]
+		free := markerValue(c.released.Add(k.interval), s.b.opts.Identity)
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", c.rev))
 		ops = append(ops, clientv3.OpPut(key, free, clientv3.WithLease(c.ss.id)))
 	}
@@ -261,6 +262,30 @@ func (k *keeper) endPass(runs int) {
 			k.markers[key] = rev[i]
 		}
 	}
+}
+
+// count returns how many claim keys (hand-overs included) and keep sessions the store's
+// prefix holds, in one read.
+func (k *keeper) count(ctx context.Context) (claims, sessions int64, err error) {
+	s := k.s
+	err = s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) error {
+		resp, err := s.b.client.Txn(ctx).Then(
+			clientv3.OpGet(s.prefix+"claims/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+			clientv3.OpGet(s.prefix+"replicas/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		).Commit()
+		if err == nil {
+			claims = resp.Responses[0].GetResponseRange().Count
+			sessions = resp.Responses[1].GetResponseRange().Count
+		}
+		return err
+	})
+	return claims, sessions, err
+}
+
+// share is the share of runs of one of n keep sessions: runs/n rounded up.
+func share(runs, n int64) int {
+	n = max(n, 1)
+	return int((runs + n - 1) / n)
 }
 
 // end ends the session (see KeepClaims).
