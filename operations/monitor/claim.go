@@ -16,7 +16,8 @@ import (
 // KeepClaims starts a keep session for a Run whose passes start every interval. Run
 // passes the context it returns to ClaimRun: the release function of a claim made under
 // that context keeps the claim for the session instead of giving it up, and the next
-// ClaimRun of the run under it takes the claim back. Run calls pass at the end of each
+// ClaimRun of the run under it takes the claim back. Since such a store can answer most
+// claims from what it keeps, Run's passes claim a run before they read it. Run calls pass at the end of each
 // pass whose lists of runs it read, with how many runs they held (the store may then give
 // up the claims of runs the pass did not work on, and hand its surplus to other
 // replicas), and end once, when it returns: end gives up every claim the session keeps,
@@ -26,6 +27,9 @@ import (
 type claimKeeper interface {
 	KeepClaims(ctx context.Context, interval time.Duration) (keep context.Context, pass func(runs int), end func())
 }
+
+// keptKey marks the context of Run's passes when the store keeps its claims.
+type keptKey struct{}
 
 // claim claims the run of o when the store is a RunClaimer; otherwise every run is the
 // Monitor's to work on.

@@ -33,7 +33,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 	if k, ok := m.claimer.(claimKeeper); ok {
 		keep, pass, end := k.KeepClaims(ctx, m.cfg.interval)
 		defer end()
-		ctx, passed = keep, pass
+		ctx, passed = context.WithValue(keep, keptKey{}, true), pass
 	}
 	for {
 		_, listed, err := m.runOnce(ctx)

@@ -107,6 +107,9 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		if ok || busy {
 			return release, ok, s.ready(ctx)
 		}
+		if k.heldByOther(ctx, key) {
+			return nil, false, s.ready(ctx)
+		}
 	}
 	s.heldMu.Lock()
 	_, busy := s.held[key]

@@ -18,7 +18,10 @@ import (
 // under the context keep stays with the session when its release function is called:
 // the session keeps it under the store's lease, and the session's next ClaimRun of the
 // run takes it back without a request to etcd. A replica thus holds its runs from pass
-// to pass, and a pass writes to etcd only the operations and runs that changed.
+// to pass, and a pass writes to etcd only the operations and runs that changed. In each
+// pass, the session's first claim reads all the claims at once; until the next pass, a
+// claim of a run another store held then fails without a request (a run that store gives
+// up meanwhile is claimed in the next pass).
 //
 // The session counts itself among the replicas with a key under replicas/, bound to the
 // store's lease. pass, called at the end of each pass with how many runs the pass found,
@@ -41,7 +44,7 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration) (keep co
 	if s.Store == nil {
 		return ctx, func(int) {}, func() {}
 	}
-	k := &keeper{s: s, interval: interval, seq: keeperSeq.Add(1),
+	k := &keeper{s: s, interval: interval, seq: keeperSeq.Add(1), seen: -1,
 		claims: make(map[string]*kept), markers: make(map[string]int64), share: -1}
 	k.mu.Lock()
 	k.register(ctx)
@@ -86,6 +89,11 @@ type keeper struct {
 	pass     int64            // the number of the pass under way
 	share    int              // the most claims to keep; -1 until a pass has counted
 	ended    bool
+	// others holds the claim keys that other stores held when the session last read
+	// them, in the pass numbered seen: the session's claims of those runs fail without
+	// a request to etcd until the next pass reads them again.
+	others map[string]bool
+	seen   int64
 }
 
 // kept is a claim of a keep session.
@@ -172,6 +180,51 @@ func (k *keeper) releaser(key string, rev int64) func() {
 			k.s.release(key, rev)
 		})
 	}
+}
+
+// heldByOther reports whether another store held the claim under key when the session
+// last read the claims, reading them first once in each pass (and forgetting then the
+// hand-overs that others took). A read that fails reports false: ClaimRun then asks
+// etcd.
+func (k *keeper) heldByOther(ctx context.Context, key string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ended {
+		return false
+	}
+	if k.seen != k.pass {
+		ss, err := k.s.session(ctx)
+		if err != nil {
+			return false
+		}
+		s := k.s
+		var (
+			others  = make(map[string]bool)
+			markers = make(map[string]int64) // the session's hand-overs not yet taken
+		)
+		err = s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) error {
+			resp, err := s.b.client.Get(ctx, s.prefix+"claims/", clientv3.WithPrefix())
+			if err != nil {
+				return err
+			}
+			for _, kv := range resp.Kvs {
+				key := string(kv.Key)
+				_, handedOver := parseMarker(kv.Value)
+				switch {
+				case !handedOver && clientv3.LeaseID(kv.Lease) != ss.id:
+					others[key] = true
+				case handedOver && k.markers[key] == kv.ModRevision:
+					markers[key] = kv.ModRevision
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return false
+		}
+		k.others, k.markers, k.seen = others, markers, k.pass
+	}
+	return k.others[key]
 }
 
 // full reports whether the session holds its share of the runs or more.

@@ -2,6 +2,7 @@ package etcdstore_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -80,7 +81,9 @@ func TestKeptClaimsWriteOnlyChanges(t *testing.T) {
 			cancel()
 			require.ErrorIs(t, <-errc, context.Canceled)
 
-			mu.Lock() // Run has returned; RunOnce below calls observe, which returns at once
+			// Run has returned; RunOnce below calls observe, which then changes nothing.
+			mu.Lock()
+			revs, stats = slices.Clone(revs), slices.Clone(stats)
 			mu.Unlock()
 			for i, st := range stats {
 				require.Equal(t, runs, st.Runs, "runs polled in pass %d", i)
