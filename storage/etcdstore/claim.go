@@ -83,10 +83,12 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 //
 // When ctx carries a keep session of this store ([Store.KeepClaims]), release keeps the
 // claim for the session, and the session's next claim of the run takes it back without a
-// request to etcd. Otherwise release gives the claim up: it forgets it at once, then
-// deletes its key (if it is still this claim), waiting at most [Options.RequestTimeout]
-// for etcd; later calls do nothing. When etcd does not answer, the key stays until the lease
-// expires, and until then this store's next claim of the run adopts it. ClaimRun fails
+// request to etcd; a claim of a run that another store held when the session last read
+// the claims (once a pass) reports ok false without a request either. Otherwise release
+// gives the claim up: it forgets it at once, then deletes its key (if it is still this
+// claim), waiting at most [Options.RequestTimeout] for etcd; later calls do nothing.
+// When etcd does not answer, the key stays until the lease expires, and until then this
+// store's next claim of the run adopts it. ClaimRun fails
 // with [ErrUnavailable], [ErrClosed] or ctx.Err(), or with [operations.ErrInvalid] for
 // an invalid owner. The claim's request is not cut short when ctx ends (it takes at most
 // [Options.RequestTimeout]): a claim made for a caller that has gone is given up before
@@ -104,8 +106,14 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 	k := s.keeperOf(ctx)
 	if k != nil {
 		release, ok, busy := k.adopt(key)
-		if ok || busy {
-			return release, ok, s.ready(ctx)
+		switch {
+		case ok && s.ready(ctx) != nil:
+			release() // the caller has gone: the session keeps the claim
+			return nil, false, s.ready(ctx)
+		case ok:
+			return release, true, nil
+		case busy:
+			return nil, false, s.ready(ctx)
 		}
 		if k.heldByOther(ctx, key) {
 			return nil, false, s.ready(ctx)

@@ -30,16 +30,21 @@ import (
 // beyond its share, runs/n rounded up. A run handed over keeps its claim key, with a value
 // that says from when another store may claim it: interval after the session's last poll
 // of the run ended, so that no operation is polled by two replicas within one interval
-// (the replicas' clocks must agree to well within the interval). The session takes a handed-over run only while it
-// holds less than its share, and takes back one of its own only an interval later still,
-// or when no other replica took it for two intervals. A run no one holds goes to whoever
-// claims it first, whatever the shares.
+// (the replicas' clocks must agree to well within the interval). The session takes a
+// handed-over run only while it holds less than its share, and takes back one of its own
+// only an interval later still, or when no other replica took it for two intervals. A
+// run no one holds goes to whoever claims it first, whatever the shares.
 //
 // end gives up every claim the session keeps, and its hand-overs and its key under
 // replicas/, in a few transactions, waiting at most [Options.RequestTimeout] for etcd;
 // when etcd does not answer, they end with the store's lease. After end, claims made
 // under keep are given up when released, as outside a session. keep is a child of ctx;
-// the session ends only by end. pass and end are safe for concurrent use; neither fails.
+// the session ends only by end.
+//
+// KeepClaims writes the replica key and counts the claims (each request within
+// Options.RequestTimeout, or until ctx ends); when etcd does not answer, the first pass
+// makes up for them. pass and end are safe for concurrent use; none of the three fails.
+// On the zero Store, or after Close, the session keeps nothing.
 func (s *Store) KeepClaims(ctx context.Context, interval time.Duration) (keep context.Context, pass func(runs int), end func()) {
 	if s.Store == nil {
 		return ctx, func(int) {}, func() {}
@@ -64,7 +69,7 @@ var keeperSeq atomic.Int64
 // keepKey is the context key under which ClaimRun finds its keep session.
 type keepKey struct{}
 
-// keeperOf returns the live keep session of this store that ctx carries, or nil.
+// keeperOf returns the keep session of this store that ctx carries, or nil.
 func (s *Store) keeperOf(ctx context.Context) *keeper {
 	k, _ := ctx.Value(keepKey{}).(*keeper)
 	if k == nil || k.s != s {

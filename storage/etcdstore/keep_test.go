@@ -2,7 +2,9 @@ package etcdstore_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,4 +121,56 @@ func rawKeys(t *testing.T, c *clientv3.Client, prefix string) []string {
 		keys = append(keys, string(kv.Key))
 	}
 	return keys
+}
+
+// TestStoppedRunLeavesNoClaim stops the Run of replica a at random moments, 40 times,
+// while its store stays open: in a pass, between passes, while it claims or hands runs
+// over to b, whose Run goes on. Each time Run returns, no claim, hand-over or replica key
+// of a is left in etcd, and b comes to hold every run.
+func TestStoppedRunLeavesNoClaim(t *testing.T) {
+	const runs, perRun, tries = 10, 3, 40
+	const interval = 20 * time.Millisecond
+	prefix := etcdstore.NewPrefix()
+	c := etcdstore.NewTestClient(t)
+	opts := func(id string) *etcdstore.Options {
+		return &etcdstore.Options{Identity: id, RequestTimeout: 5 * time.Second}
+	}
+	a := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, opts("replica-a"))
+	b := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, opts("replica-b"))
+	seed(t, b, runs, perRun)
+	resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return forever{}, nil })
+	mopts := []monitor.Option{monitor.WithWorkers(4), monitor.WithInterval(interval)}
+	ma, mb := monitor.New(a, resolver, mopts...), monitor.New(b, resolver, mopts...)
+	ctxB, stopB := context.WithCancel(bg)
+	doneB := make(chan error, 1)
+	go func() { doneB <- mb.Run(ctxB) }()
+	defer func() { stopB(); <-doneB }()
+
+	// byA returns the keys under prefix that a's Identity holds.
+	byA := func(under string) []string {
+		resp, err := c.Get(bg, prefix+under, clientv3.WithPrefix())
+		require.NoError(t, err)
+		var keys []string
+		for _, kv := range resp.Kvs {
+			if strings.Contains(string(kv.Value), "replica-a") {
+				keys = append(keys, string(kv.Key))
+			}
+		}
+		return keys
+	}
+	for i := range tries {
+		ctx, cancel := context.WithCancel(bg)
+		stop := time.AfterFunc(rand.N(10*interval), cancel)
+		err := ma.Run(ctx)
+		stop.Stop()
+		cancel()
+		require.ErrorIs(t, err, context.Canceled, "try %d: Run of a", i)
+		require.Empty(t, byA("claims/"), "try %d: claims and hand-overs of a left after its Run returned", i)
+		require.Empty(t, byA("replicas/"), "try %d: replica key of a left after its Run returned", i)
+		for began := time.Now(); holdings(t, c, prefix)["replica-b"] < runs; time.Sleep(interval) {
+			if time.Since(began) > time.Minute {
+				t.Fatalf("try %d: b holds %v a minute after a stopped", i, holdings(t, c, prefix))
+			}
+		}
+	}
 }
