@@ -17,10 +17,10 @@ import (
 // passes the context it returns to ClaimRun: the release function of a claim made under
 // that context keeps the claim for the session instead of giving it up, and the next
 // ClaimRun of the run under it takes the claim back. Since such a store can answer most
-// claims from what it keeps, Run's passes claim a run before they read it. Run calls pass at the end of each
-// pass whose lists of runs it read, with how many runs they held (the store may then give
-// up the claims of runs the pass did not work on, and hand its surplus to other
-// replicas), and end once, when it returns: end gives up every claim the session keeps,
+// claims from what it keeps, Run's passes claim a run before they read it. Run calls
+// pass at the end of each pass whose lists of runs it read, with how many runs they held
+// (the store may then give up the claims of runs the pass did not work on, and hand its
+// surplus to other replicas), and end once, when it returns: end gives up every claim the session keeps,
 // whatever the state of the backend (it waits a bounded time for it), so that a Monitor
 // that stops leaves no claim behind. None of the three may fail; a store that cannot
 // reach its backend lets its claims end by themselves, as RunClaimer says.

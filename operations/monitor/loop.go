@@ -27,7 +27,8 @@ import (
 // When the store keeps claims from pass to pass (storage/etcdstore does), Run holds the
 // runs it claimed from one pass to the next instead of claiming and giving up each run in
 // every pass, lets the store hand runs over to other replicas between passes, and gives
-// up every claim it holds before it returns.
+// up every claim it holds before it returns (waiting for the store a bounded time:
+// storage/etcdstore's request timeout).
 func (m *Monitor) Run(ctx context.Context) error {
 	passed := func(int) {}
 	if k, ok := m.claimer.(claimKeeper); ok {
