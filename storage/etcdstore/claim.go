@@ -84,7 +84,10 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 // When ctx carries a keep session of this store ([Store.KeepClaims]), release keeps the
 // claim for the session, and the session's next claim of the run takes it back without a
 // request to etcd; a claim of a run that another store held when the session last read
-// the claims (once a pass) reports ok false without a request either. Otherwise release
+// the claims (once a pass) reports ok false without a request either. A claim outside
+// the sessions (a Monitor's Poll or Finalize while its Run goes on) of a run that a
+// session keeps and does not use borrows it: release gives it back to the session.
+// Otherwise release
 // gives the claim up: it forgets it at once, then deletes its key (if it is still this
 // claim), waiting at most [Options.RequestTimeout] for etcd; later calls do nothing.
 // When etcd does not answer, the key stays until the lease expires, and until then this
@@ -116,6 +119,17 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 			return nil, false, s.ready(ctx)
 		}
 		if k.heldByOther(ctx, key) {
+			return nil, false, s.ready(ctx)
+		}
+	} else {
+		release, ok, busy := s.lend(key)
+		switch {
+		case ok && s.ready(ctx) != nil:
+			release()
+			return nil, false, s.ready(ctx)
+		case ok:
+			return release, true, nil
+		case busy:
 			return nil, false, s.ready(ctx)
 		}
 	}

@@ -110,7 +110,8 @@
 // take it once an interval has passed, so that no operation is polled by two replicas
 // within one interval. A run no one holds goes to whichever Monitor claims it first.
 // Outside Run ([github.com/itemops/itemops/operations/monitor.Monitor.RunOnce], Poll,
-// Finalize), a Monitor claims a run for the call and gives the claim up after it.
+// Finalize), a Monitor claims a run for the call and gives the claim up after it; a run
+// that a Run of the same store keeps is lent to the call and goes back to the Run.
 //
 // When a replica dies, or loses etcd for longer than the TTL, its lease expires and its
 // claims go with it; until then the runs it was polling wait. A claim whose release could

@@ -60,7 +60,27 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration) (keep co
 		k.share = share(claims, n)
 	}
 	k.mu.Unlock()
+	s.keepMu.Lock()
+	if s.keepers == nil {
+		s.keepers = make(map[*keeper]bool)
+	}
+	s.keepers[k] = true
+	s.keepMu.Unlock()
 	return context.WithValue(ctx, keepKey{}, k), k.endPass, k.end
+}
+
+// lend lends a claim that a keep session of this store keeps, and no Monitor uses, to a
+// caller outside the sessions (such as Monitor.Poll while Run goes on): its release
+// gives it back to the session. It reports busy when a Monitor of a session uses it.
+func (s *Store) lend(key string) (release func(), ok, busy bool) {
+	s.keepMu.Lock()
+	defer s.keepMu.Unlock()
+	for k := range s.keepers {
+		if release, ok, busy := k.adopt(key); ok || busy {
+			return release, ok, busy
+		}
+	}
+	return nil, false, false
 }
 
 // keeperSeq numbers the keep sessions of this process.
@@ -348,6 +368,9 @@ func share(runs, n int64) int {
 
 // end ends the session (see KeepClaims).
 func (k *keeper) end() {
+	k.s.keepMu.Lock()
+	delete(k.s.keepers, k)
+	k.s.keepMu.Unlock()
 	k.mu.Lock()
 	if k.ended {
 		k.mu.Unlock()

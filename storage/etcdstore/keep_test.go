@@ -174,3 +174,59 @@ func TestStoppedRunLeavesNoClaim(t *testing.T) {
 		}
 	}
 }
+
+// TestPollBorrowsKeptClaim polls a run that the Run of another Monitor of the same store
+// keeps between its passes (as a controller's reconcile does while the Run goes on): the
+// poll borrows the claim, and gives it back to the Run's session, whose claim key stays
+// as it was. A Monitor of another store finds the run held.
+func TestPollBorrowsKeptClaim(t *testing.T) {
+	const runs, perRun = 3, 2
+	prefix := etcdstore.NewPrefix()
+	c := etcdstore.NewTestClient(t)
+	s := etcdstore.OpenStore(t, c, prefix, &etcdstore.Options{Identity: "replica-a"})
+	other := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, &etcdstore.Options{Identity: "replica-b"})
+	owners := seed(t, s, runs, perRun)
+	resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return forever{}, nil })
+	passed := make(chan struct{}, 1)
+	observe := func(monitor.PassStats) {
+		select {
+		case passed <- struct{}{}:
+		default:
+		}
+	}
+	// One pass, then none for an hour: the claims stay kept, and unused.
+	m := monitor.New(s, resolver, monitor.WithInterval(time.Hour), monitor.WithObserver(monitor.Observer{Pass: observe}))
+	ctx, cancel := context.WithCancel(bg)
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(ctx) }()
+	defer func() { cancel(); <-errc }()
+	<-passed
+
+	claims := func() map[string]int64 {
+		resp, err := c.Get(bg, prefix+"claims/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		out := make(map[string]int64)
+		for _, kv := range resp.Kvs {
+			out[string(kv.Key)] = kv.ModRevision
+		}
+		return out
+	}
+	before := claims()
+	require.Len(t, before, runs, "claims kept by Run")
+
+	res, err := monitor.New(s, resolver).Poll(bg, owners[0])
+	require.NoError(t, err)
+	require.False(t, res.Skipped, "a poll by the store of the Run is skipped")
+	require.Equal(t, perRun, res.Running, "operations polled")
+	res, err = monitor.New(other, resolver).Poll(bg, owners[1])
+	require.NoError(t, err)
+	require.True(t, res.Skipped, "a poll by another store is not skipped")
+	if d := cmp.Diff(before, claims()); d != "" {
+		t.Errorf("claims after the polls (-before +after):\n%s", d)
+	}
+
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	errc <- context.Canceled // for the deferred receive
+	require.Empty(t, rawKeys(t, c, prefix+"claims/"), "claims left after Run")
+}

@@ -43,6 +43,10 @@ type Store struct {
 	// Store.KeepClaims), by key, with the revision that wrote each.
 	heldMu sync.Mutex
 	held   map[string]int64
+	// keepMu guards keepers, the keep sessions under way (see Store.KeepClaims). It is
+	// taken before a session's mutex, never after.
+	keepMu  sync.Mutex
+	keepers map[*keeper]bool
 
 	closeOnce sync.Once
 	closeErr  error
