@@ -43,7 +43,10 @@
 // updates keep a run from being advanced twice whatever they do; when the store is also
 // an [operations.RunClaimer] (storage/etcdstore is), each run is polled and finalized by
 // one Monitor at a time, and the runs of a replica that died are taken over once its
-// claims expire.
+// claims expire. When the store can also keep claims from pass to pass (storage/etcdstore
+// can), [Monitor.Run] holds the runs it claimed until it returns, and the store balances
+// them among the replicas between passes; [Monitor.RunOnce], Poll and Finalize claim a
+// run for the call only.
 //
 // Time comes from a [clock.Clock] ([WithClock]), so tests can move it by hand with the
 // fake of package clock/clocktest.

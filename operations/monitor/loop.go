@@ -23,12 +23,28 @@ import (
 // Run does not apply the restart rules: call [Monitor.Recover] (or [Recover]) once before
 // the first Run after a process starts. [Monitor.Wake] starts the next pass before the
 // interval is over.
+//
+// When the store keeps claims from pass to pass (storage/etcdstore does), Run holds the
+// runs it claimed from one pass to the next instead of claiming and giving up each run in
+// every pass, lets the store hand runs over to other replicas between passes, and gives
+// up every claim it holds before it returns (waiting for the store a bounded time:
+// storage/etcdstore's request timeout).
 func (m *Monitor) Run(ctx context.Context) error {
+	passed := func(int) {}
+	if k, ok := m.claimer.(claimKeeper); ok {
+		keep, pass, end := k.KeepClaims(ctx, m.cfg.interval)
+		defer end()
+		ctx, passed = context.WithValue(keep, keptKey{}, true), pass
+	}
 	for {
-		if _, err := m.RunOnce(ctx); ctx.Err() != nil {
+		_, listed, err := m.runOnce(ctx)
+		if ctx.Err() != nil {
 			return ctx.Err()
 		} else if err != nil {
 			m.cfg.logger.ErrorContext(ctx, "pass failed", "error", err)
+		}
+		if listed >= 0 {
+			passed(listed)
 		}
 		select {
 		case <-ctx.Done():
@@ -63,23 +79,32 @@ func (m *Monitor) Wake() {
 // failure of one run does not stop the pass. It is safe to call concurrently with other
 // methods, Run included, and several Monitors may make passes over one store at once.
 func (m *Monitor) RunOnce(ctx context.Context) (PassStats, error) {
-	stats := m.pass(ctx)
+	stats, _, err := m.runOnce(ctx)
+	return stats, err
+}
+
+// runOnce is RunOnce; it also returns how many runs the pass listed, or -1 when a list
+// failed.
+func (m *Monitor) runOnce(ctx context.Context) (PassStats, int, error) {
+	stats, listed := m.pass(ctx)
 	if err := ctx.Err(); err != nil {
-		return stats, err
+		return stats, listed, err
 	}
 	if f := m.cfg.observer.Pass; f != nil {
 		f(stats)
 	}
-	return stats, stats.Err
+	return stats, listed, stats.Err
 }
 
 // pass polls the waiting runs, then finalizes the finalizing ones, at most
-// cfg.storeWork runs at a time (their operations share the Monitor's workers).
-func (m *Monitor) pass(ctx context.Context) PassStats {
+// cfg.storeWork runs at a time (their operations share the Monitor's workers). It also
+// returns how many runs it listed, waiting and finalizing, or -1 when a list failed.
+func (m *Monitor) pass(ctx context.Context) (PassStats, int) {
 	stats := PassStats{Start: m.cfg.clock.Now()}
 	var (
-		errs []error
-		mu   sync.Mutex // guards stats and errs while runs are worked on
+		errs   []error
+		mu     sync.Mutex // guards stats and errs while runs are worked on
+		listed int
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -89,6 +114,7 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 	runs, err := m.store.ListRuns(ctx, waiting)
 	if err != nil {
 		fail(fmt.Errorf("list waiting runs: %w", err))
+		listed = -1
 	} else {
 		m.streaks.keepRuns(runs)
 	}
@@ -123,6 +149,7 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 	fin, err := m.store.ListRuns(ctx, finalizing)
 	if err != nil {
 		fail(fmt.Errorf("list finalizing runs: %w", err))
+		listed = -1
 	}
 	stats.RunPhases = countPhases(runs, fin)
 	m.each(ctx, fin, func(r operations.Run) {
@@ -145,7 +172,12 @@ func (m *Monitor) pass(ctx context.Context) PassStats {
 	})
 	stats.Duration = m.cfg.clock.Now().Sub(stats.Start)
 	stats.Err = errors.Join(errs...)
-	return stats
+	if listed >= 0 {
+		for _, c := range stats.RunPhases {
+			listed += c.Runs
+		}
+	}
+	return stats, listed
 }
 
 // each calls work for every run, cfg.storeWork at a time, and returns when all calls

@@ -123,6 +123,20 @@ func (m *Monitor) Poll(ctx context.Context, o operations.Owner) (PollResult, err
 
 // poll is Poll; it also returns how many of the operations still running are New.
 func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int, error) {
+	var release func()
+	if ctx.Value(keptKey{}) != nil {
+		// The store keeps Run's claims, and knows most runs another replica holds
+		// without a request: claim the run before reading it, and read only the runs
+		// this Monitor holds. (The result of a skipped run has no phase then.)
+		var ok bool
+		var err error
+		if release, ok, err = m.claim(ctx, o); err != nil {
+			return PollResult{}, 0, fmt.Errorf("claim run %s: %w", o, err)
+		} else if !ok {
+			return PollResult{Skipped: true}, 0, nil
+		}
+		defer release()
+	}
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil {
 		return PollResult{}, 0, err
@@ -131,14 +145,15 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int
 		m.streaks.drop(o)
 		return PollResult{Phase: run.Phase}, 0, nil
 	}
-	release, ok, err := m.claim(ctx, o)
-	if err != nil {
-		return PollResult{}, 0, fmt.Errorf("claim run %s: %w", o, err)
+	if release == nil {
+		var ok bool
+		if release, ok, err = m.claim(ctx, o); err != nil {
+			return PollResult{}, 0, fmt.Errorf("claim run %s: %w", o, err)
+		} else if !ok {
+			return PollResult{Phase: run.Phase, Skipped: true}, 0, nil
+		}
+		defer release()
 	}
-	if !ok {
-		return PollResult{Phase: run.Phase, Skipped: true}, 0, nil
-	}
-	defer release()
 	ops, err := m.store.ListOperations(ctx, o, unfinished)
 	if err != nil {
 		return PollResult{}, 0, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -77,12 +78,20 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 // bound to a lease of [Options.ClaimTTL] that the store keeps alive: when the store's
 // process dies, or loses etcd for that long, the lease expires, the claim with it, and
 // another store may take the run. A claim of a run already claimed, by this store (for
-// another Monitor) or another, reports ok false.
+// another Monitor) or another, reports ok false; so does a claim of a run another
+// replica handed over less than an interval ago (see [Store.KeepClaims]).
 //
-// When ok is true, release gives the claim up: it forgets it at once, then deletes its
-// key (if it is still this claim), waiting at most [Options.RequestTimeout] for etcd;
-// later calls do nothing. When etcd does not answer, the key stays until the lease
-// expires, and until then this store's next claim of the run adopts it. ClaimRun fails
+// When ctx carries a keep session of this store ([Store.KeepClaims]), release keeps the
+// claim for the session, and the session's next claim of the run takes it back without a
+// request to etcd; a claim of a run that another store held when the session last read
+// the claims (once a pass) reports ok false without a request either. A claim outside
+// the sessions (a Monitor's Poll or Finalize while its Run goes on) of a run that a
+// session keeps and does not use borrows it: release gives it back to the session.
+// Otherwise release
+// gives the claim up: it forgets it at once, then deletes its key (if it is still this
+// claim), waiting at most [Options.RequestTimeout] for etcd; later calls do nothing.
+// When etcd does not answer, the key stays until the lease expires, and until then this
+// store's next claim of the run adopts it. ClaimRun fails
 // with [ErrUnavailable], [ErrClosed] or ctx.Err(), or with [operations.ErrInvalid] for
 // an invalid owner. The claim's request is not cut short when ctx ends (it takes at most
 // [Options.RequestTimeout]): a claim made for a caller that has gone is given up before
@@ -97,6 +106,33 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		return nil, false, fmt.Errorf("claim run: %w", err)
 	}
 	key := s.claimKey(o)
+	k := s.keeperOf(ctx)
+	if k != nil {
+		release, ok, busy := k.adopt(key)
+		switch {
+		case ok && s.ready(ctx) != nil:
+			release() // the caller has gone: the session keeps the claim
+			return nil, false, s.ready(ctx)
+		case ok:
+			return release, true, nil
+		case busy:
+			return nil, false, s.ready(ctx)
+		}
+		if k.heldByOther(ctx, key) {
+			return nil, false, s.ready(ctx)
+		}
+	} else {
+		release, ok, busy := s.lend(key)
+		switch {
+		case ok && s.ready(ctx) != nil:
+			release()
+			return nil, false, s.ready(ctx)
+		case ok:
+			return release, true, nil
+		case busy:
+			return nil, false, s.ready(ctx)
+		}
+	}
 	s.heldMu.Lock()
 	_, busy := s.held[key]
 	s.heldMu.Unlock()
@@ -111,14 +147,7 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		// The request is not cut short when ctx ends: etcd could apply a claim whose
 		// caller has gone, and nobody would ever release it. It is bounded by
 		// Options.RequestTimeout, and ctx is looked at once the outcome is known.
-		var resp *clientv3.TxnResponse
-		err = s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) (err error) {
-			resp, err = s.b.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-				Then(clientv3.OpPut(key, s.b.opts.Identity, clientv3.WithLease(ss.id))).
-				Else(clientv3.OpGet(key)).Commit()
-			return err
-		})
+		resp, err := s.claimTxn(ctx, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), key, ss)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 			// The lease expired before its keep-alive noticed: start a new session.
 			ss.stop()
@@ -134,12 +163,33 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		rev := resp.Header.Revision
 		if !resp.Succeeded {
 			kvs := resp.Responses[0].GetResponseRange().Kvs
-			if len(kvs) == 0 || clientv3.LeaseID(kvs[0].Lease) != ss.id {
-				return nil, false, nil // another store holds it (or held it a moment ago)
+			if len(kvs) == 0 {
+				return nil, false, nil // another store held it a moment ago
 			}
-			// A claim of this store's lease that no Monitor here holds: its release
-			// could not reach etcd. Adopt it.
-			rev = kvs[0].CreateRevision
+			cur := kvs[0]
+			free, handedOver := parseMarker(cur.Value)
+			switch {
+			case handedOver:
+				// A run handed over by a keep session: take it if its time has come.
+				if !k.mayTake(clientv3.LeaseID(cur.Lease), free, ss, time.Now()) {
+					return nil, false, nil
+				}
+				resp, err = s.claimTxn(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", cur.ModRevision), key, ss)
+				if err != nil {
+					s.abandon(key, ss.id)
+					return nil, false, fmt.Errorf("claim run %s: %w", o, err)
+				}
+				if !resp.Succeeded {
+					return nil, false, nil // another store took it first
+				}
+				rev = resp.Header.Revision
+			case clientv3.LeaseID(cur.Lease) != ss.id:
+				return nil, false, nil // another store holds it
+			default:
+				// A claim of this store's lease that no Monitor here holds: its release
+				// could not reach etcd. Adopt it.
+				rev = cur.ModRevision
+			}
 		}
 		s.heldMu.Lock()
 		if _, busy := s.held[key]; busy { // another Monitor here adopted it first
@@ -152,13 +202,31 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		s.held[key] = rev
 		s.heldMu.Unlock()
 		var once sync.Once
-		release := func() { once.Do(func() { s.release(key, rev) }) }
+		giveUp := func() { once.Do(func() { s.release(key, rev) }) }
 		if err := ctx.Err(); err != nil {
-			release() // the caller has gone: it cannot release the claim
+			giveUp() // the caller has gone: it cannot release the claim
 			return nil, false, err
 		}
-		return release, true, nil
+		if k != nil {
+			if keep := k.add(key, rev, ss); keep != nil {
+				return keep, true, nil
+			}
+		}
+		return giveUp, true, nil
 	}
+}
+
+// claimTxn puts the claim under key, bound to the lease of ss, if cmp holds, and else
+// reads the key. It waits at most Options.RequestTimeout, whether ctx ends or not.
+func (s *Store) claimTxn(ctx context.Context, cmp clientv3.Cmp, key string, ss *session) (*clientv3.TxnResponse, error) {
+	var resp *clientv3.TxnResponse
+	err := s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) (err error) {
+		resp, err = s.b.client.Txn(ctx).If(cmp).
+			Then(clientv3.OpPut(key, s.b.opts.Identity, clientv3.WithLease(ss.id))).
+			Else(clientv3.OpGet(key)).Commit()
+		return err
+	})
+	return resp, err
 }
 
 // ready returns ErrClosed after Close (or for the zero Store), else ctx.Err().
@@ -199,11 +267,11 @@ func (s *Store) abandon(key string, lease clientv3.LeaseID) {
 	s.deleteIf(key, clientv3.Compare(clientv3.LeaseValue(key), "=", lease))
 }
 
-// release gives up the claim under key created at rev. Only this claim: after it
+// release gives up the claim under key written at rev. Only this claim: after it
 // expired another store may hold a new one.
 func (s *Store) release(key string, rev int64) {
 	s.forget(key, rev)
-	s.deleteIf(key, clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+	s.deleteIf(key, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
 }
 
 // forget drops key from the claims held here, if it is held as rev.

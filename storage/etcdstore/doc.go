@@ -72,7 +72,10 @@
 //	kv/<key>         the keys of the engine (package storage/kv), each as it is
 //	claims/<run>     the Identity of the store that holds the run's claim, bound to that
 //	                 store's lease; <run> is the engine's name for the run
-//	                 (kv.ClaimKey)
+//	                 (kv.ClaimKey); "handed over, free from <time> by <Identity>" while
+//	                 a replica hands the run to another (see Claims)
+//	replicas/<id>    the Identity of a store whose Monitor runs, one key per Run,
+//	                 bound to that store's lease; <id> is the lease's ID and a number
 //
 // Each commit of the engine is one etcd transaction: its conditions compare the
 // ModRevision of their keys, which is the version the engine sees of every key (0 for
@@ -96,14 +99,24 @@
 //
 // [Store.ClaimRun] makes a key under claims/ bound to a lease of [Options.ClaimTTL] (30 s
 // by default) that the store keeps alive from the first claim until [Store.Close], which
-// revokes it. A Monitor polls or finalizes a run only while it holds the run's claim and
-// gives it up when it is done, so the replicas' Monitors share the runs pass by pass: in
-// each pass a run goes to whichever Monitor claims it first, and with n replicas a run may
-// be polled up to n times per interval. When a replica dies, or loses etcd for longer
-// than the TTL, its lease expires and its claims go with it; until then the runs it was
-// polling wait. A claim whose release could not reach etcd stays until then too, and the
-// store's own next claim of that run adopts it. Claims make the work efficient, not
-// correct: a Monitor that loses its claim mid-poll still writes, and the engine's
-// conditional commits keep its writes from undoing another's, as they keep a run from
-// being advanced twice.
+// revokes it. A Monitor polls or finalizes a run only while it holds the run's claim.
+// The Run of a Monitor keeps its claims from pass to pass ([Store.KeepClaims], which Run
+// finds on its own): a replica holds the runs it claimed until its Run returns, when it
+// gives them all up, or until balancing hands them to another replica, and a pass writes
+// to etcd only what changed, one transaction for the operations of each run that changed
+// and none for the claims. The replicas' Runs count one another by their keys under
+// replicas/; after each pass a replica that holds more than its share of the runs (their
+// number divided by the replicas', rounded up) hands the surplus over, and the others
+// take it once an interval has passed, so that no operation is polled by two replicas
+// within one interval. A run no one holds goes to whichever Monitor claims it first.
+// Outside Run ([github.com/itemops/itemops/operations/monitor.Monitor.RunOnce], Poll,
+// Finalize), a Monitor claims a run for the call and gives the claim up after it; a run
+// that a Run of the same store keeps is lent to the call and goes back to the Run.
+//
+// When a replica dies, or loses etcd for longer than the TTL, its lease expires and its
+// claims go with it; until then the runs it was polling wait. A claim whose release could
+// not reach etcd stays until then too, and the store's own next claim of that run adopts
+// it. Claims make the work efficient, not correct: a Monitor that loses its claim
+// mid-poll still writes, and the engine's conditional commits keep its writes from
+// undoing another's, as they keep a run from being advanced twice.
 package etcdstore

@@ -39,10 +39,14 @@ type Store struct {
 	// sessMu guards sess, the lease that holds this store's claims.
 	sessMu sync.Mutex
 	sess   *session
-	// heldMu guards held: the claims a Monitor here holds, by key, with the revision
-	// that created each.
+	// heldMu guards held: the claims a Monitor here holds, or a keep session keeps (see
+	// Store.KeepClaims), by key, with the revision that wrote each.
 	heldMu sync.Mutex
 	held   map[string]int64
+	// keepMu guards keepers, the keep sessions under way (see Store.KeepClaims). It is
+	// taken before a session's mutex, never after.
+	keepMu  sync.Mutex
+	keepers map[*keeper]bool
 
 	closeOnce sync.Once
 	closeErr  error

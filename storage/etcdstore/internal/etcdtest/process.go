@@ -124,3 +124,13 @@ func (p *Process) end(signal func(*exec.Cmd)) {
 	stdin.Close()
 	_ = cmd.Wait()
 }
+
+// Pid is the process ID of the running server, or 0 when it is not running.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}

@@ -1,0 +1,232 @@
+package etcdstore_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
+	"github.com/itemops/itemops/storage/etcdstore"
+)
+
+// revision returns the revision of the etcd server c reaches.
+func revision(t *testing.T, c *clientv3.Client) int64 {
+	t.Helper()
+	resp, err := c.Get(bg, "revision", clientv3.WithCountOnly())
+	require.NoError(t, err)
+	return resp.Header.Revision
+}
+
+// TestKeptClaimsWriteOnlyChanges runs a Monitor on 20 runs of 5 operations, on an etcd of
+// its own, and counts the revisions each pass of Run writes once the first pass has
+// claimed the runs: one per run (the batch of its operations) when every operation
+// reports new progress, none when nothing moves. The claims stay with the Monitor from
+// pass to pass; when Run returns, no claim and no key of the replica is left. A pass of
+// RunOnce, outside Run, still claims and gives up each run: three revisions per run.
+func TestKeptClaimsWriteOnlyChanges(t *testing.T) {
+	const runs, perRun, passes = 20, 5, 6
+	for _, tc := range []struct {
+		name    string
+		plugin  operations.Tracker
+		perPass int64
+	}{
+		{"every operation moves", &moving{}, runs},
+		{"nothing moves", forever{}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := etcdstore.StartServer(t)
+			c := etcdstore.NewClient(t, srv)
+			prefix := etcdstore.NewPrefix()
+			s := etcdstore.OpenStore(t, c, prefix, nil)
+			seed(t, s, runs, perRun)
+			// The first pass claims the runs and moves the operations from New; the
+			// second finds the progress the first wrote. The next ones are counted.
+			const warmUp = 2
+			var (
+				mu    sync.Mutex
+				revs  []int64
+				stats []monitor.PassStats
+				done  = make(chan struct{})
+			)
+			observe := func(st monitor.PassStats) {
+				rev := revision(t, c)
+				mu.Lock()
+				defer mu.Unlock()
+				if len(revs) == warmUp+passes {
+					return
+				}
+				revs, stats = append(revs, rev), append(stats, st)
+				if len(revs) == warmUp+passes {
+					close(done)
+				}
+			}
+			resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return tc.plugin, nil })
+			m := monitor.New(s, resolver, monitor.WithInterval(10*time.Millisecond), monitor.WithObserver(monitor.Observer{Pass: observe}))
+			ctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { errc <- m.Run(ctx) }()
+			select {
+			case <-done:
+			case err := <-errc:
+				t.Fatalf("Run returned %v", err)
+			}
+			cancel()
+			require.ErrorIs(t, <-errc, context.Canceled)
+
+			// Run has returned; RunOnce below calls observe, which then changes nothing.
+			mu.Lock()
+			revs, stats = slices.Clone(revs), slices.Clone(stats)
+			mu.Unlock()
+			for i, st := range stats {
+				require.Equal(t, runs, st.Runs, "runs polled in pass %d", i)
+				require.Zero(t, st.Skipped, "runs skipped in pass %d", i)
+			}
+			var got, want []int64
+			for i := warmUp; i < len(revs); i++ {
+				got, want = append(got, revs[i]-revs[i-1]), append(want, tc.perPass)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("revisions written per pass (-want +got):\n%s", d)
+			}
+			require.Empty(t, rawKeys(t, c, prefix+"claims/"), "claims left after Run")
+			require.Empty(t, rawKeys(t, c, prefix+"replicas/"), "replica keys left after Run")
+
+			before := revision(t, c)
+			st, err := m.RunOnce(bg)
+			require.NoError(t, err)
+			require.Equal(t, runs, st.Runs, "runs polled by RunOnce")
+			require.Equal(t, 2*runs+tc.perPass, revision(t, c)-before, "revisions of a RunOnce pass")
+			require.Empty(t, rawKeys(t, c, prefix+"claims/"), "claims left after RunOnce")
+		})
+	}
+}
+
+// rawKeys returns the keys under prefix.
+func rawKeys(t *testing.T, c *clientv3.Client, prefix string) []string {
+	t.Helper()
+	resp, err := c.Get(bg, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	var keys []string
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	return keys
+}
+
+// TestStoppedRunLeavesNoClaim stops the Run of replica a at random moments, 40 times,
+// while its store stays open: in a pass, between passes, while it claims or hands runs
+// over to b, whose Run goes on. Each time Run returns, no claim, hand-over or replica key
+// of a is left in etcd, and b comes to hold every run.
+func TestStoppedRunLeavesNoClaim(t *testing.T) {
+	const runs, perRun, tries = 10, 3, 40
+	const interval = 20 * time.Millisecond
+	prefix := etcdstore.NewPrefix()
+	c := etcdstore.NewTestClient(t)
+	opts := func(id string) *etcdstore.Options {
+		return &etcdstore.Options{Identity: id, RequestTimeout: 5 * time.Second}
+	}
+	a := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, opts("replica-a"))
+	b := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, opts("replica-b"))
+	seed(t, b, runs, perRun)
+	resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return forever{}, nil })
+	mopts := []monitor.Option{monitor.WithWorkers(4), monitor.WithInterval(interval)}
+	ma, mb := monitor.New(a, resolver, mopts...), monitor.New(b, resolver, mopts...)
+	ctxB, stopB := context.WithCancel(bg)
+	doneB := make(chan error, 1)
+	go func() { doneB <- mb.Run(ctxB) }()
+	defer func() { stopB(); <-doneB }()
+
+	// byA returns the keys under prefix that a's Identity holds.
+	byA := func(under string) []string {
+		resp, err := c.Get(bg, prefix+under, clientv3.WithPrefix())
+		require.NoError(t, err)
+		var keys []string
+		for _, kv := range resp.Kvs {
+			if strings.Contains(string(kv.Value), "replica-a") {
+				keys = append(keys, string(kv.Key))
+			}
+		}
+		return keys
+	}
+	for i := range tries {
+		ctx, cancel := context.WithCancel(bg)
+		stop := time.AfterFunc(rand.N(10*interval), cancel)
+		err := ma.Run(ctx)
+		stop.Stop()
+		cancel()
+		require.ErrorIs(t, err, context.Canceled, "try %d: Run of a", i)
+		require.Empty(t, byA("claims/"), "try %d: claims and hand-overs of a left after its Run returned", i)
+		require.Empty(t, byA("replicas/"), "try %d: replica key of a left after its Run returned", i)
+		for began := time.Now(); holdings(t, c, prefix)["replica-b"] < runs; time.Sleep(interval) {
+			if time.Since(began) > time.Minute {
+				t.Fatalf("try %d: b holds %v a minute after a stopped", i, holdings(t, c, prefix))
+			}
+		}
+	}
+}
+
+// TestPollBorrowsKeptClaim polls a run that the Run of another Monitor of the same store
+// keeps between its passes (as a controller's reconcile does while the Run goes on): the
+// poll borrows the claim, and gives it back to the Run's session, whose claim key stays
+// as it was. A Monitor of another store finds the run held.
+func TestPollBorrowsKeptClaim(t *testing.T) {
+	const runs, perRun = 3, 2
+	prefix := etcdstore.NewPrefix()
+	c := etcdstore.NewTestClient(t)
+	s := etcdstore.OpenStore(t, c, prefix, &etcdstore.Options{Identity: "replica-a"})
+	other := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, &etcdstore.Options{Identity: "replica-b"})
+	owners := seed(t, s, runs, perRun)
+	resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return forever{}, nil })
+	passed := make(chan struct{}, 1)
+	observe := func(monitor.PassStats) {
+		select {
+		case passed <- struct{}{}:
+		default:
+		}
+	}
+	// One pass, then none for an hour: the claims stay kept, and unused.
+	m := monitor.New(s, resolver, monitor.WithInterval(time.Hour), monitor.WithObserver(monitor.Observer{Pass: observe}))
+	ctx, cancel := context.WithCancel(bg)
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(ctx) }()
+	defer func() { cancel(); <-errc }()
+	<-passed
+
+	claims := func() map[string]int64 {
+		resp, err := c.Get(bg, prefix+"claims/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		out := make(map[string]int64)
+		for _, kv := range resp.Kvs {
+			out[string(kv.Key)] = kv.ModRevision
+		}
+		return out
+	}
+	before := claims()
+	require.Len(t, before, runs, "claims kept by Run")
+
+	res, err := monitor.New(s, resolver).Poll(bg, owners[0])
+	require.NoError(t, err)
+	require.False(t, res.Skipped, "a poll by the store of the Run is skipped")
+	require.Equal(t, perRun, res.Running, "operations polled")
+	res, err = monitor.New(other, resolver).Poll(bg, owners[1])
+	require.NoError(t, err)
+	require.True(t, res.Skipped, "a poll by another store is not skipped")
+	if d := cmp.Diff(before, claims()); d != "" {
+		t.Errorf("claims after the polls (-before +after):\n%s", d)
+	}
+
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	errc <- context.Canceled // for the deferred receive
+	require.Empty(t, rawKeys(t, c, prefix+"claims/"), "claims left after Run")
+}
