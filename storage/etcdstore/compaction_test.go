@@ -29,7 +29,7 @@ func (*moving) Cancel(context.Context, operations.Operation) error { return nil 
 // uses stops growing. It logs the revisions and the growth per pass.
 func TestDatabaseStaysFlat(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs passes for 8 s (-short)")
+		t.Skip("runs passes for 9 s (-short)")
 	}
 	const runs, perRun = 20, 10
 	srv, err := etcdtest.Start(t.TempDir(), etcdtest.Options{NoFsync: true, AutoCompaction: time.Second})
@@ -55,8 +55,9 @@ func TestDatabaseStaysFlat(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, runs*perRun, st.Operations, "operations polled")
 	}
-	// Warm up for two compaction periods, then measure over eight more.
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+	// Warm up for three compaction periods (on a loaded machine two left the database
+	// still filling: it grew 1.51 times after them, once), then measure over six more.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 		pass()
 	}
 	rev0, size0 := status()
