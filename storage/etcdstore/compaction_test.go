@@ -78,5 +78,8 @@ func TestDatabaseStaysFlat(t *testing.T) {
 	// database several times over in 6 s (docs/BENCHMARKS.md); with it the space freed
 	// by one compaction is reused until the next.
 	require.Greater(t, written, int64(passes*runs), "revisions written")
-	require.LessOrEqual(t, high, size0*3/2, "database in use grew from %d to %d bytes over %d passes", size0, high, passes)
+	// The bound is 2x: where compaction falls among the samples moves the highest one
+	// (1.2x idle, up to 1.7x on a loaded machine); without compaction the same passes
+	// reach 3.4x.
+	require.LessOrEqual(t, high, size0*2, "database in use grew from %d to %d bytes over %d passes", size0, high, passes)
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
-	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/etcdstore"
 )
 
@@ -60,23 +59,6 @@ func (s sleepyOf) Progress(ctx context.Context, op operations.Operation) (operat
 }
 
 func (sleepyOf) Cancel(context.Context, operations.Operation) error { return nil }
-
-// seedInProgress creates runs waiting for perRun InProgress operations each.
-func seedInProgress(t *testing.T, s operations.Store, runs, perRun int) {
-	t.Helper()
-	for i := range runs {
-		o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%03d", i), UID: fmt.Sprint("uid-", i)}
-		r := operations.Run{Owner: o, Phase: phase.New}
-		require.NoError(t, r.SetPhase(phase.WaitingForPluginOperations, "seeded", time.Now()))
-		require.NoError(t, s.CreateRun(bg, r))
-		ops := make([]operations.Operation, perRun)
-		for j := range ops {
-			ops[j] = operations.Operation{Owner: o, Action: "mover", ID: fmt.Sprintf("op-%03d", j),
-				Status: operations.Status{Phase: operations.OperationInProgress, Created: time.Now(), Started: time.Unix(1e9, 0)}}
-		}
-		require.NoError(t, s.PutOperations(bg, o, ops))
-	}
-}
 
 // cpuTimes returns the CPU time of this process and of the process pid so far.
 func cpuTimes(t *testing.T, pid int) (self, other time.Duration) {
@@ -123,7 +105,7 @@ func TestReplicaFigures(t *testing.T) {
 	for _, d := range []time.Duration{20 * time.Millisecond, 2 * time.Millisecond} {
 		for _, n := range []int{1, 2, 4} {
 			prefix := etcdstore.NewPrefix()
-			seedInProgress(t, etcdstore.OpenStore(t, c, prefix, nil), runs, perRun)
+			seedIn(t, etcdstore.OpenStore(t, c, prefix, nil), runs, perRun, operations.OperationInProgress)
 			plugin := &sleepy{d: d, last: make(map[string]string)}
 			ctx, cancel := context.WithCancel(bg)
 			var wg sync.WaitGroup
@@ -172,7 +154,7 @@ func TestTakeoverFigures(t *testing.T) {
 	c := etcdstore.NewTestClient(t)
 	for _, ttl := range []time.Duration{5 * time.Second, 30 * time.Second} {
 		prefix := etcdstore.NewPrefix()
-		seedInProgress(t, etcdstore.OpenStore(t, c, prefix, nil), runs, perRun)
+		seedIn(t, etcdstore.OpenStore(t, c, prefix, nil), runs, perRun, operations.OperationInProgress)
 		plugin := &sleepy{d: 2 * time.Millisecond, last: make(map[string]string)}
 		var (
 			wg      sync.WaitGroup

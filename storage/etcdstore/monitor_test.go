@@ -84,6 +84,13 @@ func (tr tracker) resolver() operations.Resolver {
 // seed creates runs waiting for perRun New operations each.
 func seed(t *testing.T, s operations.Store, runs, perRun int) []operations.Owner {
 	t.Helper()
+	return seedIn(t, s, runs, perRun, operations.OperationNew)
+}
+
+// seedIn creates runs waiting for perRun operations each, in phase p (InProgress ones
+// started long ago).
+func seedIn(t *testing.T, s operations.Store, runs, perRun int, p operations.OperationPhase) []operations.Owner {
+	t.Helper()
 	owners := make([]operations.Owner, runs)
 	for i := range owners {
 		o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%02d", i), UID: fmt.Sprint("uid-", i)}
@@ -93,7 +100,10 @@ func seed(t *testing.T, s operations.Store, runs, perRun int) []operations.Owner
 		ops := make([]operations.Operation, perRun)
 		for j := range ops {
 			ops[j] = operations.Operation{Owner: o, Action: "mover", ID: fmt.Sprintf("op-%03d", j),
-				Status: operations.Status{Phase: operations.OperationNew, Created: time.Now()}}
+				Status: operations.Status{Phase: p, Created: time.Now()}}
+			if p == operations.OperationInProgress {
+				ops[j].Status.Started = time.Unix(1e9, 0)
+			}
 		}
 		require.NoError(t, s.PutOperations(bg, o, ops))
 		owners[i] = o
