@@ -106,35 +106,30 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		return nil, false, fmt.Errorf("claim run: %w", err)
 	}
 	key := s.claimKey(o)
+	// A claim a keep session keeps is taken back by the session (k.adopt), or lent to a
+	// caller outside the sessions (s.lend); its release returns it to the session.
 	k := s.keeperOf(ctx)
+	var (
+		kept        func()
+		found, busy bool
+	)
 	if k != nil {
-		release, ok, busy := k.adopt(key)
-		switch {
-		case ok && s.ready(ctx) != nil:
-			release() // the caller has gone: the session keeps the claim
-			return nil, false, s.ready(ctx)
-		case ok:
-			return release, true, nil
-		case busy:
-			return nil, false, s.ready(ctx)
-		}
-		if k.heldByOther(ctx, key) {
-			return nil, false, s.ready(ctx)
-		}
+		kept, found, busy = k.adopt(key)
 	} else {
-		release, ok, busy := s.lend(key)
-		switch {
-		case ok && s.ready(ctx) != nil:
-			release()
-			return nil, false, s.ready(ctx)
-		case ok:
-			return release, true, nil
-		case busy:
-			return nil, false, s.ready(ctx)
+		kept, found, busy = s.lend(key)
+	}
+	switch {
+	case found:
+		if err := s.ready(ctx); err != nil {
+			kept() // the caller has gone: the session keeps the claim
+			return nil, false, err
 		}
+		return kept, true, nil
+	case busy, k != nil && k.heldByOther(ctx, key):
+		return nil, false, s.ready(ctx)
 	}
 	s.heldMu.Lock()
-	_, busy := s.held[key]
+	_, busy = s.held[key]
 	s.heldMu.Unlock()
 	if busy {
 		return nil, false, s.ready(ctx)
