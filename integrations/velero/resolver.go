@@ -98,7 +98,7 @@ func (t tracker) Progress(ctx context.Context, op operations.Operation) (operati
 			p, err = FromProgress(vp), perr
 		}
 	default:
-		err = fmt.Errorf("velero: operation %q: %w: kind %q is not Backup or Restore, the only kinds Velero's plugins serve", op.ID, operations.ErrInvalid, op.Owner.Kind)
+		err = notVeleroKind(op)
 	}
 	if err != nil {
 		return operations.Progress{}, t.pluginError(op, err)
@@ -122,7 +122,7 @@ func (t tracker) Cancel(ctx context.Context, op operations.Operation) error {
 			err = a.Cancel(op.ID, rs)
 		}
 	default:
-		err = fmt.Errorf("velero: operation %q: %w: kind %q is not Backup or Restore, the only kinds Velero's plugins serve", op.ID, operations.ErrInvalid, op.Owner.Kind)
+		err = notVeleroKind(op)
 	}
 	if err != nil {
 		return t.pluginError(op, err)
@@ -200,3 +200,9 @@ func (e *PluginError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the itemops error and the plugin's.
 func (e *PluginError) Unwrap() []error { return []error{e.Is, e.Err} }
+
+// notVeleroKind is the error of a call for op, whose owner's kind is neither Backup nor
+// Restore (a kind of one's own, see phase.Declare): it wraps operations.ErrInvalid.
+func notVeleroKind(op operations.Operation) error {
+	return fmt.Errorf("velero: operation %q: %w: kind %q is not Backup or Restore, the only kinds Velero's plugins serve", op.ID, operations.ErrInvalid, op.Owner.Kind)
+}
