@@ -17,7 +17,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files and docs/phases.md")
 
-// diagramProfiles are the four distinct machines, named as their golden files are.
+// diagramProfiles are the four distinct machines of Backup and Restore, and a kind of
+// one's own with the fewest phases, named as their golden files are.
 var diagramProfiles = []struct {
 	file string
 	kind phase.Kind
@@ -27,7 +28,20 @@ var diagramProfiles = []struct {
 	{"backup-queue", phase.Backup, []phase.Option{phase.WithQueue()}},
 	{"restore", phase.Restore, nil},
 	{"restore-finalizing", phase.Restore, []phase.Option{phase.WithRestoreFinalizing()}},
+	{"migration", "Migration", []phase.Option{fewestPhases}},
 }
+
+// fewestPhases is the profile of a kind of one's own with the fewest phases a machine
+// can have (see phase.WithPhases).
+var fewestPhases = func() phase.Profile {
+	p, err := phase.Declare("Migration", phase.Backup, phase.WithPhases(phase.New, phase.InProgress,
+		phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed,
+		phase.Completed, phase.PartiallyFailed, phase.Failed))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
 
 // checkGolden compares got with the file at path, or rewrites the file with -update.
 func checkGolden(t *testing.T, path, got string) {
@@ -121,13 +135,17 @@ ends, wherever it was. The same diagrams print with
 A kind of one's own (a DatabaseSnapshot, a Migration) follows the machine of Backup or
 Restore under its own name: ` + "`phase.Declare(\"DatabaseSnapshot\", phase.Backup)`" + `
 returns the profile that says which, and its runs go through the phases drawn here
-for their base.
+for their base. A kind may also name the phases it has, with ` + "`phase.WithPhases`" + `:
+its machine is then the base's transitions among them. The last drawing is such a
+kind, with the fewest phases a machine can have (no queue, no FailedValidation, no
+Finalizing, no Deleting): its runs end as soon as their operations do.
 `)
 	titles := map[string]string{
 		"backup":             "Backup, default profile",
 		"backup-queue":       "Backup, `WithQueue()`",
 		"restore":            "Restore, default profile",
 		"restore-finalizing": "Restore, `WithRestoreFinalizing()`",
+		"migration":          "A kind of one's own, `WithPhases` of the fewest phases",
 	}
 	for _, dp := range diagramProfiles {
 		text, err := phase.Mermaid(dp.kind, dp.opts...)

@@ -70,10 +70,15 @@ func (k Kind) Validate() error {
 //	profile, err := phase.Declare("DatabaseSnapshot", phase.Backup)
 //	m, err := phase.NewMachine("DatabaseSnapshot", phase.New, profile)
 //
+// With [WithPhases] among opts, the kind has only the phases it names (see there).
+//
 // Declare(Backup, Backup, opts...) and Declare(Restore, Restore, opts...) return the
 // ordinary profile of opts. It fails with an error wrapping [ErrUnknownKind] when kind
 // fails [Kind.Validate], when base is neither Backup nor Restore, or when kind is Backup
-// or Restore and base is the other: those two cannot follow another machine.
+// or Restore and base is the other: those two cannot follow another machine. It fails
+// with an error wrapping [ErrUnknownPhase] when the phases of WithPhases are not a
+// machine's, are given for Backup or Restore, or come with [WithQueue] or
+// [WithRestoreFinalizing], which the phases replace.
 func Declare(kind, base Kind, opts ...Option) (Profile, error) {
 	if err := kind.Validate(); err != nil {
 		return Profile{}, err
@@ -83,6 +88,30 @@ func Declare(kind, base Kind, opts ...Option) (Profile, error) {
 	}
 	if (kind == Backup || kind == Restore) && kind != base {
 		return Profile{}, fmt.Errorf("phase: %w: kind %s cannot follow %s", ErrUnknownKind, kind, base)
+	}
+	var asked Profile // what opts ask for, before ProfileOf drops what kind ignores
+	for _, o := range opts {
+		if named, ok := o.(phasesOption); ok {
+			for _, p := range named {
+				if p.index() < 0 {
+					return Profile{}, fmt.Errorf("phase: %w %q among the phases of %s", ErrUnknownPhase, p, kind)
+				}
+			}
+		}
+		if o != nil {
+			asked = o.apply(asked)
+		}
+	}
+	if asked.Phases != 0 {
+		if kind == Backup || kind == Restore {
+			return Profile{}, fmt.Errorf("phase: %w: %s keeps Velero's phases; WithPhases is for a kind of one's own", ErrUnknownPhase, kind)
+		}
+		if asked.Queue || asked.RestoreFinalizing {
+			return Profile{}, fmt.Errorf("phase: %w: the phases of %s come with WithQueue or WithRestoreFinalizing; name Queued and ReadyToStart, or Finalizing and FinalizingPartiallyFailed, among the phases instead", ErrUnknownPhase, kind)
+		}
+		if err := checkPhases(kind, asked.Phases); err != nil {
+			return Profile{}, err
+		}
 	}
 	p := ProfileOf(kind, append(opts[:len(opts):len(opts)], Profile{Base: base})...)
 	return p, nil

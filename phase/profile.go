@@ -22,6 +22,10 @@ type Profile struct {
 	// Base is the kind whose transitions a kind of one's own follows, Backup or Restore
 	// ([Declare] sets it). It is empty for Backup and Restore themselves.
 	Base Kind `json:"base,omitempty"`
+	// Phases, when not empty, are the phases of a kind of one's own declared with
+	// [WithPhases]: its machine is the base's transitions among them, and Queue and
+	// RestoreFinalizing are unset. It is empty for Backup and Restore.
+	Phases PhaseSet `json:"phases,omitempty"`
 }
 
 func (p Profile) apply(to Profile) Profile {
@@ -29,6 +33,9 @@ func (p Profile) apply(to Profile) Profile {
 	to.RestoreFinalizing = to.RestoreFinalizing || p.RestoreFinalizing
 	if p.Base != "" {
 		to.Base = p.Base
+	}
+	if p.Phases != 0 {
+		to.Phases = p.Phases
 	}
 	return to
 }
@@ -47,12 +54,16 @@ func WithRestoreFinalizing() Option { return restoreFinalizingOption }
 
 // String names the profile: "default", "queue", "restore-finalizing", or both joined by a
 // comma; a profile with a Base starts with "backup-like" or "restore-like" instead of
-// "default" ("backup-like,queue").
+// "default" ("backup-like,queue"), and names its phases when it was declared with
+// [WithPhases] ("backup-like,phases=New+InProgress+...").
 func (p Profile) String() string {
 	if p.Base != "" {
 		s := strings.ToLower(string(p.Base)) + "-like"
 		if q := (Profile{Queue: p.Queue, RestoreFinalizing: p.RestoreFinalizing}); q != (Profile{}) {
 			s += "," + q.String()
+		}
+		if p.Phases != 0 {
+			s += ",phases=" + p.Phases.String()
 		}
 		return s
 	}
@@ -68,10 +79,11 @@ func (p Profile) String() string {
 }
 
 // ProfileOf returns the profile that opts select for kind, dropping the variants that do
-// not concern kind (for a kind of one's own, those that do not concern its base), and
-// dropping a Base that is kind itself (Backup following Backup is just Backup). It is
-// what [Machine.Profile] reports for a machine built with opts. When several options
-// name a Base, the last one counts.
+// not concern kind (for a kind of one's own, those that do not concern its base; for
+// Backup and Restore, the Phases of [WithPhases]; with Phases, the Queue and
+// RestoreFinalizing that the phases replace), and dropping a Base that is kind itself
+// (Backup following Backup is just Backup). It is what [Machine.Profile] reports for a
+// machine built with opts. When several options name a Base or Phases, the last counts.
 func ProfileOf(kind Kind, opts ...Option) Profile {
 	var p Profile
 	for _, o := range opts {
@@ -81,6 +93,11 @@ func ProfileOf(kind Kind, opts ...Option) Profile {
 	}
 	if p.Base == kind {
 		p.Base = ""
+	}
+	if kind == Backup || kind == Restore {
+		p.Phases = 0
+	} else if p.Phases != 0 {
+		p.Queue, p.RestoreFinalizing = false, false
 	}
 	if kind != Backup && kind != Restore {
 		kind = p.Base

@@ -182,6 +182,11 @@ func lookup(kind Kind, opts []Option) (machineOf, error) {
 	}
 	m := machineOf{kind: kind, profile: p}
 	switch {
+	case p.Phases != 0:
+		if err := checkPhases(kind, p.Phases); err != nil {
+			return machineOf{}, err
+		}
+		m.definition = subsetDefinition(p.Phases)
 	case b == Backup && !p.Queue:
 		m.definition = definitions[0]
 	case b == Backup:

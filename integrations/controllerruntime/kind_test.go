@@ -36,6 +36,16 @@ func TestDeclareKind(t *testing.T) {
 		_, err := DeclareKind(tc.name, tc.base)
 		require.ErrorIs(t, err, phase.ErrUnknownKind, "%q following %q", tc.name, tc.base)
 	}
+
+	// A kind that names its phases: the fewest, or a set that lacks a required one.
+	fewest := []phase.Phase{phase.New, phase.InProgress, phase.WaitingForPluginOperations,
+		phase.WaitingForPluginOperationsPartiallyFailed, phase.Completed, phase.PartiallyFailed, phase.Failed}
+	k, err = DeclareKind("Migration", phase.Backup, phase.WithPhases(fewest...))
+	require.NoError(t, err)
+	require.Empty(t, cmp.Diff(Kind{Name: "Migration", Profile: phase.Profile{Base: phase.Backup, Phases: phase.PhaseSetOf(fewest...)}}, k))
+	_, err = DeclareKind("Migration", phase.Backup, phase.WithPhases(fewest[1:]...))
+	require.ErrorIs(t, err, phase.ErrUnknownPhase)
+	require.ErrorContains(t, err, "lack New")
 }
 
 // TestOwnKindOnManager: an operator whose resource is a DatabaseSnapshot declares that

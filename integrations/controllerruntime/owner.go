@@ -87,7 +87,9 @@ type Kind struct {
 // the kind goes through the phases of base under its own name. It fails with an error
 // wrapping phase.ErrUnknownKind when name is not 1 to 63 ASCII letters and digits
 // starting with a letter, when base is neither Backup nor Restore, or when name is
-// Backup or Restore and base the other.
+// Backup or Restore and base the other; and with an error wrapping
+// phase.ErrUnknownPhase when the phases of a [phase.WithPhases] among opts are not a
+// machine's (see there).
 func DeclareKind(name, base phase.Kind, opts ...phase.Option) (Kind, error) {
 	p, err := phase.Declare(name, base, opts...)
 	if err != nil {

@@ -16,7 +16,8 @@ import (
 
 // TestOwnKinds runs kinds of one's own through a Monitor, each along its base's machine
 // as its stored profile says: a backup-like DatabaseSnapshot goes through Finalizing, a
-// restore-like Migration ends when its operations do; StartRun, a cancel request and
+// restore-like Migration ends when its operations do, and so does a backup-like Copy
+// declared without Finalizing among its phases; StartRun, a cancel request and
 // Recover work on them as on Backup and Restore runs, and the Observer counts them under
 // their own kinds.
 func TestOwnKinds(t *testing.T) {
@@ -24,10 +25,15 @@ func TestOwnKinds(t *testing.T) {
 	require.NoError(t, err)
 	migration, err := phase.Declare("Migration", phase.Restore)
 	require.NoError(t, err)
+	copyKind, err := phase.Declare("Copy", phase.Backup, phase.WithPhases(phase.New, phase.InProgress,
+		phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed,
+		phase.Completed, phase.PartiallyFailed, phase.Failed))
+	require.NoError(t, err)
 	e := newEnv(t)
 	e.trackers["p"] = scriptedFunc(func(operations.Operation) operations.Progress { return done })
 	s1 := e.run("DatabaseSnapshot", "s1", phase.WaitingForPluginOperations, snapshot, ops("a")...)
 	m1 := e.run("Migration", "m1", phase.WaitingForPluginOperations, migration, ops("a")...)
+	c1 := e.run("Copy", "c1", phase.WaitingForPluginOperations, copyKind, ops("a")...)
 	stuck := e.run("DatabaseSnapshot", "s-stuck", phase.InProgress, snapshot)
 
 	var (
@@ -56,7 +62,7 @@ func TestOwnKinds(t *testing.T) {
 	if diff := cmp.Diff(monitor.RecoverResult{
 		Failed:  []operations.Owner{stuck},
 		Reasons: []string{reason},
-		Resumed: []operations.Owner{s1, m1},
+		Resumed: []operations.Owner{c1, s1, m1},
 	}, res); diff != "" {
 		t.Errorf("Recover (-want +got):\n%s", diff)
 	}
@@ -66,9 +72,11 @@ func TestOwnKinds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []phase.Phase{phase.InProgress, phase.WaitingForPluginOperations, phase.Finalizing, phase.Completed}, historyTo(e.get(s1)))
 	require.Equal(t, []phase.Phase{phase.InProgress, phase.WaitingForPluginOperations, phase.Completed}, historyTo(e.get(m1)))
+	require.Equal(t, []phase.Phase{phase.InProgress, phase.WaitingForPluginOperations, phase.Completed}, historyTo(e.get(c1)))
 	mu.Lock()
 	require.Equal(t, []operations.Owner{s1}, finalized)
 	require.Equal(t, []monitor.PhaseCount{
+		{Kind: "Copy", Phase: phase.WaitingForPluginOperations, Runs: 1},
 		{Kind: "DatabaseSnapshot", Phase: phase.WaitingForPluginOperations, Runs: 1},
 		{Kind: "Migration", Phase: phase.WaitingForPluginOperations, Runs: 1},
 	}, counted)

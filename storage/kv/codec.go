@@ -130,13 +130,15 @@ func appendOperation(b []byte, op *operations.Operation) []byte {
 }
 
 // Profile flags of a run record. The base flags name the machine a kind of one's own
-// follows (phase.Profile's Base); runs of Backup and Restore have neither.
+// follows (phase.Profile's Base); runs of Backup and Restore have neither. With
+// profilePhases, the flags are followed by phase.Profile's Phases as a uvarint.
 const (
 	profileQueue             = 1 << 0
 	profileRestoreFinalizing = 1 << 1
 	profileBaseBackup        = 1 << 2
 	profileBaseRestore       = 1 << 3
-	profileFlags             = profileQueue | profileRestoreFinalizing | profileBaseBackup | profileBaseRestore
+	profilePhases            = 1 << 4
+	profileFlags             = profileQueue | profileRestoreFinalizing | profileBaseBackup | profileBaseRestore | profilePhases
 )
 
 // appendRun appends the record of r; the owner's kind and name are not written, as the
@@ -162,7 +164,13 @@ func appendRun(b []byte, r *operations.Run) []byte {
 	case phase.Restore:
 		flags |= profileBaseRestore
 	}
+	if r.Profile.Phases != 0 {
+		flags |= profilePhases
+	}
 	b = append(b, flags)
+	if r.Profile.Phases != 0 {
+		b = binary.AppendUvarint(b, uint64(r.Profile.Phases))
+	}
 	b = appendInt(b, int64(r.OperationTimeout))
 	b = appendInt(b, int64(r.ItemsTotal))
 	b = appendInt(b, int64(r.ItemsDone))
@@ -492,6 +500,13 @@ func (d *decoder) run(o operations.Owner) (operations.Run, error) {
 		r.Profile.Base = phase.Backup
 	case flags&profileBaseRestore != 0:
 		r.Profile.Base = phase.Restore
+	}
+	if flags&profilePhases != 0 {
+		set := d.uvarint()
+		if set == 0 || set > math.MaxUint16 {
+			d.fail("phases %#x out of range", set)
+		}
+		r.Profile.Phases = phase.PhaseSet(set)
 	}
 	r.OperationTimeout = time.Duration(d.varint())
 	r.ItemsTotal = d.intv()

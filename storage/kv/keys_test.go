@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -80,4 +81,24 @@ func TestRunRecordKeepsTheBase(t *testing.T) {
 	rec[flags] = profileBaseBackup | profileBaseRestore
 	_, err = decodeRun(plain.Owner, rec)
 	require.ErrorIs(t, err, operations.ErrCorrupt)
+
+	// A kind declared with its phases keeps them; a set that is empty or that no
+	// declaration gives is refused.
+	few := []phase.Phase{phase.New, phase.InProgress, phase.WaitingForPluginOperations,
+		phase.WaitingForPluginOperationsPartiallyFailed, phase.Completed, phase.PartiallyFailed, phase.Failed}
+	p, err := phase.Declare("DB", phase.Backup, phase.WithPhases(few...))
+	require.NoError(t, err)
+	r := operations.Run{Owner: operations.Owner{Kind: "DB", Name: "a", UID: "u"}, Phase: phase.New, Profile: p}
+	got, err := decodeRun(r.Owner, appendRun(nil, &r))
+	require.NoError(t, err)
+	require.Empty(t, cmp.Diff(r, got))
+	for _, set := range []phase.PhaseSet{0, phase.PhaseSetOf(phase.New, phase.Completed)} {
+		rec := appendRun(nil, &operations.Run{Owner: r.Owner, Phase: phase.New, Profile: phase.Profile{Base: phase.Backup, Phases: phase.PhaseSetOf(few...)}})
+		flags := len(appendString(appendString([]byte{runFormat1}, "u"), "New"))
+		require.Equal(t, byte(profileBaseBackup|profilePhases), rec[flags])
+		n := len(binary.AppendUvarint(nil, uint64(phase.PhaseSetOf(few...))))
+		rec = append(append(rec[:flags+1:flags+1], binary.AppendUvarint(nil, uint64(set))...), rec[flags+1+n:]...)
+		_, err = decodeRun(r.Owner, rec)
+		require.ErrorIs(t, err, operations.ErrCorrupt, "phases %s", set)
+	}
 }

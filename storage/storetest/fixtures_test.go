@@ -44,10 +44,11 @@ func checkSet(t *testing.T, v reflect.Value, path string, skip map[string]bool) 
 
 func TestFixturesSetEveryField(t *testing.T) {
 	o := operations.Owner{Kind: phase.Backup, Name: "b", UID: "uid"}
-	// Profile.Queue is a backup option; fullRun of a restore sets the other one. Base is
-	// set only for kinds of one's own, whose runs the check OwnKinds writes.
-	checkSet(t, reflect.ValueOf(fullRun(o)), "Run", map[string]bool{"Run.Profile.Queue": true, "Run.Profile.RestoreFinalizing": true, "Run.Profile.Base": true})
-	checkSet(t, reflect.ValueOf(fullRun(operations.Owner{Kind: phase.Restore, Name: "r", UID: "uid"})).FieldByName("Profile"), "Profile", map[string]bool{"Profile.Queue": true, "Profile.Base": true})
+	// Profile.Queue is a backup option; fullRun of a restore sets the other one. Base and
+	// Phases are set only for kinds of one's own, whose runs the check OwnKinds writes
+	// (its Migration names its phases).
+	checkSet(t, reflect.ValueOf(fullRun(o)), "Run", map[string]bool{"Run.Profile.Queue": true, "Run.Profile.RestoreFinalizing": true, "Run.Profile.Base": true, "Run.Profile.Phases": true})
+	checkSet(t, reflect.ValueOf(fullRun(operations.Owner{Kind: phase.Restore, Name: "r", UID: "uid"})).FieldByName("Profile"), "Profile", map[string]bool{"Profile.Queue": true, "Profile.Base": true, "Profile.Phases": true})
 	// Group is empty for core resources, as it is for PVCs; Error is set only on failure.
 	skip := map[string]bool{"Operation.Resource.Group": true}
 	checkSet(t, reflect.ValueOf(newOp(o, "op", operations.OperationFailed)), "Operation", skip)

@@ -25,11 +25,15 @@ func declare(t tb, kind, base phase.Kind, opts ...phase.Option) phase.Profile {
 // other's prefixes ("DB", "DBX") and one is a single letter ("B").
 func testOwnKinds(t tb, s operations.Store) {
 	var (
-		snapshot  = declare(t, "DatabaseSnapshot", phase.Backup, phase.WithQueue())
-		db        = declare(t, "DB", phase.Restore, phase.WithRestoreFinalizing())
-		dbx       = declare(t, "DBX", phase.Backup)
-		b         = declare(t, "B", phase.Restore)
-		migration = declare(t, "Migration", phase.Restore)
+		snapshot = declare(t, "DatabaseSnapshot", phase.Backup, phase.WithQueue())
+		db       = declare(t, "DB", phase.Restore, phase.WithRestoreFinalizing())
+		dbx      = declare(t, "DBX", phase.Backup)
+		b        = declare(t, "B", phase.Restore)
+		// A kind of the fewest phases (see phase.WithPhases): backup-like, but with no
+		// Finalizing and no Deleting.
+		migration = declare(t, "Migration", phase.Backup, phase.WithPhases(phase.New, phase.InProgress,
+			phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed,
+			phase.Completed, phase.PartiallyFailed, phase.Failed))
 	)
 	names := []string{"a", "a0", "b"}
 	// In listing order, each kind's runs in phases of their own.
@@ -129,7 +133,22 @@ func testOwnKinds(t tb, s operations.Store) {
 		wantRuns(t, s, operations.RunFilter{Kind: "DBX", Phases: waiting}, runsOf("DBX")[1:])
 		wantRuns(t, s, operations.RunFilter{Kind: "DBX", Phases: []phase.Phase{phase.Completed}}, []operations.Run{got})
 
-		// A restore-like kind has no Deleting; a backup-like one has.
+		// A kind of its own phases follows them: from New straight to Completed, with
+		// no Finalizing, though it is backup-like.
+		mb := ownKind("Migration", "b")
+		got, err = s.UpdateRun(bg, mb, func(r *operations.Run) error {
+			return r.SetPhase(phase.Completed, "nothing to wait for", at(5))
+		})
+		noError(t, err, "UpdateRun(%s) to Completed", mb)
+		var through []phase.Phase
+		for _, h := range got.History {
+			through = append(through, h.To)
+		}
+		wantEqual(t, []phase.Phase{phase.InProgress, phase.Completed}, through[len(through)-2:], "the phases UpdateRun(%s) went through", mb)
+		wantEqual(t, migration, got.Profile, "the profile of %s after UpdateRun", mb)
+		wantRun(t, s, got)
+
+		// A kind without Deleting among its phases cannot go there; a backup-like one has it.
 		m := ownKind("Migration", "a")
 		_, err = s.UpdateRun(bg, m, func(r *operations.Run) error {
 			forcePhase(r, phase.Deleting)
