@@ -1,75 +1,26 @@
 package monitor_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/itemops/itemops/internal/scalebench"
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/operations/monitor"
-	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
 	"github.com/itemops/itemops/storage/memstore"
 )
 
-// instant answers every Progress at once with progress that has moved on, so that every
-// pass writes every operation.
-type instant struct{ calls atomic.Int64 }
-
-func (p *instant) Progress(context.Context, operations.Operation) (operations.Progress, error) {
-	n := p.calls.Add(1)
-	return operations.Progress{NCompleted: n, NTotal: 1 << 62, OperationUnits: "Bytes"}, nil
-}
-
-func (p *instant) Cancel(context.Context, operations.Operation) error { return nil }
-
-// scaleRuns is the number of waiting runs of BenchmarkMonitorScale, 100 operations
-// each: 10,000 (a million operations) unless ITEMOPS_SCALE_RUNS says otherwise.
-func scaleRuns(b *testing.B) int {
-	n := 10_000
-	if v := os.Getenv("ITEMOPS_SCALE_RUNS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			b.Fatalf("ITEMOPS_SCALE_RUNS=%q: want a positive number", v)
-		}
-	}
-	return n
-}
-
-// memstorePerSec is the operations per second memstore reached earlier in the same
-// process, for the other stores' of-memstore.
-var memstorePerSec float64
-
-// BenchmarkMonitorScale makes one Monitor pass (RunOnce, 64 workers) per op over
-// waiting backups of 100 InProgress operations each (10,000 of them, a million
-// operations, by default; see scaleRuns), whose plugin answers at once with new
-// progress, on memstore and on boltstore (a file in a temporary directory, synced as in
-// production). It reports the operations polled per second, of-memstore (the same over
-// memstore's in the same process), the bytes and allocations per polled operation,
-// heap-growth-MiB, the most the heap grew above where it stood before the passes
-// (sampled every 10 ms; under the garbage collector's default pacing this counts up to
-// as much garbage as the heap holds live), and held-MiB, about the most memory one more
-// pass, untimed, holds at once (see heldByPass). The load (every run and its operations, written by 16
-// goroutines, with CreateRunWithOperations) is reported as load-s and load-ops/s.
+// BenchmarkMonitorScale makes one Monitor pass per op over 10,000 waiting backups of 100
+// InProgress operations each (a million operations; ITEMOPS_SCALE_RUNS sets the number
+// of backups), on memstore and on boltstore (a file in a temporary directory, synced as
+// in production), with the workload and the metrics of package internal/scalebench;
+// boltstore reports of-memstore. storage/etcdstore has the same benchmark for etcdstore.
 //
-//	go test ./operations/monitor -run '^$' -bench MonitorScale -benchtime 3x -timeout 60m
+//	go test ./operations/monitor -run '^$' -bench MonitorScale -benchtime 1x -timeout 60m
 func BenchmarkMonitorScale(b *testing.B) {
-	const perRun, loaders = 100, 16
-	runs := scaleRuns(b)
-	stores := []struct {
-		name string
-		open func(b *testing.B) operations.Store
-	}{
-		{"memstore", func(*testing.B) operations.Store { return memstore.New() }},
-		{"boltstore", func(b *testing.B) operations.Store {
+	scalebench.Run(b, scalebench.Runs(b, 10_000),
+		scalebench.Store{Name: "memstore", Open: func(*testing.B) operations.Store { return memstore.New() }},
+		scalebench.Store{Name: "boltstore", Open: func(b *testing.B) operations.Store {
 			s, err := boltstore.Open(filepath.Join(b.TempDir(), "store.db"), nil)
 			if err != nil {
 				b.Fatal(err)
@@ -77,152 +28,5 @@ func BenchmarkMonitorScale(b *testing.B) {
 			b.Cleanup(func() { s.Close() })
 			return s
 		}},
-	}
-	for _, st := range stores {
-		b.Run("store="+st.name, func(b *testing.B) {
-			s := st.open(b)
-			start := time.Now()
-			loadRuns(b, s, runs, perRun, loaders)
-			load := time.Since(start)
-			plugin := &instant{}
-			m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return plugin, nil }),
-				monitor.WithWorkers(64))
-			ctx := context.Background()
-
-			runtime.GC()
-			var before runtime.MemStats
-			runtime.ReadMemStats(&before)
-			peak := sampleHeap()
-			b.ReportAllocs()
-			b.ResetTimer()
-			start = time.Now()
-			for range b.N {
-				st, err := m.RunOnce(ctx)
-				if err != nil || st.Err != nil {
-					b.Fatal(err, st.Err)
-				}
-				if st.Operations != runs*perRun {
-					b.Fatalf("a pass checked %d operations, want %d", st.Operations, runs*perRun)
-				}
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			high := peak()
-			var after runtime.MemStats
-			runtime.ReadMemStats(&after)
-			held := heldByPass(b, m)
-			total := float64(runs * perRun * b.N)
-			perSec := total / elapsed.Seconds()
-			b.ReportMetric(perSec, "ops/s")
-			if st.name == "memstore" {
-				memstorePerSec = perSec
-			} else if memstorePerSec > 0 {
-				b.ReportMetric(perSec/memstorePerSec, "of-memstore")
-			}
-			b.ReportMetric(float64(max(high, before.HeapAlloc)-before.HeapAlloc)/(1<<20), "heap-growth-MiB")
-			b.ReportMetric(held/(1<<20), "held-MiB")
-			b.ReportMetric(load.Seconds(), "load-s")
-			b.ReportMetric(float64(runs*perRun)/load.Seconds(), "load-ops/s")
-			// ns/op, B/op and allocs/op are per pass; these are per polled operation.
-			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/total, "B/polled-op")
-			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/total, "allocs/polled-op")
-		})
-	}
-}
-
-// loadRuns writes runs waiting backups of perRun InProgress operations each, from
-// loaders goroutines at once.
-func loadRuns(b *testing.B, s operations.Store, runs, perRun, loaders int) {
-	ctx := context.Background()
-	starter, _ := s.(operations.RunStarter)
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-		errs = make(chan error, loaders)
 	)
-	now := time.Now()
-	for range loaders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < runs; i = int(next.Add(1) - 1) {
-				o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("backup-%06d", i)}
-				r := operations.Run{Owner: o, Phase: phase.New, Created: now}
-				if err := r.SetPhase(phase.WaitingForPluginOperations, "loaded", now); err != nil {
-					errs <- err
-					return
-				}
-				ops := make([]operations.Operation, perRun)
-				for j := range ops {
-					ops[j] = operations.Operation{Owner: o, Action: "mover", ID: fmt.Sprintf("op-%03d", j),
-						Resource: operations.ResourceIdentifier{Resource: "persistentvolumeclaims", Namespace: "ns", Name: fmt.Sprintf("pvc-%03d", j)},
-						Status:   operations.Status{Phase: operations.OperationInProgress, Created: now, Started: now}}
-				}
-				var err error
-				if starter != nil {
-					err = starter.CreateRunWithOperations(ctx, r, ops)
-				} else if err = s.CreateRun(ctx, r); err == nil {
-					err = s.PutOperations(ctx, o, ops)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-}
-
-// sampleHeap samples the live heap every 10 ms until the function it returns is
-// called, which returns the highest HeapAlloc seen.
-func sampleHeap() func() uint64 {
-	var (
-		high uint64
-		done = make(chan struct{})
-		wg   sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			high = max(high, ms.HeapAlloc)
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return high
-	}
-}
-
-// heldByPass makes one more pass of m with the garbage collector collecting once the heap
-// has grown by 10% (GOGC=10) and returns about the most memory the pass held at once:
-// the highest heap seen, less the 10% of it that may be garbage, less the heap before
-// the pass.
-func heldByPass(b *testing.B, m *monitor.Monitor) float64 {
-	old := debug.SetGCPercent(10)
-	defer debug.SetGCPercent(old)
-	runtime.GC()
-	var before runtime.MemStats
-	runtime.ReadMemStats(&before)
-	peak := sampleHeap()
-	if _, err := m.RunOnce(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	high := float64(peak())
-	return max(high/1.1-float64(before.HeapAlloc), 0)
 }
