@@ -46,6 +46,9 @@
 // operations does) carries its kind's declaration with it, and no table of kinds is kept
 // anywhere. A kind of one's own passed without such a profile is refused with
 // [ErrUnknownKind], as is a name that is not 1 to [MaxKindBytes] letters and digits.
+// Such a kind may also name the phases it has, with [WithPhases]: its machine is then
+// the base's transitions among them (a kind without Finalizing ends as soon as its
+// operations do), and the profile carries the set.
 //
 // # Events
 //
