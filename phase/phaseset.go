@@ -14,8 +14,12 @@ import (
 type PhaseSet uint16
 
 // unknownPhases is the bit WithPhases sets for a name that is not a phase, so that the
-// set is refused wherever it is used.
-const unknownPhases PhaseSet = 1 << 15
+// set is refused wherever it is used, as is any set with a bit outside knownPhases (a
+// damaged record's).
+const (
+	unknownPhases PhaseSet = 1 << 15
+	knownPhases   PhaseSet = 1<<numPhases - 1
+)
 
 // PhaseSetOf returns the set of ps. A string that is not a phase makes a set that every
 // function of this package refuses with an error wrapping [ErrUnknownPhase].
@@ -49,7 +53,7 @@ func (s PhaseSet) Phases() []Phase {
 }
 
 // String joins the names of the phases of s with "+", in Velero's order; a set holding
-// a name that is not a phase ends with "+?".
+// something that is not a phase ends with "+?".
 func (s PhaseSet) String() string {
 	var b strings.Builder
 	for _, p := range s.Phases() {
@@ -58,7 +62,7 @@ func (s PhaseSet) String() string {
 		}
 		b.WriteString(string(p))
 	}
-	if s&unknownPhases != 0 {
+	if s&^knownPhases != 0 {
 		b.WriteString("+?")
 	}
 	return b.String()
@@ -66,7 +70,7 @@ func (s PhaseSet) String() string {
 
 // MarshalJSON writes s as the list of its phases' names.
 func (s PhaseSet) MarshalJSON() ([]byte, error) {
-	if s&unknownPhases != 0 {
+	if s&^knownPhases != 0 {
 		return nil, fmt.Errorf("phase: %w in the set %s", ErrUnknownPhase, s)
 	}
 	names := s.Phases()
@@ -132,7 +136,7 @@ var (
 // checkPhases returns nil when s is a set of phases a machine can have (see WithPhases),
 // or an error wrapping ErrUnknownPhase that says what is wrong with it.
 func checkPhases(kind Kind, s PhaseSet) error {
-	if s&unknownPhases != 0 {
+	if s&^knownPhases != 0 {
 		return fmt.Errorf("phase: %w among the phases of %s", ErrUnknownPhase, kind)
 	}
 	if missing := requiredPhases &^ s; missing != 0 {

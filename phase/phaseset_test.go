@@ -215,6 +215,14 @@ func TestDeclaredPhasesRefused(t *testing.T) {
 	if got := phase.AfterMainRun("Snapshot", phase.Outcome{}, bad); got != "" {
 		t.Errorf("AfterMainRun with undeclared phases = %q, want the empty phase", got)
 	}
+	// Bits that name no phase, beside every phase a machine needs.
+	stray := phase.Profile{Base: phase.Backup, Phases: phase.PhaseSetOf(required...) | 1<<13}
+	if _, err := phase.NewMachine("Snapshot", phase.New, stray); !errors.Is(err, phase.ErrUnknownPhase) {
+		t.Errorf("NewMachine with a bit that names no phase = %v, want ErrUnknownPhase", err)
+	}
+	if got := stray.Phases.String(); got != phase.PhaseSetOf(required...).String()+"+?" {
+		t.Errorf("String() of a set with a bit that names no phase = %q, want it to end with +?", got)
+	}
 	// Backup ignores the phases outside Declare, as it ignores the other variants that
 	// do not concern it.
 	if got := phase.ProfileOf(phase.Backup, phase.WithPhases(required...)); got != (phase.Profile{}) {
