@@ -21,8 +21,9 @@ import (
 // pollLog records every Progress call of several replicas: which replica polled which
 // operation, when. Its operations never end.
 type pollLog struct {
-	mu    sync.Mutex
-	calls map[string][]poll // by run/operation
+	mu     sync.Mutex
+	calls  map[string][]poll    // by run/operation
+	onPoll func(replica string) // when not nil, called at every Progress call
 }
 
 type poll struct {
@@ -44,6 +45,9 @@ func (tr loggedTracker) Progress(_ context.Context, op operations.Operation) (op
 	key := op.Owner.String() + "/" + op.ID
 	tr.l.calls[key] = append(tr.l.calls[key], poll{tr.replica, time.Now()})
 	tr.l.mu.Unlock()
+	if tr.l.onPoll != nil {
+		tr.l.onPoll(tr.replica)
+	}
 	return operations.Progress{NCompleted: 1, NTotal: 10, OperationUnits: "Bytes"}, nil
 }
 
@@ -91,16 +95,19 @@ func holdings(t *testing.T, c *clientv3.Client, prefix string) map[string]int {
 // interval. A replica that joins holds its share within two intervals of its Monitor
 // starting (its store open), as counted by the passes of replica a, each of which starts
 // an interval after the last one ended: the join starts as a pass of a ends, and the new
-// replica must hold its share before a ends its second pass since (two intervals and two
-// of a's short passes). When the Monitors stop, no claim, hand-over or replica key is
-// left.
+// replica must hold its share before a starts its second pass since (two intervals and
+// one pass of a). When the Monitors stop, no claim, hand-over or replica key is left.
 func TestReplicasShareRunsEvenly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four replicas for several seconds (-short)")
 	}
+	// The interval is long next to a pass, whose 32 workers poll all of a replica's runs
+	// at once, so that a's passes count intervals closely (a pass of a under -race takes
+	// about a quarter of it).
 	const (
 		runs, perRun = 40, 2
-		interval     = 200 * time.Millisecond
+		interval     = 400 * time.Millisecond
+		workers      = 32
 	)
 	prefix := etcdstore.NewPrefix()
 	c := etcdstore.NewTestClient(t)
@@ -115,7 +122,7 @@ func TestReplicasShareRunsEvenly(t *testing.T) {
 	// open opens the store of a replica and returns what starts its Monitor's Run.
 	open := func(name string, opts ...monitor.Option) (run func()) {
 		s := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, &etcdstore.Options{Identity: name})
-		opts = append([]monitor.Option{monitor.WithInterval(interval), monitor.WithWorkers(8)}, opts...)
+		opts = append([]monitor.Option{monitor.WithInterval(interval), monitor.WithWorkers(workers)}, opts...)
 		m := monitor.New(s, log.tracker(name), opts...)
 		return func() {
 			wg.Add(1)
@@ -151,10 +158,22 @@ func TestReplicasShareRunsEvenly(t *testing.T) {
 		return time.Since(began)
 	}
 
-	var aPasses atomic.Int64
-	aPassed := make(chan struct{}, 1)
-	open("a", monitor.WithObserver(monitor.Observer{Pass: func(monitor.PassStats) {
-		aPasses.Add(1)
+	// a's passes are counted as they start: at its first poll after a pass ended (a
+	// holds runs in every pass).
+	var (
+		aStarts  atomic.Int64
+		aBetween atomic.Bool  // a has ended a pass and not polled since
+		aLast    atomic.Int64 // how long a's last pass took, for the log
+		aPassed  = make(chan struct{}, 1)
+	)
+	log.onPoll = func(replica string) {
+		if replica == "a" && aBetween.Swap(false) {
+			aStarts.Add(1)
+		}
+	}
+	open("a", monitor.WithObserver(monitor.Observer{Pass: func(st monitor.PassStats) {
+		aLast.Store(int64(st.Duration))
+		aBetween.Store(true)
 		select {
 		case aPassed <- struct{}{}:
 		default:
@@ -172,13 +191,14 @@ func TestReplicasShareRunsEvenly(t *testing.T) {
 		default:
 		}
 		<-aPassed
-		before := aPasses.Load()
+		before := aStarts.Load()
 		run()
 		names = append(names, name)
 		balanced(names...)
-		passes := aPasses.Load() - before
-		t.Logf("%s held its share when a had ended %d passes since %s started", name, passes, name)
-		require.Less(t, passes, int64(2), "passes of a ended before %s, joining, held its share", name)
+		passes := aStarts.Load() - before
+		t.Logf("%s held its share when a had started %d passes since %s started (a's last pass took %s)",
+			name, passes, name, time.Duration(aLast.Load()).Round(time.Millisecond))
+		require.Less(t, passes, int64(2), "passes a started before %s, joining, held its share", name)
 	}
 	// Stay balanced for a few more intervals.
 	time.Sleep(3 * interval)
