@@ -20,12 +20,15 @@ import (
 // claims from what it keeps, Run's passes claim a run before they read it. Run calls
 // pass at the end of each pass whose lists of runs it read, with how many runs they held
 // (the store may then give up the claims of runs the pass did not work on, and hand its
-// surplus to other replicas), and end once, when it returns: end gives up every claim the session keeps,
-// whatever the state of the backend (it waits a bounded time for it), so that a Monitor
-// that stops leaves no claim behind. None of the three may fail; a store that cannot
-// reach its backend lets its claims end by themselves, as RunClaimer says.
+// surplus to other replicas), and end once, when it returns: end gives up every claim the
+// session keeps, whatever the state of the backend (it waits a bounded time for it), so
+// that a Monitor that stops leaves no claim behind. Run passes its Monitor's Wake as
+// wake: the session calls it, from any goroutine, to have a pass start before the
+// interval is over (when a run another replica handed over becomes free). None of the
+// three may fail; a store that cannot reach its backend lets its claims end by
+// themselves, as RunClaimer says.
 type claimKeeper interface {
-	KeepClaims(ctx context.Context, interval time.Duration) (keep context.Context, pass func(runs int), end func())
+	KeepClaims(ctx context.Context, interval time.Duration, wake func()) (keep context.Context, pass func(runs int), end func())
 }
 
 // keptKey marks the context of Run's passes when the store keeps its claims.

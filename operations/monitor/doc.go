@@ -45,8 +45,9 @@
 // one Monitor at a time, and the runs of a replica that died are taken over once its
 // claims expire. When the store can also keep claims from pass to pass (storage/etcdstore
 // can), [Monitor.Run] holds the runs it claimed until it returns, and the store balances
-// them among the replicas between passes; [Monitor.RunOnce], Poll and Finalize claim a
-// run for the call only.
+// them among the replicas after each pass and as soon as one joins (it may start a pass
+// early, as [Monitor.Wake] does, when a run handed over to its replica becomes free);
+// [Monitor.RunOnce], Poll and Finalize claim a run for the call only.
 //
 // Time comes from a [clock.Clock] ([WithClock]), so tests can move it by hand with the
 // fake of package clock/clocktest.

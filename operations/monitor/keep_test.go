@@ -24,6 +24,7 @@ type keepingStore struct {
 
 	kmu       sync.Mutex // guards the fields below
 	intervals []time.Duration
+	wake      func() // the wake of the last session
 	passes    []int
 	ends      int
 	kept      []bool // for each ClaimRun, whether its context carried a keep session
@@ -31,10 +32,10 @@ type keepingStore struct {
 
 type keepMark struct{}
 
-func (s *keepingStore) KeepClaims(ctx context.Context, interval time.Duration) (context.Context, func(int), func()) {
+func (s *keepingStore) KeepClaims(ctx context.Context, interval time.Duration, wake func()) (context.Context, func(int), func()) {
 	s.kmu.Lock()
 	defer s.kmu.Unlock()
-	s.intervals = append(s.intervals, interval)
+	s.intervals, s.wake = append(s.intervals, interval), wake
 	pass := func(runs int) {
 		s.kmu.Lock()
 		defer s.kmu.Unlock()
@@ -58,7 +59,8 @@ func (s *keepingStore) ClaimRun(ctx context.Context, o operations.Owner) (func()
 // TestRunKeepsClaims runs a Monitor on a store that keeps claims: Run starts one keep
 // session with its interval, claims every run under it, tells it after each pass how
 // many runs the pass listed (two waiting, one finalizing that another Monitor holds),
-// and ends it once when it returns. RunOnce outside Run claims without a session.
+// and ends it once when it returns. The session's wake starts the second pass, the
+// clock not moved. RunOnce outside Run claims without a session.
 func TestRunKeepsClaims(t *testing.T) {
 	const interval = 3 * time.Second
 	s := &keepingStore{claimingStore: newClaimingStore()}
@@ -80,9 +82,12 @@ func TestRunKeepsClaims(t *testing.T) {
 		require.NoError(t, st.Err)
 		require.Equal(t, 2, st.Runs, "runs polled in pass %d", i)
 		require.Equal(t, 1, st.Skipped, "runs skipped in pass %d", i)
-		e.clock.BlockUntilWaiters(1) // Run has told the session and waits for the interval
+		e.clock.BlockUntilAfterCalls(i + 1) // Run has told the session and waits for the interval
 		if i == 0 {
-			e.clock.Advance(interval)
+			s.kmu.Lock()
+			wake := s.wake
+			s.kmu.Unlock()
+			wake()
 		}
 	}
 	cancel()

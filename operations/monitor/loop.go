@@ -26,13 +26,14 @@ import (
 //
 // When the store keeps claims from pass to pass (storage/etcdstore does), Run holds the
 // runs it claimed from one pass to the next instead of claiming and giving up each run in
-// every pass, lets the store hand runs over to other replicas between passes, and gives
-// up every claim it holds before it returns (waiting for the store a bounded time:
-// storage/etcdstore's request timeout).
+// every pass, lets the store hand runs over to other replicas, and gives up every claim
+// it holds before it returns (waiting for the store a bounded time: storage/etcdstore's
+// request timeout). Such a store may also start a pass early, as Wake does, when a run
+// another replica handed over becomes free.
 func (m *Monitor) Run(ctx context.Context) error {
 	passed := func(int) {}
 	if k, ok := m.claimer.(claimKeeper); ok {
-		keep, pass, end := k.KeepClaims(ctx, m.cfg.interval)
+		keep, pass, end := k.KeepClaims(ctx, m.cfg.interval, m.Wake)
 		defer end()
 		ctx, passed = context.WithValue(keep, keptKey{}, true), pass
 	}

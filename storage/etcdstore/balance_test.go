@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +21,9 @@ import (
 // pollLog records every Progress call of several replicas: which replica polled which
 // operation, when. Its operations never end.
 type pollLog struct {
-	mu    sync.Mutex
-	calls map[string][]poll // by run/operation
+	mu     sync.Mutex
+	calls  map[string][]poll    // by run/operation
+	onPoll func(replica string) // when not nil, called at every Progress call
 }
 
 type poll struct {
@@ -43,6 +45,9 @@ func (tr loggedTracker) Progress(_ context.Context, op operations.Operation) (op
 	key := op.Owner.String() + "/" + op.ID
 	tr.l.calls[key] = append(tr.l.calls[key], poll{tr.replica, time.Now()})
 	tr.l.mu.Unlock()
+	if tr.l.onPoll != nil {
+		tr.l.onPoll(tr.replica)
+	}
 	return operations.Progress{NCompleted: 1, NTotal: 10, OperationUnits: "Bytes"}, nil
 }
 
@@ -84,17 +89,25 @@ func holdings(t *testing.T, c *clientv3.Client, prefix string) map[string]int {
 }
 
 // TestReplicasShareRunsEvenly runs the Monitors of two replicas, each with its own client
-// and store, over 40 runs, then starts two more. Each time, every replica comes to hold
-// within ±20% of its share of the runs (1/2, then 1/4), and all runs are held; through
-// it all, no operation is polled by two replicas within one interval. When the Monitors
-// stop, no claim, hand-over or replica key is left.
+// and store, over 40 runs, then has a third join them, then a fourth. Each time, every
+// replica comes to hold within ±20% of its share of the runs (1/2, 1/3, then 1/4), and
+// all runs are held; through it all, no operation is polled by two replicas within one
+// interval. A replica that joins holds its share within two intervals of its Monitor
+// starting (its store open), as counted by the passes of replica a, each of which starts
+// an interval after the last one ended: the join starts as a pass of a ends, and the new
+// replica must hold its share before a starts its second pass since (two intervals and
+// one pass of a). When the Monitors stop, no claim, hand-over or replica key is left.
 func TestReplicasShareRunsEvenly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four replicas for several seconds (-short)")
 	}
+	// The interval is long next to a pass, whose 32 workers poll all of a replica's runs
+	// at once, so that a's passes count intervals closely (a pass of a under -race takes
+	// about a quarter of it).
 	const (
 		runs, perRun = 40, 2
-		interval     = 200 * time.Millisecond
+		interval     = 400 * time.Millisecond
+		workers      = 32
 	)
 	prefix := etcdstore.NewPrefix()
 	c := etcdstore.NewTestClient(t)
@@ -106,11 +119,15 @@ func TestReplicasShareRunsEvenly(t *testing.T) {
 	)
 	ctx, cancel := context.WithCancel(bg)
 	defer func() { cancel(); wg.Wait() }()
-	start := func(name string) {
+	// open opens the store of a replica and returns what starts its Monitor's Run.
+	open := func(name string, opts ...monitor.Option) (run func()) {
 		s := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, &etcdstore.Options{Identity: name})
-		m := monitor.New(s, log.tracker(name), monitor.WithInterval(interval), monitor.WithWorkers(8))
-		wg.Add(1)
-		go func() { defer wg.Done(); errs <- m.Run(ctx) }()
+		opts = append([]monitor.Option{monitor.WithInterval(interval), monitor.WithWorkers(workers)}, opts...)
+		m := monitor.New(s, log.tracker(name), opts...)
+		return func() {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- m.Run(ctx) }()
+		}
 	}
 	// balanced waits until each of names holds within ±20% of its share, and every run
 	// is held, and returns how long that took.
@@ -135,21 +152,57 @@ func TestReplicasShareRunsEvenly(t *testing.T) {
 			if time.Since(began) > time.Minute {
 				t.Fatalf("no balance among %v after a minute: holdings %v", names, last)
 			}
-			time.Sleep(interval / 4)
+			time.Sleep(interval / 10)
 		}
 		t.Logf("%d replicas balanced after %s (%.1f intervals): %v", len(names), time.Since(began).Round(time.Millisecond), float64(time.Since(began))/float64(interval), last)
 		return time.Since(began)
 	}
 
-	start("a")
-	start("b")
-	balanced("a", "b")
-	start("c")
-	start("d")
-	balanced("a", "b", "c", "d")
+	// a's passes are counted as they start: at its first poll after a pass ended (a
+	// holds runs in every pass).
+	var (
+		aStarts  atomic.Int64
+		aBetween atomic.Bool  // a has ended a pass and not polled since
+		aLast    atomic.Int64 // how long a's last pass took, for the log
+		aPassed  = make(chan struct{}, 1)
+	)
+	log.onPoll = func(replica string) {
+		if replica == "a" && aBetween.Swap(false) {
+			aStarts.Add(1)
+		}
+	}
+	open("a", monitor.WithObserver(monitor.Observer{Pass: func(st monitor.PassStats) {
+		aLast.Store(int64(st.Duration))
+		aBetween.Store(true)
+		select {
+		case aPassed <- struct{}{}:
+		default:
+		}
+	}}))()
+	open("b")()
+	names := []string{"a", "b"}
+	balanced(names...)
+	for _, name := range []string{"c", "d"} {
+		opened := time.Now()
+		run := open(name)
+		t.Logf("%s: store opened in %s", name, time.Since(opened).Round(time.Millisecond))
+		select {
+		case <-aPassed: // a pass of a that ended earlier
+		default:
+		}
+		<-aPassed
+		before := aStarts.Load()
+		run()
+		names = append(names, name)
+		balanced(names...)
+		passes := aStarts.Load() - before
+		t.Logf("%s held its share when a had started %d passes since %s started (a's last pass took %s)",
+			name, passes, name, time.Duration(aLast.Load()).Round(time.Millisecond))
+		require.Less(t, passes, int64(2), "passes a started before %s, joining, held its share", name)
+	}
 	// Stay balanced for a few more intervals.
 	time.Sleep(3 * interval)
-	balanced("a", "b", "c", "d")
+	balanced(names...)
 
 	cancel()
 	wg.Wait()

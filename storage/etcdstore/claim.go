@@ -79,7 +79,8 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 // process dies, or loses etcd for that long, the lease expires, the claim with it, and
 // another store may take the run. A claim of a run already claimed, by this store (for
 // another Monitor) or another, reports ok false; so does a claim of a run another
-// replica handed over less than an interval ago (see [Store.KeepClaims]).
+// replica handed over that is not free yet, an interval after that replica's last poll
+// of it (see [Store.KeepClaims]).
 //
 // When ctx carries a keep session of this store ([Store.KeepClaims]), release keeps the
 // claim for the session, and the session's next claim of the run takes it back without a

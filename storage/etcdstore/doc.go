@@ -105,10 +105,13 @@
 // gives them all up, or until balancing hands them to another replica, and a pass writes
 // to etcd only what changed, one transaction for the operations of each run that changed
 // and none for the claims. The replicas' Runs count one another by their keys under
-// replicas/; after each pass a replica that holds more than its share of the runs (their
-// number divided by the replicas', rounded up) hands the surplus over, and the others
-// take it once an interval has passed, so that no operation is polled by two replicas
-// within one interval. A run no one holds goes to whichever Monitor claims it first.
+// replicas/; after each pass, and as soon as a replica joins (each Run watches those
+// keys), a replica that holds more than its share of the runs (their number divided by
+// the replicas', rounded up) hands the surplus over. Another may take a run handed over
+// an interval after the last poll of it ended, so that no operation is polled by two
+// replicas within one interval; a replica short of its share has its Run make a pass at
+// that moment, so that one that joins holds its share about an interval after it starts.
+// A run no one holds goes to whichever Monitor claims it first.
 // Outside Run ([github.com/itemops/itemops/operations/monitor.Monitor.RunOnce], Poll,
 // Finalize), a Monitor claims a run for the call and gives the claim up after it; a run
 // that a Run of the same store keeps is lent to the call and goes back to the Run.

@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -35,29 +36,47 @@ import (
 // only an interval later still, or when no other replica took it for two intervals. A
 // run no one holds goes to whoever claims it first, whatever the shares.
 //
+// The session also watches the keys under replicas/. When another replica's session
+// starts, the session counts the sessions again and hands over at once, during a pass or
+// between two, the claims beyond its new share that no Monitor uses, those its Monitor
+// released first. The replica that joined finds them in its next pass. A run handed over
+// to it that it may take but that is not free yet makes it call wake at the time the run
+// is free (the latest such time, when there are several), so that its Monitor makes a
+// pass then: Run passes [github.com/itemops/itemops/operations/monitor.Monitor.Wake]; a
+// nil wake does nothing. A replica that joins thus holds its share about an interval
+// after it starts. When the watch fails, the next pass starts another; until then, and
+// while etcd does not answer, a join is seen at the end of a pass.
+//
 // end gives up every claim the session keeps, and its hand-overs and its key under
 // replicas/, in a few transactions, waiting at most [Options.RequestTimeout] for etcd;
-// when etcd does not answer, they end with the store's lease. After end, claims made
-// under keep are given up when released, as outside a session. keep is a child of ctx;
-// the session ends only by end.
+// when etcd does not answer, they end with the store's lease. It stops the watch first,
+// and waits for a hand-over under way (at most two requests). After end, claims made
+// under keep are given up when released, as outside a session, and wake is not called.
+// keep is a child of ctx; the session ends only by end.
 //
-// KeepClaims writes the replica key and counts the claims (each request within
-// Options.RequestTimeout, or until ctx ends); when etcd does not answer, the first pass
-// makes up for them. pass and end are safe for concurrent use; none of the three fails.
-// On the zero Store, or after Close, the session keeps nothing.
-func (s *Store) KeepClaims(ctx context.Context, interval time.Duration) (keep context.Context, pass func(runs int), end func()) {
+// KeepClaims writes the replica key, counts the claims and starts the watch (each
+// request within Options.RequestTimeout, or until ctx ends); when etcd does not answer,
+// the first pass makes up for them. pass and end are safe for concurrent use; none of
+// the three fails. On the zero Store, or after Close, the session keeps nothing.
+func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake func()) (keep context.Context, pass func(runs int), end func()) {
 	if s.Store == nil {
 		return ctx, func(int) {}, func() {}
 	}
-	k := &keeper{s: s, interval: interval, seq: keeperSeq.Add(1), seen: -1,
-		claims: make(map[string]*kept), markers: make(map[string]int64), share: -1}
+	if wake == nil {
+		wake = func() {}
+	}
+	k := &keeper{s: s, interval: interval, wake: wake, seq: keeperSeq.Add(1), seen: -1,
+		claims: make(map[string]*kept), markers: make(map[string]int64), share: -1, runs: -1}
 	k.mu.Lock()
 	k.register(ctx)
 	// Until its first pass counts the runs, the session's share is that of the runs
 	// claimed now: a replica that joins others takes no more than its share of what
 	// they hand over.
-	if claims, n, err := k.count(ctx); err == nil && claims > 0 {
-		k.share = share(claims, n)
+	if claims, n, rev, err := k.count(ctx); err == nil {
+		if claims > 0 {
+			k.share = share(claims, n)
+		}
+		k.watch(rev)
 	}
 	k.mu.Unlock()
 	s.keepMu.Lock()
@@ -103,7 +122,8 @@ func (s *Store) keeperOf(ctx context.Context) *keeper {
 type keeper struct {
 	s        *Store
 	interval time.Duration
-	seq      int64 // its number in this process
+	wake     func() // makes the Monitor's next pass start now
+	seq      int64  // its number in this process
 
 	// mu guards the fields below; it is taken before the store's heldMu, never after.
 	mu       sync.Mutex
@@ -112,8 +132,16 @@ type keeper struct {
 	member   string           // its key under replicas/: the lease's ID and seq
 	memberSS *session         // the session whose lease holds member; nil when none
 	pass     int64            // the number of the pass under way
+	runs     int              // the runs the last pass found; -1 before the first pass
 	share    int              // the most claims to keep; -1 until a pass has counted
 	ended    bool
+	// watching is closed when the watch of the keys under replicas/ has ended; nil
+	// when there is none. stopWatch ends it.
+	watching  chan struct{}
+	stopWatch context.CancelFunc
+	// wakeAt is the latest time for which a wake is set, and wakeTimer its timer.
+	wakeAt    time.Time
+	wakeTimer *time.Timer
 	// others holds the claim keys that other stores held when the session last read
 	// them, in the pass numbered seen: the session's claims of those runs fail without
 	// a request to etcd until the next pass reads them again.
@@ -252,29 +280,48 @@ func (k *keeper) heldByOther(ctx context.Context, key string) bool {
 	return k.others[key]
 }
 
-// full reports whether the session holds its share of the runs or more.
+// full reports whether the session holds its share of the runs or more. k.mu is held.
 func (k *keeper) full() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	return k.share >= 0 && len(k.claims) >= k.share
 }
 
 // mayTake reports whether the session may claim a run handed over, free from free, by the
-// holder of lease.
+// holder of lease. When the run of another store is not free yet, it has the session's
+// Monitor make a pass when it is.
 func (k *keeper) mayTake(lease clientv3.LeaseID, free time.Time, ss *session, now time.Time) bool {
 	if k == nil {
 		return !now.Before(free)
 	}
-	if now.Before(free) {
+	mine := lease == ss.id
+	switch {
+	case now.Before(free):
+		if !mine {
+			k.wakeFor(free)
+		}
 		return false
-	}
-	if !now.Before(free.Add(2 * k.interval)) {
+	case !now.Before(free.Add(2 * k.interval)):
 		return true // no one took it for two intervals
-	}
-	if lease == ss.id && now.Before(free.Add(k.interval)) {
+	case mine && now.Before(free.Add(k.interval)):
 		return false // let another replica have it first
 	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	return !k.full()
+}
+
+// wakeFor has the session's Monitor make a pass at free, when a run handed over to the
+// session becomes free, unless the session holds its share or a wake is set for free or
+// later already (that pass will find this run free too).
+func (k *keeper) wakeFor(free time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ended || k.full() || !free.After(k.wakeAt) {
+		return
+	}
+	if k.wakeTimer != nil {
+		k.wakeTimer.Stop()
+	}
+	k.wakeAt, k.wakeTimer = free, time.AfterFunc(time.Until(free), k.wake)
 }
 
 // endPass ends a pass of the session's Monitor, which found runs runs (see KeepClaims).
@@ -301,22 +348,68 @@ func (k *keeper) endPass(runs int) {
 		}
 	}
 	k.pass++
-	_, n, err := k.count(ctx)
+	k.runs = runs
+	_, n, rev, err := k.count(ctx)
 	var handOver []string
 	if err == nil {
 		k.share = share(int64(runs), n)
-		if surplus := len(k.claims) - len(give) - k.share; surplus > 0 {
-			var idle []string
-			for key, c := range k.claims {
-				if !c.inUse && c.pass == k.pass-1 {
-					idle = append(idle, key)
-				}
-			}
-			slices.Sort(idle)
-			handOver = idle[max(len(idle)-surplus, 0):]
+		handOver = k.surplus(len(give))
+		k.watch(rev)
+	}
+	k.settle(ctx, give, handOver)
+}
+
+// joined counts the sessions again, now that another replica has joined, and hands
+// over at once the claims beyond the session's new share (see KeepClaims). Before the
+// session's first pass, the share is that of the runs claimed, as in KeepClaims. When
+// etcd does not answer, the next pass balances.
+func (k *keeper) joined() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ended {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), k.s.b.opts.RequestTimeout)
+	defer cancel()
+	claims, n, _, err := k.count(ctx)
+	if err != nil {
+		return
+	}
+	runs := int64(k.runs)
+	if runs < 0 {
+		runs = claims
+	}
+	if runs > 0 {
+		k.share = share(runs, n)
+	}
+	k.settle(ctx, nil, k.surplus(0))
+}
+
+// surplus returns the claims to hand over so that the session keeps no more than its
+// share once it has given up give of them (none before a share is known): the claims
+// of the runs the last pass or this one claimed, that no Monitor uses, those released
+// first (they are free first). k.mu is held.
+func (k *keeper) surplus(give int) []string {
+	surplus := len(k.claims) - give - k.share
+	if k.share < 0 || surplus <= 0 {
+		return nil
+	}
+	var idle []string
+	for key, c := range k.claims {
+		if !c.inUse && c.pass >= k.pass-1 {
+			idle = append(idle, key)
 		}
 	}
+	slices.SortFunc(idle, func(a, b string) int {
+		return cmp.Or(k.claims[a].released.Compare(k.claims[b].released), strings.Compare(a, b))
+	})
+	return idle[:min(surplus, len(idle))]
+}
 
+// settle gives up the claims give and hands over the claims handOver, in as few
+// transactions as it can, and forgets them all. k.mu is held.
+func (k *keeper) settle(ctx context.Context, give, handOver []string) {
+	s := k.s
 	var (
 		cmps []clientv3.Cmp
 		ops  []clientv3.Op
@@ -342,9 +435,39 @@ func (k *keeper) endPass(runs int) {
 	}
 }
 
+// watch starts watching the keys under replicas/ from revision rev+1 on, unless the
+// session watches them already: a key created there (a replica that joins, or this
+// one registering again) calls joined. When the watch ends otherwise than by end (etcd
+// compacted the revision, lost its leader, or the client closed), the next pass starts
+// another. k.mu is held.
+func (k *keeper) watch(rev int64) {
+	if k.watching != nil || k.ended {
+		return
+	}
+	ctx, stop := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	done := make(chan struct{})
+	k.watching, k.stopWatch = done, stop
+	events := k.s.b.client.Watch(ctx, k.s.prefix+"replicas/", clientv3.WithPrefix(),
+		clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
+	go func() {
+		defer close(done)
+		defer stop()
+		for resp := range events {
+			if slices.ContainsFunc(resp.Events, (*clientv3.Event).IsCreate) {
+				k.joined()
+			}
+		}
+		k.mu.Lock()
+		if k.watching == done {
+			k.watching = nil
+		}
+		k.mu.Unlock()
+	}()
+}
+
 // count returns how many claim keys (hand-overs included) and keep sessions the store's
-// prefix holds, in one read.
-func (k *keeper) count(ctx context.Context) (claims, sessions int64, err error) {
+// prefix holds, in one read, and the revision it read at.
+func (k *keeper) count(ctx context.Context) (claims, sessions, rev int64, err error) {
 	s := k.s
 	err = s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) error {
 		resp, err := s.b.client.Txn(ctx).Then(
@@ -354,10 +477,11 @@ func (k *keeper) count(ctx context.Context) (claims, sessions int64, err error) 
 		if err == nil {
 			claims = resp.Responses[0].GetResponseRange().Count
 			sessions = resp.Responses[1].GetResponseRange().Count
+			rev = resp.Header.Revision
 		}
 		return err
 	})
-	return claims, sessions, err
+	return claims, sessions, rev, err
 }
 
 // share is the share of runs of one of n keep sessions: runs/n rounded up.
@@ -377,6 +501,10 @@ func (k *keeper) end() {
 		return
 	}
 	k.ended = true
+	if k.wakeTimer != nil {
+		k.wakeTimer.Stop()
+	}
+	watching, stopWatch := k.watching, k.stopWatch
 	s := k.s
 	var (
 		cmps []clientv3.Cmp
@@ -401,6 +529,12 @@ func (k *keeper) end() {
 		ops = append(ops, clientv3.OpDelete(k.member))
 	}
 	k.mu.Unlock()
+	if watching != nil {
+		// A hand-over under way finished before end took k.mu; the watch's goroutine
+		// finds the session ended and calls joined no more.
+		stopWatch()
+		<-watching
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.RequestTimeout)
 	defer cancel()
 	s.eachIf(ctx, cmps, ops)
