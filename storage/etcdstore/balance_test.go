@@ -89,10 +89,11 @@ func holdings(t *testing.T, c *clientv3.Client, prefix string) map[string]int {
 }
 
 // TestReplicasShareRunsEvenly runs the Monitors of two replicas, each with its own client
-// and store, over 40 runs, then has a third join them, then a fourth. Each time, every
-// replica comes to hold within ±20% of its share of the runs (1/2, 1/3, then 1/4), and
+// and store, over 40 runs, then has a third join them, then a fourth, then a fifth and a
+// sixth at once. Each time, every replica comes to hold within ±20% of its share of the
+// runs (1/2, 1/3, 1/4, then 1/6), and
 // all runs are held; through it all, no operation is polled by two replicas within one
-// interval. A replica that joins holds its share within two intervals of its Monitor
+// interval. A replica that joins (and two that join at once) holds its share within two intervals of its Monitor
 // starting (its store open), as counted by the passes of replica a, each of which starts
 // an interval after the last one ended: the join starts as a pass of a ends, and the new
 // replica must hold its share before a starts its second pass since (two intervals and
@@ -115,7 +116,7 @@ func TestReplicasShareRunsEvenly(t *testing.T) {
 	log := &pollLog{calls: make(map[string][]poll)}
 	var (
 		wg   sync.WaitGroup
-		errs = make(chan error, 4)
+		errs = make(chan error, 6)
 	)
 	ctx, cancel := context.WithCancel(bg)
 	defer func() { cancel(); wg.Wait() }()
@@ -182,23 +183,28 @@ func TestReplicasShareRunsEvenly(t *testing.T) {
 	open("b")()
 	names := []string{"a", "b"}
 	balanced(names...)
-	for _, name := range []string{"c", "d"} {
-		opened := time.Now()
-		run := open(name)
-		t.Logf("%s: store opened in %s", name, time.Since(opened).Round(time.Millisecond))
+	for _, joining := range [][]string{{"c"}, {"d"}, {"e", "f"}} {
+		var runs []func()
+		for _, name := range joining {
+			opened := time.Now()
+			runs = append(runs, open(name))
+			t.Logf("%s: store opened in %s", name, time.Since(opened).Round(time.Millisecond))
+		}
 		select {
 		case <-aPassed: // a pass of a that ended earlier
 		default:
 		}
 		<-aPassed
 		before := aStarts.Load()
-		run()
-		names = append(names, name)
+		for _, run := range runs {
+			run()
+		}
+		names = append(names, joining...)
 		balanced(names...)
 		passes := aStarts.Load() - before
-		t.Logf("%s held its share when a had started %d passes since %s started (a's last pass took %s)",
-			name, passes, name, time.Duration(aLast.Load()).Round(time.Millisecond))
-		require.Less(t, passes, int64(2), "passes a started before %s, joining, held its share", name)
+		t.Logf("%v held their share when a had started %d passes since they started (a's last pass took %s)",
+			joining, passes, time.Duration(aLast.Load()).Round(time.Millisecond))
+		require.Less(t, passes, int64(2), "passes a started before %v, joining, held their share", joining)
 	}
 	// Stay balanced for a few more intervals.
 	time.Sleep(3 * interval)

@@ -107,7 +107,8 @@
 // and none for the claims. The replicas' Runs count one another by their keys under
 // replicas/; after each pass, and as soon as a replica joins (each Run watches those
 // keys), a replica that holds more than its share of the runs (their number divided by
-// the replicas', rounded up) hands the surplus over. Another may take a run handed over
+// the replicas', one more for the first replicas by key when it does not divide evenly,
+// so that the shares add up) hands the surplus over. Another may take a run handed over
 // an interval after the last poll of it ended, so that no operation is polled by two
 // replicas within one interval; a replica short of its share has its Run make a pass at
 // that moment, so that one that joins holds its share about an interval after it starts.

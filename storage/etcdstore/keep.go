@@ -28,10 +28,11 @@ import (
 // store's lease. pass, called at the end of each pass with how many runs the pass found,
 // balances the runs: it gives up the claims of the runs the pass did not claim (they
 // ended, or another took them), counts the live sessions n, and hands over the claims
-// beyond its share, runs/n rounded up. A run handed over keeps its claim key, with a value
-// that says from when another store may claim it: interval after the session's last poll
-// of the run ended, so that no operation is polled by two replicas within one interval
-// (the replicas' clocks must agree to well within the interval). The session takes a
+// beyond its share (runs/n, one more for the first runs%n sessions by their keys). A run
+// handed over keeps its claim key, with a value that says from when another store may
+// claim it: interval after the session's last poll of the run ended, so that no
+// operation is polled by two replicas within one interval (the replicas' clocks must
+// agree to well within the interval). The session takes a
 // handed-over run only while it holds less than its share, and takes back one of its own
 // only an interval later still, or when no other replica took it for two intervals. A
 // run no one holds goes to whoever claims it first, whatever the shares.
@@ -72,9 +73,9 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake fun
 	// Until its first pass counts the runs, the session's share is that of the runs
 	// claimed now: a replica that joins others takes no more than its share of what
 	// they hand over.
-	if claims, n, rev, err := k.count(ctx); err == nil {
+	if claims, n, rank, rev, err := k.count(ctx); err == nil {
 		if claims > 0 {
-			k.share = share(claims, n)
+			k.share = share(claims, n, rank)
 		}
 		k.watch(rev)
 	}
@@ -349,10 +350,10 @@ func (k *keeper) endPass(runs int) {
 	}
 	k.pass++
 	k.runs = runs
-	_, n, rev, err := k.count(ctx)
+	_, n, rank, rev, err := k.count(ctx)
 	var handOver []string
 	if err == nil {
-		k.share = share(int64(runs), n)
+		k.share = share(int64(runs), n, rank)
 		handOver = k.surplus(len(give))
 		k.watch(rev)
 	}
@@ -371,7 +372,7 @@ func (k *keeper) joined() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), k.s.b.opts.RequestTimeout)
 	defer cancel()
-	claims, n, _, err := k.count(ctx)
+	claims, n, rank, _, err := k.count(ctx)
 	if err != nil {
 		return
 	}
@@ -380,7 +381,7 @@ func (k *keeper) joined() {
 		runs = claims
 	}
 	if runs > 0 {
-		k.share = share(runs, n)
+		k.share = share(runs, n, rank)
 	}
 	k.settle(ctx, nil, k.surplus(0))
 }
@@ -466,28 +467,41 @@ func (k *keeper) watch(rev int64) {
 }
 
 // count returns how many claim keys (hand-overs included) and keep sessions the store's
-// prefix holds, in one read, and the revision it read at.
-func (k *keeper) count(ctx context.Context) (claims, sessions, rev int64, err error) {
+// prefix holds, in one read, the session's rank among the sessions (how many keys under
+// replicas/ sort before its own), and the revision it read at.
+func (k *keeper) count(ctx context.Context) (claims, sessions, rank, rev int64, err error) {
 	s := k.s
 	err = s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) error {
 		resp, err := s.b.client.Txn(ctx).Then(
 			clientv3.OpGet(s.prefix+"claims/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
-			clientv3.OpGet(s.prefix+"replicas/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+			clientv3.OpGet(s.prefix+"replicas/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		).Commit()
 		if err == nil {
 			claims = resp.Responses[0].GetResponseRange().Count
-			sessions = resp.Responses[1].GetResponseRange().Count
+			members := resp.Responses[1].GetResponseRange().Kvs
+			sessions, rank = int64(len(members)), 0
+			for _, kv := range members {
+				if k.member == "" || string(kv.Key) < k.member {
+					rank++
+				}
+			}
 			rev = resp.Header.Revision
 		}
 		return err
 	})
-	return claims, sessions, rev, err
+	return claims, sessions, rank, rev, err
 }
 
-// share is the share of runs of one of n keep sessions: runs/n rounded up.
-func share(runs, n int64) int {
+// share is the share of runs of the keep session of the given rank among n: runs/n,
+// and one more for the first runs%n sessions by rank, so that the shares add up to runs
+// and differ by at most one. (Each taking runs/n rounded up let one session end with
+// much less: 40 runs over 6 sessions as 7, 7, 7, 7, 7 and 5.)
+func share(runs, n, rank int64) int {
 	n = max(n, 1)
-	return int((runs + n - 1) / n)
+	if rank < runs%n {
+		return int(runs/n + 1)
+	}
+	return int(runs / n)
 }
 
 // end ends the session (see KeepClaims).
