@@ -25,7 +25,10 @@ func TestOwnKinds(t *testing.T) {
 	created := at.Add(-10 * time.Minute)
 	snapshot, err := phase.Declare("DatabaseSnapshot", phase.Backup)
 	require.NoError(t, err)
-	migration, err := phase.Declare("Migration", phase.Restore)
+	// A kind that names its phases: inspect names them in its profile.
+	migration, err := phase.Declare("Migration", phase.Restore, phase.WithPhases(phase.New, phase.InProgress,
+		phase.WaitingForPluginOperations, phase.WaitingForPluginOperationsPartiallyFailed,
+		phase.Completed, phase.PartiallyFailed, phase.Failed))
 	require.NoError(t, err)
 	for _, r := range []struct {
 		owner   operations.Owner
@@ -62,7 +65,7 @@ func TestOwnKinds(t *testing.T) {
 		"v2 Migration WaitingForPluginOperations",
 	}, rows)
 	require.Contains(t, out, "\nDatabaseSnapshot orders: WaitingForPluginOperations (UID uid-o)\n  created 10m ago, profile backup-like,")
-	require.Contains(t, out, "\nMigration v2: WaitingForPluginOperations\n  created 10m ago, profile restore-like,")
+	require.Contains(t, out, "\nMigration v2: WaitingForPluginOperations\n  created 10m ago, profile restore-like,phases=New+InProgress+WaitingForPluginOperations+WaitingForPluginOperationsPartiallyFailed+Completed+PartiallyFailed+Failed, operation timeout")
 
 	// Two kinds share the name orders.
 	status, _, errOut = runCLI("cancel", path, "orders")
