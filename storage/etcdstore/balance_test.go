@@ -205,8 +205,8 @@ func TestReplicasShareRunsEvenly(t *testing.T) {
 		t.Logf("%v held their share when a had started %d passes since they started (a's last pass took %s)",
 			joining, passes, time.Duration(aLast.Load()).Round(time.Millisecond))
 		// One replica joining holds its share within two intervals and a pass of a. Two
-		// joining at once take about half an interval more (2.2 to 2.6 intervals: the
-		// others hand over for five replicas, then for six), which this bound allows.
+		// joining at once took about half an interval more (2.2 to 2.6 intervals in
+		// docs/BENCHMARKS.md), which this bound allows.
 		bound := int64(2)
 		if len(joining) > 1 {
 			bound = 4
