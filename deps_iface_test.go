@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/internal/racebuild"
 )
 
 // TestNoForeignInterfaceImplemented keeps the rule of docs/architecture.md "Dependency
@@ -34,10 +36,8 @@ func TestNoForeignInterfaceImplemented(t *testing.T) {
 		Standard                bool
 		Module                  *struct{ Path string }
 	}
-	args := []string{"list", "-deps", "-export", "-json=ImportPath,Dir,Export,GoFiles,Standard,Module"}
-	if raceEnabled {
-		args = append(args, "-race") // the export data of the packages the tests were built from
-	}
+	// The export data of the packages the tests were built from (see racebuild).
+	args := append([]string{"list", "-deps", "-export", "-json=ImportPath,Dir,Export,GoFiles,Standard,Module"}, racebuild.Flags()...)
 	all := goJSON[listed](t, append(args, "./...")...)
 	exports := map[string]string{}
 	var ours []listed

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/itemops/itemops/internal/racebuild"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
@@ -23,10 +24,7 @@ import (
 func buildCommand(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "itemops")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
+	args := append([]string{"build", "-o", bin}, racebuild.Flags()...)
 	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin

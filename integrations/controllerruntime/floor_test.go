@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/itemops/itemops/internal/racebuild"
 )
 
 // operatorGoMod is the go.mod of an operator at the floor of the range this module
@@ -83,10 +85,8 @@ func TestOperatorAtTheFloorKeepsItsVersions(t *testing.T) {
 		"-require=github.com/itemops/itemops/integrations/controllerruntime@v0.0.0", "-replace=github.com/itemops/itemops/integrations/controllerruntime="+here,
 		"-require=github.com/itemops/itemops@v0.0.0", "-replace=github.com/itemops/itemops="+root)
 	goRun(t, dir, "mod", "tidy")
-	build := []string{"build", "-o", os.DevNull}
-	if raceEnabled {
-		build = append(build, "-race") // the packages this test's own build left in the cache
-	}
+	// Built as this test was, from the packages its own build left in the cache.
+	build := append([]string{"build", "-o", os.DevNull}, racebuild.Flags()...)
 	goRun(t, dir, append(build, ".")...)
 	after := selection(t, dir)
 	for path := range after {

@@ -1,6 +1,0 @@
-//go:build !race
-
-package main
-
-// raceEnabled is true when the tests run under the race detector.
-const raceEnabled = false

@@ -1,7 +1,0 @@
-//go:build race
-
-package itemops_test
-
-// raceEnabled is true when the tests run under the race detector, so the go commands they
-// run build with it too, from the packages the tests' own build left in the cache.
-const raceEnabled = true
