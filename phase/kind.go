@@ -89,7 +89,6 @@ func Declare(kind, base Kind, opts ...Option) (Profile, error) {
 	if (kind == Backup || kind == Restore) && kind != base {
 		return Profile{}, fmt.Errorf("phase: %w: kind %s cannot follow %s", ErrUnknownKind, kind, base)
 	}
-	var asked Profile // what opts ask for, before ProfileOf drops what kind ignores
 	for _, o := range opts {
 		if named, ok := o.(phasesOption); ok {
 			for _, p := range named {
@@ -98,11 +97,8 @@ func Declare(kind, base Kind, opts ...Option) (Profile, error) {
 				}
 			}
 		}
-		if o != nil {
-			asked = o.apply(asked)
-		}
 	}
-	if asked.Phases != 0 {
+	if asked := applied(opts); asked.Phases != 0 {
 		if kind == Backup || kind == Restore {
 			return Profile{}, fmt.Errorf("phase: %w: %s keeps Velero's phases; WithPhases is for a kind of one's own", ErrUnknownPhase, kind)
 		}

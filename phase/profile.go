@@ -85,12 +85,7 @@ func (p Profile) String() string {
 // (Backup following Backup is just Backup). It is what [Machine.Profile] reports for a
 // machine built with opts. When several options name a Base or Phases, the last counts.
 func ProfileOf(kind Kind, opts ...Option) Profile {
-	var p Profile
-	for _, o := range opts {
-		if o != nil {
-			p = o.apply(p)
-		}
-	}
+	p := applied(opts)
 	if p.Base == kind {
 		p.Base = ""
 	}
@@ -107,6 +102,18 @@ func ProfileOf(kind Kind, opts ...Option) Profile {
 		p.RestoreFinalizing = false
 	case Restore:
 		p.Queue = false
+	}
+	return p
+}
+
+// applied is the profile opts ask for, each applied in turn, before ProfileOf drops
+// what a kind ignores.
+func applied(opts []Option) Profile {
+	var p Profile
+	for _, o := range opts {
+		if o != nil {
+			p = o.apply(p)
+		}
 	}
 	return p
 }
