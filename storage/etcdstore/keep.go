@@ -70,13 +70,8 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake fun
 		claims: make(map[string]*kept), markers: make(map[string]int64), share: -1, runs: -1}
 	k.mu.Lock()
 	k.register(ctx)
-	// Until its first pass counts the runs, the session's share is that of the runs
-	// claimed now: a replica that joins others takes no more than its share of what
-	// they hand over.
 	if claims, n, rank, rev, err := k.count(ctx); err == nil {
-		if claims > 0 {
-			k.share = share(claims, n, rank)
-		}
+		k.reshare(claims, n, rank)
 		k.watch(rev)
 	}
 	k.mu.Unlock()
@@ -376,6 +371,15 @@ func (k *keeper) joined() {
 	if err != nil {
 		return
 	}
+	k.reshare(claims, n, rank)
+	k.settle(ctx, nil, k.surplus(0))
+}
+
+// reshare sets the session's share among n sessions, at rank, of the runs its last pass
+// found or, before its first pass, of the claims counted (a replica that joins others
+// takes no more than its share of what they hand over). With no runs it keeps the share
+// it had. k.mu is held.
+func (k *keeper) reshare(claims, n, rank int64) {
 	runs := int64(k.runs)
 	if runs < 0 {
 		runs = claims
@@ -383,7 +387,6 @@ func (k *keeper) joined() {
 	if runs > 0 {
 		k.share = share(runs, n, rank)
 	}
-	k.settle(ctx, nil, k.surplus(0))
 }
 
 // surplus returns the claims to hand over so that the session keeps no more than its
