@@ -57,7 +57,7 @@ func TestRestartOnBoltstore(t *testing.T) {
 	// The first process: its plugin answers a few calls, then stops answering until the
 	// Monitor is stopped in the middle of its pass.
 	var answered atomic.Int32
-	stuck := make(chan struct{})
+	stuck := make(chan struct{}, 1) // holds the first signal until the test waits for it
 	first := &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
 		if answered.Add(1) > 10 {
 			select {
