@@ -16,6 +16,7 @@ import (
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
 	"github.com/itemops/itemops/clock/clocktest"
+	"github.com/itemops/itemops/internal/racebuild"
 	"github.com/itemops/itemops/operations"
 )
 
@@ -174,7 +175,7 @@ func TestSuiteCatchesBrokenPlugins(t *testing.T) {
 	for name, b := range broken {
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenPluginHelper$", "-test.v")
-			cmd.Env = append(os.Environ(), "ADAPTERTEST_BROKEN="+name)
+			cmd.Env = append(racebuild.Environ(), "ADAPTERTEST_BROKEN="+name)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) {

@@ -57,6 +57,7 @@ func pathOf(r operations.Run) []phase.Phase {
 // completes, and the bucket holds the backup's tarball, as restoreorder reads it, and
 // both itemoperations files, as the codec reads them.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "demo.db")
 	code, stdout, stderr := runCmd("demo", "-db", db, "-items", "40", "-operations", "3", "-speed", "20")
@@ -161,6 +162,7 @@ func TestDemo(t *testing.T) {
 // With -fail-rate 1 every operation fails or stalls until it times out: the backup goes
 // through the partially failed phases, and so does the restore.
 func TestDemoFailRate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "demo.db")
 	code, stdout, stderr := runCmd("demo", "-db", db, "-items", "40", "-operations", "4", "-speed", "20", "-fail-rate", "1")
@@ -215,6 +217,7 @@ func TestDemoUsageErrors(t *testing.T) {
 
 // A demo on a store another process has open stops at once, saying so.
 func TestDemoLockedStore(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "demo.db")
 	openStore(t, db)
 	code, stdout, stderr := runCmd("demo", "-db", db)

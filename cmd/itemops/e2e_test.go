@@ -42,6 +42,7 @@ func runBinary(t *testing.T, bin string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = racebuild.Environ()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -137,9 +138,14 @@ func compareNames(a, b string) int {
 // and twice killed mid-run by -crash-after, then run again on the same store to recover
 // and finish. After a crash, runs that were InProgress become Failed and are tried again,
 // waiting runs are resumed to their end, and no operation recorded before the crash is
-// lost.
+// lost. It also runs the commands the demo's closing hints print, as printed.
 func TestEndToEnd(t *testing.T) {
 	bin := buildCommand(t)
+
+	t.Run("the demo's hints run as printed", func(t *testing.T) {
+		t.Parallel()
+		testHintsRunAsPrinted(t, bin)
+	})
 
 	t.Run("to its end", func(t *testing.T) {
 		t.Parallel()

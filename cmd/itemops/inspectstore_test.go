@@ -159,6 +159,7 @@ func sha256File(t *testing.T, path string) [32]byte {
 }
 
 func TestInspectStoreFailures(t *testing.T) {
+	t.Parallel()
 	path := storeFile(t)
 	empty := filepath.Join(t.TempDir(), "empty.db")
 	s, err := boltstore.Open(empty, nil)

@@ -48,6 +48,7 @@ func TestCommandFor(t *testing.T) {
 // TestGoRunLayout checks builtByGoRun against the toolchain: a program started by go run
 // finds itself built by go run.
 func TestGoRunLayout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n\texe, _ := os.Executable()\n\tfmt.Print(exe)\n}\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
@@ -62,10 +63,9 @@ func TestGoRunLayout(t *testing.T) {
 	require.False(t, builtByGoRun(exe), "a test binary: %s", exe)
 }
 
-// TestDemoHintsRunAsPrinted runs the built command's demo, then each command its closing
-// hints print, exactly as printed.
-func TestDemoHintsRunAsPrinted(t *testing.T) {
-	bin := buildCommand(t)
+// testHintsRunAsPrinted runs the built command bin's demo, then each command its closing
+// hints print, exactly as printed. TestEndToEnd calls it with the command it built.
+func testHintsRunAsPrinted(t *testing.T, bin string) {
 	db := filepath.Join(t.TempDir(), "itemops.db")
 	res := runBinary(t, bin, "demo", "-db", db, "-items", "20", "-operations", "1", "-speed", "50")
 	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)

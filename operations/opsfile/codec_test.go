@@ -214,6 +214,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		ops  []operations.Operation
@@ -507,6 +508,7 @@ func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return le
 // TestEncoderStreams checks that an Encoder hands compressed data to its writer as it
 // goes, rather than at Close.
 func TestEncoderStreams(t *testing.T) {
+	t.Parallel()
 	n := 20_000
 	if testing.Short() {
 		n = 4_000
@@ -526,6 +528,7 @@ func TestEncoderStreams(t *testing.T) {
 
 // TestEncoderMatchesEncode checks that the streaming Encoder writes what Encode writes.
 func TestEncoderMatchesEncode(t *testing.T) {
+	t.Parallel()
 	ops := manyOps(phase.Restore, 5000)
 	var buf bytes.Buffer
 	e := opsfile.NewEncoder(&buf, phase.Restore)
@@ -610,6 +613,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 }
 
 func TestEncoderWriteErrors(t *testing.T) {
+	t.Parallel()
 	ops := manyOps(phase.Backup, 2000)
 	tests := []struct {
 		name   string

@@ -90,11 +90,13 @@ func (f *frames) fill(keep int) (int, error) {
 // peek skips white space and returns the byte at lo, without consuming it.
 func (f *frames) peek() (byte, error) {
 	for {
-		for ; f.lo < f.hi; f.lo++ {
-			if c := f.buf[f.lo]; !isSpace(c) {
+		for i, c := range f.buf[f.lo:f.hi] {
+			if !isSpace(c) {
+				f.lo += i
 				return c, nil
 			}
 		}
+		f.lo = f.hi
 		if _, err := f.fill(f.lo); err != nil {
 			return 0, err
 		}

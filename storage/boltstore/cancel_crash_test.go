@@ -147,6 +147,7 @@ func runCancelChild(t *testing.T, path string, stuck int, r *rand.Rand) {
 // new process's place: the request is still there, and the next Monitor completes the
 // cancel, calling Cancel once for each operation the killed one had not written.
 func TestCancelSurvivesKill(t *testing.T) {
+	t.Parallel()
 	const rounds = 12
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)

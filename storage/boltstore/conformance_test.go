@@ -14,6 +14,7 @@ import (
 // options (every commit synced) in a new file per subtest. At each subtest's end the
 // file must also pass bbolt's consistency check.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, newCheckedStore)
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/itemops/itemops/internal/racebuild"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
@@ -313,7 +314,7 @@ type crashRound struct {
 func startChild(t *testing.T, env ...string) (*exec.Cmd, <-chan string, *strings.Builder) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), env...)
+	cmd.Env = append(racebuild.Environ(), env...)
 	stderr := new(strings.Builder)
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()

@@ -141,6 +141,7 @@ func useDamaged(t *testing.T, path string, opts *boltstore.Options) {
 // TestDamagedFilesNeverPanic applies each damage, with eight seeds, to both base files,
 // and reads and uses the result as FuzzDamagedFile does.
 func TestDamagedFilesNeverPanic(t *testing.T) {
+	t.Parallel()
 	for _, base := range baseFiles(t) {
 		for _, d := range damages {
 			for seed := uint64(0); seed < 8; seed++ {
@@ -358,6 +359,7 @@ func changeDetected(t testing.TB, dir string, b []byte, off int, x byte) (bool, 
 // Check, as itemops check does, reports every one. In -short mode it tries every
 // seventh byte.
 func TestCheckFindsEveryChangedLiveByte(t *testing.T) {
+	t.Parallel()
 	b := liveStoreFile(t)
 	live := liveBytes(t, b)
 	stride := 1

@@ -74,6 +74,7 @@ func groupChild() int {
 // at most the one each writer had under way: a group is durable when its writers hear
 // so, and never in part.
 func TestKillDuringGroupCommits(t *testing.T) {
+	t.Parallel()
 	const rounds = 12
 	path := filepath.Join(t.TempDir(), "store.db")
 	r := rand.New(rand.NewPCG(rand.Uint64(), 2))

@@ -550,6 +550,7 @@ func TestLongestRecords(t *testing.T) {
 }
 
 func TestConcurrentWritersLoseNothing(t *testing.T) {
+	t.Parallel()
 	const workers, each = 8, 25
 	ctx := context.Background()
 	s, _ := openTest(t)

@@ -21,6 +21,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(*testing.T) operations.Store { return memstore.New() })
 }
 
@@ -33,6 +34,7 @@ func TestCancel(t *testing.T) {
 // bytes is large enough for the largest records storetest writes (names and texts at
 // operations' limits, about 100 KiB), as every real backend's is.
 func TestConformanceStaged(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) operations.Store {
 		s, err := kv.Open(bg, memstore.NewBackend(kv.Limits{MaxOps: 8, MaxBytes: 512 << 10}))
 		require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"testing"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -25,10 +26,17 @@ func concurrencyChecks() []check {
 	}
 }
 
-const (
-	workers = 8
-	rounds  = 50
-)
+// workers is how many goroutines write at once in a concurrency check.
+const workers = 8
+
+// writeRounds is how many writes each writer of a concurrency check makes: 50, or 20
+// with -short.
+func writeRounds() int {
+	if testing.Short() {
+		return 20
+	}
+	return 50
+}
 
 // parallel runs f(0) … f(n-1) in goroutines that start together, and collects their
 // errors (which must be reported from the test goroutine).
@@ -52,6 +60,7 @@ func parallel(n int, f func(i int) error) []error {
 }
 
 func testUpdateRunLosesNoWrite(t tb, s operations.Store) {
+	rounds := writeRounds()
 	o := backup("b")
 	mustCreate(t, s, runIn(t, o, phase.InProgress, phase.Profile{}))
 	errs := parallel(workers, func(int) error {
@@ -144,6 +153,7 @@ func testCreateRunOneWinner(t tb, s operations.Store) {
 }
 
 func testPutOperationsManyRuns(t tb, s operations.Store) {
+	rounds := writeRounds()
 	const batch = 20
 	owners := make([]operations.Owner, workers)
 	for i := range owners {
@@ -171,6 +181,7 @@ func testPutOperationsManyRuns(t tb, s operations.Store) {
 // testPutOperationsOneRun has every writer put its own batches of new IDs to one run:
 // all must be stored, each writer's in its order, each batch contiguous.
 func testPutOperationsOneRun(t tb, s operations.Store) {
+	rounds := writeRounds()
 	const batch = 10
 	o := restore("r")
 	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
@@ -208,6 +219,7 @@ func testPutOperationsOneRun(t tb, s operations.Store) {
 // testReadersSeeWholeBatches has readers list a run while a writer puts batches that add
 // operations and then finish them: no reader may see part of a batch.
 func testReadersSeeWholeBatches(t tb, s operations.Store) {
+	rounds := writeRounds()
 	const batch = 10
 	o := backup("b")
 	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
@@ -280,6 +292,7 @@ func testReadersSeeWholeBatches(t tb, s operations.Store) {
 // each write either happens before the deletion or fails with ErrNotFound, and nothing
 // of the run survives it.
 func testDeleteDuringWrites(t tb, s operations.Store) {
+	rounds := writeRounds()
 	o := backup("b")
 	mustCreate(t, s, runIn(t, o, phase.InProgress, phase.Profile{}))
 	errs := parallel(workers, func(i int) error {
@@ -318,6 +331,7 @@ func testDeleteDuringWrites(t tb, s operations.Store) {
 // the failure messages.
 func followWrites(t tb, what string, write func(n int) error, read func() (int, error)) {
 	t.Helper()
+	rounds := writeRounds()
 	if _, err := read(); err != nil {
 		t.Fatalf("%s returned the error %q, want none", what, err)
 	}
@@ -393,10 +407,11 @@ func testGetRunFollowsWrites(t tb, s operations.Store) {
 // testGetOperationFollowsWrites checks that GetOperation, while PutOperations replaces
 // the operation, returns the last acknowledged replacement or a later one.
 func testGetOperationFollowsWrites(t tb, s operations.Store) {
+	rounds := writeRounds()
 	o := backup("b")
 	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
 	op := newOp(o, "op-1", operations.OperationInProgress)
-	op.Status.NCompleted, op.Status.NTotal = 0, rounds
+	op.Status.NCompleted, op.Status.NTotal = 0, int64(rounds)
 	mustPut(t, s, o, []operations.Operation{op.Clone()})
 	id := op.ID
 	followWrites(t, fmt.Sprintf("GetOperation(%s, %q)", o, id),

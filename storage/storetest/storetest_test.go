@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/itemops/itemops/internal/racebuild"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/storetest"
@@ -47,6 +48,7 @@ const (
 )
 
 func TestSimpleStore(t *testing.T) {
+	t.Parallel()
 	f := fault(os.Getenv(faultEnv))
 	storetest.Run(t, func(*testing.T) operations.Store { return newSimpleStore(f) }, storetest.WithoutRunStarter())
 }
@@ -83,7 +85,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 				args = append(args, "-test.short")
 			}
 			cmd := exec.Command(os.Args[0], args...)
-			cmd.Env = append(os.Environ(), faultEnv+"="+string(tc.fault))
+			cmd.Env = append(racebuild.Environ(), faultEnv+"="+string(tc.fault))
 			out, err := cmd.CombinedOutput()
 			require.Error(t, err, "the suite passed a store with fault %s:\n%s", tc.fault, out)
 			for _, name := range tc.wantFail {
