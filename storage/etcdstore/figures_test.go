@@ -108,11 +108,26 @@ func TestReplicaFigures(t *testing.T) {
 			seedIn(t, etcdstore.OpenStore(t, c, prefix, nil), runs, perRun, operations.OperationInProgress)
 			plugin := &sleepy{d: d, last: make(map[string]string)}
 			ctx, cancel := context.WithCancel(bg)
-			var wg sync.WaitGroup
+			var (
+				wg       sync.WaitGroup
+				counting atomic.Bool // the window is open
+				passMu   sync.Mutex  // guards the pass figures below
+				nPasses  int
+				passOps  int
+				passTime time.Duration
+			)
+			observer := monitor.Observer{Pass: func(ps monitor.PassStats) {
+				if counting.Load() {
+					passMu.Lock()
+					nPasses, passOps, passTime = nPasses+1, passOps+ps.Operations, passTime+ps.Duration
+					passMu.Unlock()
+				}
+			}}
 			for i := range n {
 				name := fmt.Sprintf("replica-%d", i)
 				s := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, &etcdstore.Options{Identity: name})
-				m := monitor.New(s, plugin.resolver(name), monitor.WithWorkers(64), monitor.WithInterval(100*time.Millisecond))
+				m := monitor.New(s, plugin.resolver(name), monitor.WithWorkers(64), monitor.WithInterval(100*time.Millisecond),
+					monitor.WithObserver(observer))
 				wg.Add(1)
 				go func() { defer wg.Done(); _ = m.Run(ctx) }()
 			}
@@ -122,7 +137,9 @@ func TestReplicaFigures(t *testing.T) {
 			self0, etcd0 := cpuTimes(t, pid)
 			rev0, size0 := status()
 			start := time.Now()
+			counting.Store(true)
 			time.Sleep(window)
+			counting.Store(false)
 			calls, moves := plugin.calls.Load()-calls0, plugin.moves.Load()-moves0
 			elapsed := time.Since(start)
 			self1, etcd1 := cpuTimes(t, pid)
@@ -136,6 +153,13 @@ func TestReplicaFigures(t *testing.T) {
 				float64((self1-self0)+(etcd1-etcd0))/float64(calls)/1e3, float64(self1-self0)/float64(calls)/1e3, float64(etcd1-etcd0)/float64(calls)/1e3,
 				float64(rev1-rev0)/passes, float64(size1-size0)/passes/1024,
 				moves, 100*float64(moves)/float64(calls), strings.TrimSpace(string(load)))
+			passMu.Lock()
+			if nPasses > 0 {
+				ideal := time.Duration(float64(passOps) / float64(nPasses) / 64 * float64(d))
+				t.Logf("%s, %d replicas: %d passes in the window, each of %.0f operations in %v on average (%v if 64 calls were always in flight)",
+					d, n, nPasses, float64(passOps)/float64(nPasses), (passTime / time.Duration(nPasses)).Round(time.Millisecond), ideal.Round(time.Millisecond))
+			}
+			passMu.Unlock()
 		}
 	}
 }
