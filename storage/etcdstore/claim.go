@@ -136,6 +136,7 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		return nil, false, s.ready(ctx)
 	}
 	for attempt := 0; ; attempt++ {
+		took := false // a claim of a run handed over that the keep session allowed
 		ss, err := s.session(ctx)
 		if err != nil {
 			return nil, false, fmt.Errorf("claim run %s: %w", o, err)
@@ -170,12 +171,19 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 				if !k.mayTake(clientv3.LeaseID(cur.Lease), free, ss, time.Now()) {
 					return nil, false, nil
 				}
+				took = k != nil
 				resp, err = s.claimTxn(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", cur.ModRevision), key, ss)
 				if err != nil {
+					if took {
+						k.untake()
+					}
 					s.abandon(key, ss.id)
 					return nil, false, fmt.Errorf("claim run %s: %w", o, err)
 				}
 				if !resp.Succeeded {
+					if took {
+						k.untake()
+					}
 					return nil, false, nil // another store took it first
 				}
 				rev = resp.Header.Revision
@@ -190,6 +198,9 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		s.heldMu.Lock()
 		if _, busy := s.held[key]; busy { // another Monitor here adopted it first
 			s.heldMu.Unlock()
+			if took {
+				k.untake()
+			}
 			return nil, false, nil
 		}
 		if s.held == nil {
@@ -200,11 +211,14 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		var once sync.Once
 		giveUp := func() { once.Do(func() { s.release(key, rev) }) }
 		if err := ctx.Err(); err != nil {
+			if took {
+				k.untake()
+			}
 			giveUp() // the caller has gone: it cannot release the claim
 			return nil, false, err
 		}
 		if k != nil {
-			if keep := k.add(key, rev, ss); keep != nil {
+			if keep := k.add(key, rev, ss, took); keep != nil {
 				return keep, true, nil
 			}
 		}

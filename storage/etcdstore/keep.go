@@ -33,7 +33,9 @@ import (
 // claim it: interval after the session's last poll of the run ended, so that no
 // operation is polled by two replicas within one interval (the replicas' clocks must
 // agree to well within the interval). The session takes a
-// handed-over run only while it holds less than its share, and takes back one of its own
+// handed-over run only while it holds less than its share, counting the claims of such
+// runs its Monitor is making (when those alone would fill the share, the claim waits for
+// them, at most Options.RequestTimeout each), and takes back one of its own
 // only an interval later still, or when no other replica took it for two intervals. A
 // run no one holds goes to whoever claims it first, whatever the shares.
 //
@@ -68,6 +70,7 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake fun
 	}
 	k := &keeper{s: s, interval: interval, wake: wake, seq: keeperSeq.Add(1), seen: -1,
 		claims: make(map[string]*kept), markers: make(map[string]int64), share: -1, runs: -1}
+	k.took = sync.NewCond(&k.mu)
 	k.mu.Lock()
 	k.register(ctx)
 	if claims, n, rank, rev, err := k.count(ctx); err == nil {
@@ -131,6 +134,10 @@ type keeper struct {
 	runs     int              // the runs the last pass found; -1 before the first pass
 	share    int              // the most claims to keep; -1 until a pass has counted
 	ended    bool
+	// taking counts the runs handed over that mayTake let the session claim and whose
+	// claims are under way; took is signalled when one of them ends, taken or not.
+	taking int
+	took   *sync.Cond
 	// watching is closed when the watch of the keys under replicas/ has ended; nil
 	// when there is none. stopWatch ends it.
 	watching  chan struct{}
@@ -194,11 +201,16 @@ func (k *keeper) adopt(key string) (release func(), ok, busy bool) {
 	return k.releaser(key, c.rev), true, false
 }
 
-// add makes a claim just made under ss the session's, in use. It returns the claim's
-// release function, or nil when the session has ended.
-func (k *keeper) add(key string, rev int64, ss *session) func() {
+// add makes a claim just made under ss the session's, in use; took says that mayTake
+// allowed it. It returns the claim's release function, or nil when the session has
+// ended.
+func (k *keeper) add(key string, rev int64, ss *session, took bool) func() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if took {
+		k.taking--
+		k.took.Broadcast()
+	}
 	if k.ended {
 		return nil
 	}
@@ -283,7 +295,15 @@ func (k *keeper) full() bool {
 
 // mayTake reports whether the session may claim a run handed over, free from free, by the
 // holder of lease. When the run of another store is not free yet, it has the session's
-// Monitor make a pass when it is.
+// Monitor make a pass when it is. When it reports true (and k is not nil), the caller
+// must end the claim with add, or with untake when it does not make it.
+//
+// The claims under way count toward the share: a pass claims many runs at once, and
+// without them a session that joined took every free run it found, beyond its share,
+// and handed the surplus back at the end of its pass, for another replica that joined
+// with it to take an interval later. When the claims under way alone would fill the
+// share, mayTake waits for them (each takes at most Options.RequestTimeout): one that
+// fails, another replica having taken its run first, leaves room for this run.
 func (k *keeper) mayTake(lease clientv3.LeaseID, free time.Time, ss *session, now time.Time) bool {
 	if k == nil {
 		return !now.Before(free)
@@ -295,14 +315,29 @@ func (k *keeper) mayTake(lease clientv3.LeaseID, free time.Time, ss *session, no
 			k.wakeFor(free)
 		}
 		return false
-	case !now.Before(free.Add(2 * k.interval)):
-		return true // no one took it for two intervals
 	case mine && now.Before(free.Add(k.interval)):
 		return false // let another replica have it first
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return !k.full()
+	if now.Before(free.Add(2 * k.interval)) { // else no one took it for two intervals
+		for !k.ended && k.share >= 0 && !k.full() && k.taking > 0 && len(k.claims)+k.taking >= k.share {
+			k.took.Wait()
+		}
+		if k.full() {
+			return false
+		}
+	}
+	k.taking++
+	return true
+}
+
+// untake ends a claim that mayTake allowed and that the session did not make.
+func (k *keeper) untake() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.taking--
+	k.took.Broadcast()
 }
 
 // wakeFor has the session's Monitor make a pass at free, when a run handed over to the
@@ -518,6 +553,7 @@ func (k *keeper) end() {
 		return
 	}
 	k.ended = true
+	k.took.Broadcast()
 	if k.wakeTimer != nil {
 		k.wakeTimer.Stop()
 	}
