@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/itemops/itemops/internal/textlimit"
@@ -42,7 +43,12 @@ type Monitor struct {
 	cfg      config
 	// tokens holds a token for each operation being checked (see check): at most
 	// cfg.workers across all polls.
-	tokens  chan struct{}
+	tokens chan struct{}
+	// taking is held by the poll that is taking workers (see check); takeMu guards
+	// taker, that poll, and its count of workers.
+	taking  chan struct{}
+	takeMu  sync.Mutex
+	taker   *checks
 	streaks *streaks
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
 	wake chan struct{}
@@ -77,6 +83,7 @@ func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 		resolver: r,
 		cfg:      cfg,
 		tokens:   make(chan struct{}, cfg.workers),
+		taking:   make(chan struct{}, 1),
 		streaks:  &streaks{tolerance: cfg.tolerance, runs: make(map[runKey]map[string]int)},
 		wake:     make(chan struct{}, 1),
 	}
@@ -217,23 +224,85 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int
 // token. check returns when every worker has ended, with ctx.Err() when ctx ended first;
 // the operations are then not all checked.
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
-	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
-spawn:
-	for range min(len(ops), m.cfg.workers) {
-		select {
-		case m.tokens <- struct{}{}:
-		case <-ctx.Done():
-			break spawn
-		}
-		if c.next.Load() >= int64(len(ops)) {
-			<-m.tokens // the workers started took every operation
-			break
-		}
-		c.workers.Add(1)
-		go c.work()
+	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason,
+		want: min(len(ops), m.cfg.workers), joined: make(chan struct{}, 1)}
+	select {
+	case m.taking <- struct{}{}:
+		m.take(c)
+		<-m.taking
+	case <-ctx.Done():
 	}
 	c.workers.Wait()
 	return c, ctx.Err()
+}
+
+// take gives c its workers, the caller holding m.taking: a worker of another poll that
+// has no operation left joins it (see handOff), or a token that frees up starts a new
+// one, until c has as many as it takes, every operation has been taken, or c's ctx ends.
+func (m *Monitor) take(c *checks) {
+	m.takeMu.Lock()
+	m.taker = c
+	m.takeMu.Unlock()
+	defer func() {
+		m.takeMu.Lock()
+		m.taker = nil
+		m.takeMu.Unlock()
+	}()
+	for {
+		m.takeMu.Lock()
+		enough := !c.wants()
+		m.takeMu.Unlock()
+		if enough {
+			return
+		}
+		select {
+		case m.tokens <- struct{}{}:
+			m.takeMu.Lock()
+			started := c.wants()
+			if started {
+				c.got++
+				c.workers.Add(1)
+			}
+			m.takeMu.Unlock()
+			if !started {
+				<-m.tokens // the workers c has took every operation
+				return
+			}
+			go c.work()
+		case <-c.joined:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// wants reports whether c wants one more worker: it has fewer than it takes, an
+// operation no worker has taken is left, and its ctx has not ended. The caller holds
+// c.m.takeMu.
+func (c *checks) wants() bool {
+	return c.got < c.want && c.next.Load() < int64(len(c.ops)) && c.ctx.Err() == nil
+}
+
+// handOff takes the worker of c, which has no operation left for it, out of c: it joins
+// the poll that is taking workers, keeping its token, when that poll wants one more, and
+// handOff returns that poll; else it gives back its token and handOff returns nil.
+func (m *Monitor) handOff(c *checks) *checks {
+	m.takeMu.Lock()
+	t := m.taker
+	if t != nil && t.wants() {
+		t.got++
+		t.workers.Add(1)
+		m.takeMu.Unlock()
+		select {
+		case t.joined <- struct{}{}:
+		default:
+		}
+		c.workers.Done()
+		return t
+	}
+	m.takeMu.Unlock()
+	c.leave()
+	return nil
 }
 
 // cancelOperations cancels the unfinished operations of the run of o, for reason, and
