@@ -65,7 +65,9 @@ type checks struct {
 // together and it writes its batch while the calls of other runs go on. (Were the freed
 // tokens given to the waiting polls in turn, every run of a pass would have a worker or
 // two, and all would end, and write, at the end of the pass: on etcd, passes of 2,500
-// operations at 20 ms took 50 to 80 ms more, docs/BENCHMARKS.md.)
+// operations at 20 ms took 50 to 80 ms more. The store's requests then come one run at a
+// time rather than in bursts, which costs more CPU per call when calls are slow; the
+// figures are in docs/BENCHMARKS.md, "Replicas sharing a store".)
 func (c *checks) work() {
 	w := worker{c: c}
 	for {
