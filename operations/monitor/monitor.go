@@ -226,11 +226,13 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
 	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason,
 		want: min(len(ops), m.cfg.workers), joined: make(chan struct{}, 1)}
-	select {
-	case m.taking <- struct{}{}:
-		m.take(c)
-		<-m.taking
-	case <-ctx.Done():
+	if c.want > 0 { // else nothing to check: no need to wait for the poll taking workers
+		select {
+		case m.taking <- struct{}{}:
+			m.take(c)
+			<-m.taking
+		case <-ctx.Done():
+		}
 	}
 	c.workers.Wait()
 	return c, ctx.Err()
