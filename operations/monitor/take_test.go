@@ -12,6 +12,7 @@ import (
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/memstore"
 )
 
 // TestRunsTakeWorkersOneAtATime polls three runs of four operations with two workers,
@@ -76,4 +77,66 @@ func TestRunsTakeWorkersOneAtATime(t *testing.T) {
 	for r := range runs {
 		require.Equal(t, phase.Completed, e.get(operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("b%d", r)}).Phase)
 	}
+}
+
+// listSignal is a store that tells when a run's operations have been listed.
+type listSignal struct {
+	*memstore.Store
+	name   string
+	listed chan struct{}
+}
+
+func (s *listSignal) ListOperations(ctx context.Context, o operations.Owner, f operations.OperationFilter) ([]operations.Operation, error) {
+	ops, err := s.Store.ListOperations(ctx, o, f)
+	if o.Name == s.name {
+		select {
+		case s.listed <- struct{}{}:
+		default:
+		}
+	}
+	return ops, err
+}
+
+// TestPollWithNothingToCheckDoesNotWait polls, with one worker, a run whose operation's
+// call hangs (a), then a run waiting for that worker (c), then a run with no operation
+// left to check (b): b's poll moves it on at once, without waiting behind c for a worker
+// it does not need.
+func TestPollWithNothingToCheckDoesNotWait(t *testing.T) {
+	e := newEnv(t)
+	called := make(chan struct{}, 2)
+	release := make(chan struct{})
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+		called <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return done, nil
+	}}
+	a := e.run(phase.Backup, "a", phase.WaitingForPluginOperations, phase.Profile{}, ops("op-1")...)
+	c := e.run(phase.Backup, "c", phase.WaitingForPluginOperations, phase.Profile{}, ops("op-1")...)
+	finished := ops("op-1")
+	finished[0].Status.Phase = operations.OperationCompleted
+	b := e.run(phase.Backup, "b", phase.WaitingForPluginOperations, phase.Profile{}, finished...)
+	s := &listSignal{Store: e.store, name: "c", listed: make(chan struct{}, 1)}
+	m := monitor.New(s, operationstest.Resolver(e.trackers), monitor.WithClock(e.clock), monitor.WithWorkers(1),
+		monitor.WithCallTimeout(time.Hour)) // a's call holds its worker until the test lets it go
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	polled := make(chan error, 2)
+	go func() { _, err := m.Poll(ctx, a); polled <- err }()
+	<-called // a's call holds the one worker
+	go func() { _, err := m.Poll(ctx, c); polled <- err }()
+	<-s.listed // c is about to wait for a worker
+	// b's poll would wait as long as a's call, were it to wait for a worker: the test
+	// gives it ten seconds, then fails.
+	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer bcancel()
+	res, err := m.Poll(bctx, b)
+	require.NoError(t, err, "b's poll waited for a worker")
+	require.Equal(t, phase.Finalizing, res.Phase) // a backup finalizes after its operations
+	close(release)
+	require.NoError(t, <-polled)
+	require.NoError(t, <-polled)
 }
