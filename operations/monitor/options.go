@@ -74,8 +74,10 @@ func WithInterval(d time.Duration) Option {
 // WithWorkers bounds how many operations a Monitor checks at once (a Progress call, and
 // a Cancel call after it when the operation ran out of time), across all the runs it
 // polls; a call given up after the call timeout (see [WithCallTimeout]) no longer
-// counts. The default is [DefaultWorkers]; a value ≤ 0 keeps
-// it.
+// counts. The runs polled at once take the workers one run at a time, in the order they
+// ask: a run gets as many as it has operations to check, up to n, before the next gets
+// any, so that its poll ends, and writes, while the others' calls go on. The default is
+// [DefaultWorkers]; a value ≤ 0 keeps it.
 func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
