@@ -96,7 +96,9 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 // with [ErrUnavailable], [ErrClosed] or ctx.Err(), or with [operations.ErrInvalid] for
 // an invalid owner. The claim's request is not cut short when ctx ends (it takes at most
 // [Options.RequestTimeout]): a claim made for a caller that has gone is given up before
-// ClaimRun returns ctx.Err(). When the request fails, etcd may have written the claim all
+// ClaimRun returns ctx.Err(). A claim of a run handed over, in a keep session whose
+// claims of such runs under way would fill its share, first waits for those to end
+// (each within [Options.RequestTimeout]; see [Store.KeepClaims]). When the request fails, etcd may have written the claim all
 // the same: ClaimRun then deletes the key if it is under this store's lease and no
 // Monitor here holds it, waiting at most [Options.RequestTimeout] more. A failed or
 // cancelled claim thus leaves no claim behind, unless etcd applies the failed request
