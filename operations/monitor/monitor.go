@@ -219,10 +219,10 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int
 // check checks ops, asking each plugin for progress, or, when cancelReason is set,
 // cancelling each operation. Up to the Monitor's worker count of workers check them (see
 // checks.work), one operation after another; each holds one of the Monitor's tokens,
-// shared by all the runs polled at once, until no operation is left. A worker never waits
-// on a plugin for longer than the call timeout, so a plugin that hangs never holds a
-// token. check returns when every worker has ended, with ctx.Err() when ctx ended first;
-// the operations are then not all checked.
+// shared by all the runs polled at once, and the polls take their workers one at a time
+// (see take). A worker never waits on a plugin for longer than the call timeout, so a
+// plugin that hangs never holds a token. check returns when every worker has ended, with
+// ctx.Err() when ctx ended first; the operations are then not all checked.
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
 	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason,
 		want: min(len(ops), m.cfg.workers), joined: make(chan struct{}, 1)}

@@ -85,25 +85,25 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 // When ctx carries a keep session of this store ([Store.KeepClaims]), release keeps the
 // claim for the session, and the session's next claim of the run takes it back without a
 // request to etcd; a claim of a run that another store held when the session last read
-// the claims (once a pass) reports ok false without a request either. A claim outside
-// the sessions (a Monitor's Poll or Finalize while its Run goes on) of a run that a
-// session keeps and does not use borrows it: release gives it back to the session.
-// Otherwise release
-// gives the claim up: it forgets it at once, then deletes its key (if it is still this
-// claim), waiting at most [Options.RequestTimeout] for etcd; later calls do nothing.
+// the claims (once a pass) reports ok false without a request either. A claim outside the
+// sessions (a Monitor's Poll or Finalize while its Run goes on) of a run that a session
+// keeps and does not use borrows it: release gives it back to the session. Otherwise
+// release gives the claim up: it forgets it at once, then deletes its key (if it is still
+// this claim), waiting at most [Options.RequestTimeout] for etcd; later calls do nothing.
 // When etcd does not answer, the key stays until the lease expires, and until then this
-// store's next claim of the run adopts it. ClaimRun fails
-// with [ErrUnavailable], [ErrClosed] or ctx.Err(), or with [operations.ErrInvalid] for
-// an invalid owner. The claim's request is not cut short when ctx ends (it takes at most
+// store's next claim of the run adopts it. ClaimRun fails with [ErrUnavailable],
+// [ErrClosed] or ctx.Err(), or with [operations.ErrInvalid] for an invalid owner. The
+// claim's request is not cut short when ctx ends (it takes at most
 // [Options.RequestTimeout]): a claim made for a caller that has gone is given up before
 // ClaimRun returns ctx.Err(). A claim of a run handed over, in a keep session whose
-// claims of such runs under way would fill its share, first waits for those to end
-// (each within [Options.RequestTimeout]; see [Store.KeepClaims]). When the request fails, etcd may have written the claim all
-// the same: ClaimRun then deletes the key if it is under this store's lease and no
-// Monitor here holds it, waiting at most [Options.RequestTimeout] more. A failed or
-// cancelled claim thus leaves no claim behind, unless etcd applies the failed request
-// after that deletion (it had not answered within the timeout); such a key stays until
-// this store's next claim of the run adopts it or its lease ends with the store.
+// claims of such runs under way would fill its share, first waits for those to end (each
+// within [Options.RequestTimeout]; see [Store.KeepClaims]). When the request fails, etcd
+// may have written the claim all the same: ClaimRun then deletes the key if it is under
+// this store's lease and no Monitor here holds it, waiting at most
+// [Options.RequestTimeout] more. A failed or cancelled claim thus leaves no claim behind,
+// unless etcd applies the failed request after that deletion (it had not answered within
+// the timeout); such a key stays until this store's next claim of the run adopts it or
+// its lease ends with the store.
 func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(), ok bool, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, false, fmt.Errorf("claim run: %w", err)
@@ -137,8 +137,15 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 	if busy {
 		return nil, false, s.ready(ctx)
 	}
+	// took is set while a claim of a run handed over, which the keep session allowed
+	// (mayTake), is neither added to the session nor given back to it.
+	took := false
+	defer func() {
+		if took {
+			k.untake()
+		}
+	}()
 	for attempt := 0; ; attempt++ {
-		took := false // a claim of a run handed over that the keep session allowed
 		ss, err := s.session(ctx)
 		if err != nil {
 			return nil, false, fmt.Errorf("claim run %s: %w", o, err)
@@ -176,16 +183,10 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 				took = k != nil
 				resp, err = s.claimTxn(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", cur.ModRevision), key, ss)
 				if err != nil {
-					if took {
-						k.untake()
-					}
 					s.abandon(key, ss.id)
 					return nil, false, fmt.Errorf("claim run %s: %w", o, err)
 				}
 				if !resp.Succeeded {
-					if took {
-						k.untake()
-					}
 					return nil, false, nil // another store took it first
 				}
 				rev = resp.Header.Revision
@@ -200,9 +201,6 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		s.heldMu.Lock()
 		if _, busy := s.held[key]; busy { // another Monitor here adopted it first
 			s.heldMu.Unlock()
-			if took {
-				k.untake()
-			}
 			return nil, false, nil
 		}
 		if s.held == nil {
@@ -213,14 +211,13 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 		var once sync.Once
 		giveUp := func() { once.Do(func() { s.release(key, rev) }) }
 		if err := ctx.Err(); err != nil {
-			if took {
-				k.untake()
-			}
 			giveUp() // the caller has gone: it cannot release the claim
 			return nil, false, err
 		}
 		if k != nil {
-			if keep := k.add(key, rev, ss, took); keep != nil {
+			keep := k.add(key, rev, ss, took)
+			took = false
+			if keep != nil {
 				return keep, true, nil
 			}
 		}

@@ -32,12 +32,12 @@ import (
 // handed over keeps its claim key, with a value that says from when another store may
 // claim it: interval after the session's last poll of the run ended, so that no
 // operation is polled by two replicas within one interval (the replicas' clocks must
-// agree to well within the interval). The session takes a
-// handed-over run only while it holds less than its share, counting the claims of such
-// runs its Monitor is making (when those alone would fill the share, the claim waits for
-// them, at most Options.RequestTimeout each), and takes back one of its own
-// only an interval later still, or when no other replica took it for two intervals. A
-// run no one holds goes to whoever claims it first, whatever the shares.
+// agree to well within the interval). The session takes a handed-over run only while it
+// holds less than its share, counting the claims of such runs its Monitor is making
+// (when those alone would fill the share, the claim waits for them, at most
+// Options.RequestTimeout each), and takes back one of its own only an interval later
+// still, or when no other replica took it for two intervals. A run no one holds goes to
+// whoever claims it first, whatever the shares.
 //
 // The session also watches the keys under replicas/. When another replica's session
 // starts, the session counts the sessions again and hands over at once, during a pass or
