@@ -532,6 +532,10 @@ func (d *decoder) run(o operations.Owner) (operations.Run, error) {
 	}
 	if f == runFormat2 {
 		r.Cancel = operations.CancelRequest{Reason: d.str(), At: d.tm()}
+		if d.err == nil && !r.CancelRequested() {
+			// appendRun writes this form only for a request: an empty one is damage.
+			d.fail("a cancel request with neither reason nor time")
+		}
 	}
 	if err := d.end(); err != nil {
 		return operations.Run{}, fmt.Errorf("run record: %w: %w", operations.ErrCorrupt, err)
