@@ -103,8 +103,12 @@ type Operation struct {
 
 // Status is what is known of an operation's progress.
 type Status struct {
-	Phase          OperationPhase
-	Error          string
+	Phase OperationPhase
+	Error string
+	// NCompleted and NTotal are the plugin's last counts, as it reported them. Neither
+	// may be negative; NCompleted may exceed NTotal (a plugin whose total is an estimate
+	// passes it), and is stored so, as Velero stores it. A display clamps the share done
+	// to 100%.
 	NCompleted     int64
 	NTotal         int64
 	OperationUnits string
@@ -119,7 +123,10 @@ type Progress struct {
 	// Completed is true once the operation has ended, successfully or not.
 	Completed bool
 	// Err is set when the operation failed.
-	Err                string
+	Err string
+	// NCompleted and NTotal count the work done and the work there is, in
+	// OperationUnits. NCompleted may exceed NTotal: the Monitor records the counts as
+	// reported. A negative count fails the operation.
 	NCompleted, NTotal int64
 	// OperationUnits names what NCompleted and NTotal count, usually "Bytes".
 	OperationUnits string

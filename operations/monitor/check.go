@@ -353,13 +353,12 @@ func failOperation(op operations.Operation, msg string) operations.Operation {
 	return op
 }
 
-// checkProgress rejects a report that cannot be true.
+// checkProgress rejects a report that cannot be true: a negative count, which no store
+// accepts. NCompleted above NTotal is kept as reported, as Velero keeps it: a plugin
+// whose total is an estimate may pass it.
 func checkProgress(p operations.Progress) error {
-	switch {
-	case p.NCompleted < 0 || p.NTotal < 0:
+	if p.NCompleted < 0 || p.NTotal < 0 {
 		return fmt.Errorf("progress: plugin reported negative progress (%d of %d)", p.NCompleted, p.NTotal)
-	case p.NTotal > 0 && p.NCompleted > p.NTotal:
-		return fmt.Errorf("progress: plugin reported %d of %d %s completed", p.NCompleted, p.NTotal, p.OperationUnits)
 	}
 	return nil
 }
