@@ -50,6 +50,7 @@ type Monitor struct {
 	takeMu  sync.Mutex
 	taker   *checks
 	streaks *streaks
+	hung    hungCalls
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
 	wake chan struct{}
 }
