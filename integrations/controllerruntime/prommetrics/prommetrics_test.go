@@ -113,10 +113,7 @@ func TestScrape(t *testing.T) {
 	for name, f := range families {
 		types[name] = f.GetType()
 		for _, mt := range f.GetMetric() {
-			s := sample{Labels: map[string]string{}}
-			for _, l := range mt.GetLabel() {
-				s.Labels[l.GetName()] = l.GetValue()
-			}
+			s := sample{Labels: labelsOf(mt)}
 			switch f.GetType() {
 			case dto.MetricType_COUNTER:
 				s.Value = mt.GetCounter().GetValue()
@@ -238,11 +235,7 @@ func TestMonitorsAddUp(t *testing.T) {
 	for _, f := range families {
 		for _, mt := range f.GetMetric() {
 			if f.GetType() == dto.MetricType_GAUGE {
-				labels := map[string]string{}
-				for _, l := range mt.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				got[f.GetName()+labelKey(labels)] = mt.GetGauge().GetValue()
+				got[f.GetName()+labelKey(labelsOf(mt))] = mt.GetGauge().GetValue()
 			}
 		}
 	}
@@ -308,6 +301,7 @@ func TestHungCallCountedNotTimed(t *testing.T) {
 	}
 }
 
+// labelsOf returns the labels of mt by name.
 func labelsOf(mt *dto.Metric) map[string]string {
 	m := map[string]string{}
 	for _, l := range mt.GetLabel() {
