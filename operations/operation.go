@@ -107,8 +107,7 @@ type Status struct {
 	Error string
 	// NCompleted and NTotal are the plugin's last counts, as it reported them. Neither
 	// may be negative; NCompleted may exceed NTotal (a plugin whose total is an estimate
-	// passes it), and is stored so, as Velero stores it. A display clamps the share done
-	// to 100%.
+	// passes it), and is stored so, as Velero stores it.
 	NCompleted     int64
 	NTotal         int64
 	OperationUnits string

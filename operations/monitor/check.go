@@ -269,10 +269,11 @@ func (c *checks) notCalled(h *pending, op operations.Operation, cancel bool) err
 	if cancel {
 		what = "cancel"
 	}
+	hungFor := time.Since(h.start)
 	c.m.cfg.logger.WarnContext(c.ctx, "plugin call not made: an earlier call given up has not returned",
-		"run", op.Owner.String(), "operation", op.ID, "call", what, "hung call", h.what(), "hung for", time.Since(h.start))
+		"run", op.Owner.String(), "operation", op.ID, "call", what, "hung call", h.what(), "hung for", hungFor)
 	if f := c.m.cfg.observer.Call; f != nil {
-		f(CallStats{Action: op.Action, Cancel: cancel, Duration: time.Since(h.start), Outcome: CallHung})
+		f(CallStats{Action: op.Action, Cancel: cancel, Duration: hungFor, Outcome: CallHung})
 	}
 	return fmt.Errorf("%s: no answer within %s", what, c.m.cfg.callTimeout)
 }

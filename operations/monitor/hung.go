@@ -39,10 +39,11 @@ func (h *hungCalls) giveUp(p *pending) bool {
 	if h.calls == nil {
 		h.calls = make(map[hungKey]*pending)
 	}
-	if _, listed := h.calls[hungKeyOf(&p.op)]; !listed {
+	k := hungKeyOf(&p.op)
+	if _, listed := h.calls[k]; !listed {
 		h.n.Add(1)
 	}
-	h.calls[hungKeyOf(&p.op)] = p
+	h.calls[k] = p
 	return true
 }
 

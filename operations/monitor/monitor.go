@@ -114,10 +114,10 @@ type PollResult struct {
 //
 // Counters, units, description and times are copied from every report; NCompleted
 // above NTotal is recorded as reported, as Velero records it. A report with a negative
-// count fails the operation. A plugin that panics or does
-// not answer within the call timeout fails only its own operation. The changed operations
-// are written in one batch; then the run's error count grows by the newly failed
-// operations and its phase moves by [phase.AfterPoll], recorded in its history.
+// count fails the operation. A plugin that panics or does not answer within the call
+// timeout fails only its own operation. The changed operations are written in one
+// batch; then the run's error count grows by the newly failed operations and its phase
+// moves by [phase.AfterPoll], recorded in its history.
 //
 // A run that is not waiting is left alone: Poll returns its phase and no counts. When the
 // store is a [operations.RunClaimer], Poll holds the run's claim from before it lists the

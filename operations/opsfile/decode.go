@@ -22,9 +22,9 @@ const DefaultSizeLimit = 256 << 20
 // DefaultRecordSizeLimit is the size, in bytes, beyond which a [Decoder] refuses one
 // record unless [WithRecordSizeLimit] sets another limit: 8 MiB, room for the largest
 // record the encoder writes for an operation that passes
-// [operations.Operation.Validate], so that what a store accepts can always be written
-// and read back with the defaults (see maxRecordText). A Decoder's memory is bounded by
-// a small multiple of it.
+// [operations.Operation.Validate], so that every record written of what a store
+// accepts is read back with the defaults (the package checks this when it compiles). A
+// Decoder's memory is bounded by a small multiple of it.
 const DefaultRecordSizeLimit = 8 << 20
 
 // The most JSON text the encoder writes for one record of an operation that passes
