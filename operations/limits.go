@@ -6,7 +6,9 @@ import "fmt"
 // ([Owner.Validate], [Operation.Validate], [Run.Validate], [ValidateRunUpdate],
 // [ValidateBatch]) refuse a longer one with an error wrapping [ErrInvalid], before
 // anything is written. They bound what one careless or hostile caller or plugin can make
-// a store hold.
+// a store hold, and they are the limits of what can be read back: package
+// operations/opsfile's decoder, with its default limits, reads every operation that
+// passes [Operation.Validate].
 //
 // Text that the library builds from someone else's (a plugin's error or description, a
 // reason with a prefix, a finalizer's error) is cut to MaxTextBytes instead, visibly: it
@@ -20,7 +22,18 @@ const (
 	// the reason of each History entry; an operation's Error, OperationUnits and
 	// Description.
 	MaxTextBytes = 32 << 10
+	// MaxSpecBytes bounds the size of an operation's names together: its owner's Name
+	// and UID, its Action and ID, and every field of its Resource and of its
+	// PostOperationItems (what Velero's itemoperations file keeps in a record's spec).
+	// Each post-operation item counts 64 bytes more than its fields, so that a long
+	// list of empty items is not free: fewer than 16,384 items fit. The texts of the
+	// Status are not counted (each has MaxTextBytes), so that a plugin's report never
+	// makes an operation too large.
+	MaxSpecBytes = 1 << 20
 )
+
+// itemBytes is what MaxSpecBytes counts for each post-operation item beyond its fields.
+const itemBytes = 64
 
 // tooLong returns an error wrapping ErrInvalid when s, the field named what, is longer
 // than limit bytes. The error gives the length, never the text.

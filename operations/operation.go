@@ -103,8 +103,11 @@ type Operation struct {
 
 // Status is what is known of an operation's progress.
 type Status struct {
-	Phase          OperationPhase
-	Error          string
+	Phase OperationPhase
+	Error string
+	// NCompleted and NTotal are the plugin's last counts, as it reported them. Neither
+	// may be negative; NCompleted may exceed NTotal (a plugin whose total is an estimate
+	// passes it), and is stored so, as Velero stores it.
 	NCompleted     int64
 	NTotal         int64
 	OperationUnits string
@@ -119,7 +122,10 @@ type Progress struct {
 	// Completed is true once the operation has ended, successfully or not.
 	Completed bool
 	// Err is set when the operation failed.
-	Err                string
+	Err string
+	// NCompleted and NTotal count the work done and the work there is, in
+	// OperationUnits. NCompleted may exceed NTotal: the Monitor records the counts as
+	// reported. A negative count fails the operation.
 	NCompleted, NTotal int64
 	// OperationUnits names what NCompleted and NTotal count, usually "Bytes".
 	OperationUnits string
@@ -137,7 +143,9 @@ func (op Operation) Clone() Operation {
 
 // Validate reports an error wrapping [ErrInvalid] when op has an invalid owner, an empty
 // ID, an unknown phase, a negative progress count (NCompleted or NTotal), a name longer
-// than [MaxNameBytes] or a text longer than [MaxTextBytes] (see the limits).
+// than [MaxNameBytes], a text longer than [MaxTextBytes], or names and post-operation
+// items of more than [MaxSpecBytes] in all (see the limits). The error names the limit
+// and gives the size, never the text.
 func (op Operation) Validate() error {
 	if err := op.Owner.Validate(); err != nil {
 		return err
@@ -148,6 +156,10 @@ func (op Operation) Validate() error {
 		op.Resource.tooLong("resource"),
 	); err != nil {
 		return fmt.Errorf("operation of %s: %w", op.Owner, err)
+	}
+	if n := op.specBytes(); n > MaxSpecBytes {
+		return fmt.Errorf("operation %q of %s: names and %d post-operation items of %d bytes in all exceed the limit of %d (MaxSpecBytes): %w",
+			op.ID, op.Owner, len(op.PostOperationItems), n, MaxSpecBytes, ErrInvalid)
 	}
 	if op.ID == "" {
 		return fmt.Errorf("operation of %s on %s: empty ID: %w", op.Owner, op.Resource, ErrInvalid)
@@ -172,6 +184,21 @@ func (op Operation) Validate() error {
 		return fmt.Errorf("operation %q of %s: %w", op.ID, op.Owner, err)
 	}
 	return nil
+}
+
+// specBytes returns the size of op's names and post-operation items, as MaxSpecBytes
+// counts it.
+func (op *Operation) specBytes() int {
+	n := len(op.Owner.Name) + len(op.Owner.UID) + len(op.Action) + len(op.ID) + op.Resource.bytes()
+	for i := range op.PostOperationItems {
+		n += itemBytes + op.PostOperationItems[i].bytes()
+	}
+	return n
+}
+
+// bytes returns the bytes of r's fields together.
+func (r ResourceIdentifier) bytes() int {
+	return len(r.Group) + len(r.Resource) + len(r.Namespace) + len(r.Name)
 }
 
 // tooLong returns an error wrapping ErrInvalid when a field of r, named what, is longer

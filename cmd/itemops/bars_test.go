@@ -1,8 +1,11 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/itemops/itemops/operations"
 )
 
 func TestBar(t *testing.T) {
@@ -24,6 +27,19 @@ func TestBar(t *testing.T) {
 		if got := bar(tc.frac, tc.width); got != tc.want {
 			t.Errorf("bar(%v, %d) = %q, want %q", tc.frac, tc.width, got, tc.want)
 		}
+	}
+}
+
+// TestOpBarBeyondTotal checks that an operation whose plugin reported more done than
+// its total, which the Monitor records as reported, draws a full bar of the usual
+// width and shows the share and the amounts as they are.
+func TestOpBarBeyondTotal(t *testing.T) {
+	op := operations.Operation{ID: "upload-1", Resource: operations.ResourceIdentifier{Namespace: "ns", Name: "pvc"},
+		Status: operations.Status{Phase: operations.OperationInProgress, NCompleted: 3 << 20, NTotal: 2 << 20, OperationUnits: "Bytes"}}
+	got := opBar(op)
+	want := bar(1, 20) + " 150%  3.0 MiB / 2.0 MiB"
+	if !strings.Contains(got, want) {
+		t.Errorf("opBar of 3 MiB done of 2 MiB = %q, want it to contain %q", got, want)
 	}
 }
 

@@ -49,8 +49,10 @@ type checks struct {
 // poll's ctx ended, it records nothing and gives back the token and the slot itself. A
 // plugin that ignores its context thus keeps only the goroutine it hangs in, never a
 // token: when it returns at last, that goroutine sees the call was given up and leaves
-// without touching the poll. A panic in the plugin is recovered around the call and
-// becomes the operation's error.
+// without touching the poll, and its answer is dropped. Until then the call is listed
+// in the Monitor's hung calls, and no other call is made for its operation (see
+// hungCalls), so that the goroutines a hung plugin holds are at most one per operation.
+// A panic in the plugin is recovered around the call and becomes the operation's error.
 //
 // The calls are made in long-lived workers rather than in a goroutine each because a new
 // goroutine regrows its stack through a plugin client's deep call chain: with real
@@ -188,8 +190,15 @@ func (p *pending) what() string {
 // unanswered, so that each call ends one way. When the poll's ctx ends first, it returns ctx.Err(). ok
 // is false when the call was given up (see pending.giveUp): the operation is settled, and
 // the caller must leave the poll alone.
+//
+// When an earlier call for the operation was given up and has not returned, call makes
+// no call: it reports [CallHung] to the Observer and returns the error of a call given
+// up ("no answer within ..."), as if this call had hung too.
 func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation, now time.Time, cancel bool) (progress operations.Progress, ok bool, err error) {
 	c, p := w.c, w.spare
+	if h := c.m.hung.find(&op); h != nil {
+		return operations.Progress{}, true, c.notCalled(h, op, cancel)
+	}
 	if p == nil {
 		p = &pending{}
 		p.onDone = p.giveUp
@@ -215,6 +224,7 @@ func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation
 		}
 	}()
 	if !p.state.CompareAndSwap(calling, returned) {
+		c.m.hung.returned(p) // given up: the answer is dropped
 		return operations.Progress{}, false, nil
 	}
 	if unwatch() {
@@ -251,15 +261,33 @@ func (c *checks) observeCall(p *pending, outcome CallOutcome) {
 	}
 }
 
+// notCalled reports to the Observer that a call of op, a Cancel when cancel is set, is
+// not made because the call h, given up, has not returned, and returns the error of a
+// call given up.
+func (c *checks) notCalled(h *pending, op operations.Operation, cancel bool) error {
+	what := "progress"
+	if cancel {
+		what = "cancel"
+	}
+	hungFor := time.Since(h.start)
+	c.m.cfg.logger.WarnContext(c.ctx, "plugin call not made: an earlier call given up has not returned",
+		"run", op.Owner.String(), "operation", op.ID, "call", what, "hung call", h.what(), "hung for", hungFor)
+	if f := c.m.cfg.observer.Call; f != nil {
+		f(CallStats{Action: op.Action, Cancel: cancel, Duration: hungFor, Outcome: CallHung})
+	}
+	return fmt.Errorf("%s: no answer within %s", what, c.m.cfg.callTimeout)
+}
+
 // giveUp runs when the context of call p ends. If the call is still running, it gives
-// the call up: when the deadline passed, it records the operation's failure and starts a
-// new worker that takes over the token and the WaitGroup slot of the hung one; when the
-// poll's ctx ended, it leaves the operation as it is and gives back the token.
+// the call up and lists it among the Monitor's hung calls until it returns: when the
+// deadline passed, it records the operation's failure and starts a new worker that takes
+// over the token and the WaitGroup slot of the hung one; when the poll's ctx ended, it
+// leaves the operation as it is and gives back the token.
 func (p *pending) giveUp() {
-	if !p.state.CompareAndSwap(calling, givenUp) {
+	c := p.c
+	if !c.m.hung.giveUp(p) {
 		return // the call returned: its worker settles it
 	}
-	c := p.c
 	if c.ctx.Err() != nil {
 		c.leave() // the poll ended: no operation is written
 		return
@@ -353,13 +381,12 @@ func failOperation(op operations.Operation, msg string) operations.Operation {
 	return op
 }
 
-// checkProgress rejects a report that cannot be true.
+// checkProgress rejects a report that cannot be true: a negative count, which no store
+// accepts. NCompleted above NTotal is kept as reported, as Velero keeps it: a plugin
+// whose total is an estimate may pass it.
 func checkProgress(p operations.Progress) error {
-	switch {
-	case p.NCompleted < 0 || p.NTotal < 0:
+	if p.NCompleted < 0 || p.NTotal < 0 {
 		return fmt.Errorf("progress: plugin reported negative progress (%d of %d)", p.NCompleted, p.NTotal)
-	case p.NTotal > 0 && p.NCompleted > p.NTotal:
-		return fmt.Errorf("progress: plugin reported %d of %d %s completed", p.NCompleted, p.NTotal, p.OperationUnits)
 	}
 	return nil
 }

@@ -13,7 +13,9 @@
 // whose operations have all ended ([WithFinalizer], each call bounded by
 // [WithFinalizeTimeout]), working on a bounded number of runs at once
 // ([WithStoreConcurrency]). A plugin that errors, hangs or panics fails only its own
-// operation. After a restart, [Recover] fails the runs that were InProgress, as Velero
+// operation; one that hangs past its context is not called again for that operation
+// until it returns, so it holds one goroutine per operation (see [WithCallTimeout] and
+// [CallHung]). After a restart, [Recover] fails the runs that were InProgress, as Velero
 // does ([Monitor.Recover] cancels their operations first), and the Monitor resumes the
 // rest where they were.
 //

@@ -10,3 +10,7 @@ func (m *Monitor) StreakRuns() int {
 	defer m.streaks.mu.Unlock()
 	return len(m.streaks.runs)
 }
+
+// HungCalls returns how many plugin calls the Monitor gave up whose plugin has not
+// returned.
+func (m *Monitor) HungCalls() int { return int(m.hung.n.Load()) }

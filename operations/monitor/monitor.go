@@ -50,6 +50,7 @@ type Monitor struct {
 	takeMu  sync.Mutex
 	taker   *checks
 	streaks *streaks
+	hung    hungCalls
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
 	wake chan struct{}
 }
@@ -111,11 +112,12 @@ type PollResult struct {
 //     is called once and the operation fails with [TimedOut];
 //   - still running with a start time reported: New becomes InProgress.
 //
-// Counters, units, description and times are copied from every report. A report with
-// NCompleted above NTotal, or negative, fails the operation. A plugin that panics or does
-// not answer within the call timeout fails only its own operation. The changed operations
-// are written in one batch; then the run's error count grows by the newly failed
-// operations and its phase moves by [phase.AfterPoll], recorded in its history.
+// Counters, units, description and times are copied from every report; NCompleted
+// above NTotal is recorded as reported, as Velero records it. A report with a negative
+// count fails the operation. A plugin that panics or does not answer within the call
+// timeout fails only its own operation. The changed operations are written in one
+// batch; then the run's error count grows by the newly failed operations and its phase
+// moves by [phase.AfterPoll], recorded in its history.
 //
 // A run that is not waiting is left alone: Poll returns its phase and no counts. When the
 // store is a [operations.RunClaimer], Poll holds the run's claim from before it lists the

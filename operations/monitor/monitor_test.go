@@ -309,8 +309,6 @@ func TestPollMisbehavingPlugins(t *testing.T) {
 				return done, nil
 			case "panics":
 				panic("nil map write")
-			case "overshoots":
-				return operations.Progress{NCompleted: 120, NTotal: 100, OperationUnits: "Bytes"}, nil
 			case "negative":
 				return operations.Progress{NCompleted: -1}, nil
 			case "unknown-id":
@@ -322,20 +320,19 @@ func TestPollMisbehavingPlugins(t *testing.T) {
 		},
 	}
 	o := e.run(phase.Restore, "r1", phase.WaitingForPluginOperations, phase.Profile{},
-		append(ops("errors", "hangs", "ignores-context", "panics", "overshoots", "negative", "unknown-id", "not-async", "healthy"),
+		append(ops("errors", "hangs", "ignores-context", "panics", "negative", "unknown-id", "not-async", "healthy"),
 			operations.Operation{ID: "no-plugin", Action: "velero.io/missing"})...)
 
 	m := e.monitor(monitor.WithCallTimeout(50*time.Millisecond), monitor.WithWorkers(4))
 	res, err := m.Poll(context.Background(), o)
 	require.NoError(t, err)
-	require.Equal(t, monitor.PollResult{Completed: 1, Failed: 9, NewErrors: 9, Phase: phase.PartiallyFailed}, res)
+	require.Equal(t, monitor.PollResult{Completed: 1, Failed: 8, NewErrors: 8, Phase: phase.PartiallyFailed}, res)
 
 	wantErrs := map[string]string{
 		"errors":          "connection refused", // the plugin's text, as Velero records it
 		"hangs":           "progress: no answer within 50ms",
 		"ignores-context": "progress: no answer within 50ms",
 		"panics":          "progress: plugin panicked: nil map write",
-		"overshoots":      "progress: plugin reported 120 of 100 Bytes completed",
 		"negative":        "progress: plugin reported negative progress (-1 of 0)",
 		"unknown-id":      `p: operation "unknown-id": invalid operation ID`,
 		"not-async":       `p: operation "not-async": asynchronous operations not supported`,
@@ -348,8 +345,43 @@ func TestPollMisbehavingPlugins(t *testing.T) {
 	}
 	require.Equal(t, operations.OperationCompleted, e.op(o, "healthy").Status.Phase)
 	r := e.get(o)
-	require.Equal(t, 9, r.Errors)
-	require.Equal(t, 9, r.FailedOperations)
+	require.Equal(t, 8, r.Errors)
+	require.Equal(t, 8, r.FailedOperations)
+}
+
+// TestProgressBeyondTotalIsRecorded checks that a report with NCompleted above NTotal,
+// which a plugin whose total is an estimate makes, is recorded as reported, as Velero
+// records it: the running operation keeps running, the completed one completes, and the
+// run ends Completed with no error.
+func TestProgressBeyondTotalIsRecorded(t *testing.T) {
+	e := newEnv(t)
+	over := running
+	over.NCompleted, over.NTotal = 150, 100
+	overDone := done
+	overDone.NCompleted, overDone.NTotal = 1<<62, 1
+	o := e.run(phase.Restore, "r1", phase.WaitingForPluginOperations, phase.Profile{}, ops("estimate", "ends-over")...)
+	m := e.monitor()
+	e.trackers["p"] = scripted(map[string]operations.Progress{"estimate": over, "ends-over": overDone}, nil)
+	res, err := m.Poll(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, monitor.PollResult{Running: 1, Completed: 1, Phase: phase.WaitingForPluginOperations}, res)
+	want := operations.Status{Phase: operations.OperationInProgress, NCompleted: 150, NTotal: 100, OperationUnits: "Bytes",
+		Created: t0, Started: started, Updated: over.Updated}
+	if diff := cmp.Diff(want, e.op(o, "estimate").Status); diff != "" {
+		t.Errorf("operation reporting 150 of 100 (-want +got):\n%s", diff)
+	}
+	want = operations.Status{Phase: operations.OperationCompleted, NCompleted: 1 << 62, NTotal: 1, OperationUnits: "Bytes",
+		Created: t0, Started: started, Updated: overDone.Updated}
+	if diff := cmp.Diff(want, e.op(o, "ends-over").Status); diff != "" {
+		t.Errorf("operation completing with 2^62 of 1 (-want +got):\n%s", diff)
+	}
+
+	over.Completed = true
+	e.trackers["p"] = scripted(map[string]operations.Progress{"estimate": over}, nil)
+	res, err = m.Poll(context.Background(), o)
+	require.NoError(t, err)
+	require.Equal(t, monitor.PollResult{Completed: 1, Phase: phase.Completed}, res)
+	require.Equal(t, 0, e.get(o).Errors)
 }
 
 func TestPollCancelMisbehaves(t *testing.T) {

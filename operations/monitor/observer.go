@@ -21,9 +21,10 @@ type Observer struct {
 	// some of whose operations ended: to wake a controller's reconcile of its object,
 	// for instance (the controller-runtime integration's source does).
 	RunChanged func(RunChange)
-	// Call is called after each Progress or Cancel call to a plugin, or when the call
-	// is given up (see [WithCallTimeout]). It is not called for a call cut short by the
-	// end of the poll's context.
+	// Call is called after each Progress or Cancel call to a plugin, when the call is
+	// given up (see [WithCallTimeout]), and when a call is not made because the
+	// operation's previous call hangs ([CallHung]). It is not called for a call cut
+	// short by the end of the poll's context.
 	Call func(CallStats)
 	// TimedOut is called when an operation is failed for running past its timeout (see
 	// [TimedOut]), before its plugin's Cancel.
@@ -79,12 +80,18 @@ const (
 	CallErrored   CallOutcome = "errored"   // it returned an error
 	CallPanicked  CallOutcome = "panicked"  // it panicked; the Monitor recovered
 	CallTimedOut  CallOutcome = "timed_out" // given up after the call timeout
+	// CallHung is the outcome of a call not made because the operation's previous call
+	// was given up and its plugin has not returned yet: the operation takes the error of
+	// a call given up, and the plugin is not called again until it returns.
+	CallHung CallOutcome = "hung"
 )
 
 // CallStats describes one plugin call.
 type CallStats struct {
-	Action   string // the plugin's registered name
-	Cancel   bool   // a Cancel call; else a Progress call
+	Action string // the plugin's registered name
+	Cancel bool   // a Cancel call; else a Progress call
+	// Duration is how long the call took; for a call not made ([CallHung]), how long
+	// the hung call has been running.
 	Duration time.Duration
 	Outcome  CallOutcome
 }

@@ -91,7 +91,10 @@ func WithWorkers(n int) Option {
 // when the call returns; a plugin that has not answered by the deadline fails only its
 // own operation, and its worker goes on with the next one at once. A plugin that ignores its
 // context keeps only the goroutine it was called in, until it returns; its late answer is
-// dropped. The default is [DefaultCallTimeout]; a value ≤ 0 keeps it.
+// dropped. Until it returns, the Monitor makes no other call (Progress or Cancel) for
+// that operation: each check of it takes the error of a call given up, and the Observer
+// is told [CallHung]; the next check after the plugin returns calls it again. The
+// default is [DefaultCallTimeout]; a value ≤ 0 keeps it.
 func WithCallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {

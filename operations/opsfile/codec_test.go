@@ -226,6 +226,11 @@ func TestRoundTrip(t *testing.T) {
 		{"5,000 operations, past a chunk of 4096", manyOps(phase.Backup, 5000)},
 		{"1,000 restore operations", manyOps(phase.Restore, 1000)},
 		{"post-operation items nil, empty and listed", goldenCases()[2].ops},
+		{"progress beyond its total", func() []operations.Operation {
+			op := goldenOp()
+			op.Status.NCompleted, op.Status.NTotal = 1<<63-1, 1
+			return []operations.Operation{op}
+		}()},
 		{"quotes, backslash runs and brackets inside strings", func() []operations.Operation {
 			op := goldenOp()
 			op.Status.Error = `x\"}]{[\\`

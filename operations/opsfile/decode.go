@@ -20,9 +20,29 @@ import (
 const DefaultSizeLimit = 256 << 20
 
 // DefaultRecordSizeLimit is the size, in bytes, beyond which a [Decoder] refuses one
-// record unless [WithRecordSizeLimit] sets another limit: 8 MiB, room for some 80,000
-// post-operation items. A Decoder's memory is bounded by a small multiple of it.
+// record unless [WithRecordSizeLimit] sets another limit: 8 MiB, room for the largest
+// record the encoder writes for an operation that passes
+// [operations.Operation.Validate], so that every record written of what a store
+// accepts is read back with the defaults (the package checks this when it compiles). A
+// Decoder's memory is bounded by a small multiple of it.
 const DefaultRecordSizeLimit = 8 << 20
+
+// The most JSON text the encoder writes for one record of an operation that passes
+// operations.Operation.Validate: every string at the limits of package operations and
+// made of bytes that are written as six (a '<' as \u003c), and the longest of everything
+// else (emptyRecord: every key, the longest phase, the largest counts, times in year
+// 9999). The keys of a post-operation item, 51 bytes with its comma, are fewer than the
+// six times 64 bytes that operations.MaxSpecBytes counts for each item beyond its
+// fields, so the items are within the first term.
+const (
+	escapedBytes  = 6 // the most bytes appendString writes for one byte of a string
+	emptyRecord   = `{"spec":{"backupName":"","backupUID":"","backupItemAction":"","resourceIdentifier":{"Group":"","Resource":"","Namespace":"","Name":""},"operationID":"","postOperationItems":[]},"status":{"phase":"InProgress","error":"","nCompleted":9223372036854775807,"nTotal":9223372036854775807,"operationUnits":"","description":"","created":"9999-12-31T23:59:59Z","started":"9999-12-31T23:59:59Z","updated":"9999-12-31T23:59:59Z"}}`
+	maxRecordText = escapedBytes*(operations.MaxSpecBytes+3*operations.MaxTextBytes) + len(emptyRecord)
+)
+
+// The default record limit holds the largest record: this constant does not compile
+// when it does not.
+const _ = uint(DefaultRecordSizeLimit - maxRecordText)
 
 // A DecodeOption configures [Decode] and [NewDecoder].
 type DecodeOption interface{ applyDecode(*decodeConfig) }

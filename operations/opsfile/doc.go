@@ -45,7 +45,12 @@
 //   - Input is refused beyond a decompressed size ([WithSizeLimit], [DefaultSizeLimit])
 //     and beyond a record size ([WithRecordSizeLimit], [DefaultRecordSizeLimit]), so a
 //     gzip bomb costs at most the limit in reading and a small multiple of the record
-//     limit in memory.
+//     limit in memory. The default record limit holds the record of any operation that
+//     passes [operations.Operation.Validate], whose limits (operations.MaxNameBytes,
+//     operations.MaxTextBytes, operations.MaxSpecBytes) bound what a store accepts: a
+//     record written from a store is read back with the defaults. The size limit is
+//     of the whole file, whose number of records no store bounds: a file of more than
+//     DefaultSizeLimit bytes needs a larger WithSizeLimit.
 //   - The whole file is checked: one JSON array, nothing but white space after it, and a
 //     gzip stream that ends with a good checksum (concatenated gzip members are read as
 //     one stream, as gzip -d reads them). A failure is a [*DecodeError] that names the

@@ -7,9 +7,10 @@ import (
 )
 
 // testLimits checks that a store refuses, with operations.ErrInvalid and writing
-// nothing, every name longer than operations.MaxNameBytes and every text longer than
-// operations.MaxTextBytes. (Whether the longest allowed fit depends on the size of one
-// write of the backend as well; the drivers' own tests check that.)
+// nothing, every name longer than operations.MaxNameBytes, every text longer than
+// operations.MaxTextBytes, and an operation whose names and post-operation items
+// exceed operations.MaxSpecBytes together. (Whether the largest allowed fit depends on
+// the size of one write of the backend as well; the drivers' own tests check that.)
 func testLimits(t tb, s operations.Store) {
 	longName := strings.Repeat("n", operations.MaxNameBytes+1)
 	longText := strings.Repeat("t", operations.MaxTextBytes+1)
@@ -59,10 +60,14 @@ func testLimits(t tb, s operations.Store) {
 		"error":               func(op *operations.Operation) { op.Status.Error = longText },
 		"operation units":     func(op *operations.Operation) { op.Status.OperationUnits = longText },
 		"description":         func(op *operations.Operation) { op.Status.Description = longText },
+		"names and post-operation items": func(op *operations.Operation) {
+			// Each item counts 64 bytes beyond its fields.
+			op.PostOperationItems = make([]operations.ResourceIdentifier, operations.MaxSpecBytes/64+1)
+		},
 	} {
 		op := newOp(o, "op", operations.OperationFailed)
 		edit(&op)
-		refused("PutOperations with an operation whose "+what+" is one byte too long", s.PutOperations(bg, o, []operations.Operation{op}))
+		refused("PutOperations with an operation over the limit of its "+what, s.PutOperations(bg, o, []operations.Operation{op}))
 	}
 	wantAllOps(t, s, o, nil)
 }

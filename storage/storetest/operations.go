@@ -41,6 +41,8 @@ func testPutAndGet(t tb, s operations.Store) {
 		want[2].Status.Updated = at(3).In(time.FixedZone("UTC-7", -7*60*60))
 		// The UID of an operation's owner is carried as given.
 		want[3].Owner.UID = "an-older-uid"
+		// Progress beyond its total is kept as the plugin reported it.
+		want[0].Status.NCompleted, want[0].Status.NTotal = 1<<63-1, 1
 		mustPut(t, s, o, cloneOps(want))
 		wantAllOps(t, s, o, want)
 	}

@@ -21,7 +21,9 @@
 //   - plugin_call_duration_seconds{action,call} (histogram): Progress and Cancel calls
 //     (call is "progress" or "cancel"), in real time.
 //   - plugin_calls_total{action,call,outcome} (counter): the same calls by outcome:
-//     succeeded, errored, panicked or timed_out.
+//     succeeded, errored, panicked or timed_out; and, as hung, the calls not made
+//     because the operation's previous call hangs (see monitor.CallHung), which the
+//     histogram leaves out.
 //   - finalizer_failures_total{kind} (counter): Finalizer calls that failed or timed out.
 package prommetrics
 
@@ -71,7 +73,7 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"action", "call"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "itemops_plugin_calls_total", Help: "Plugin Progress and Cancel calls, by plugin, call and outcome (succeeded, errored, panicked, timed_out).",
+			Name: "itemops_plugin_calls_total", Help: "Plugin Progress and Cancel calls, by plugin, call and outcome (succeeded, errored, panicked, timed_out, hung).",
 		}, []string{"action", "call", "outcome"}),
 		finalizerFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "itemops_finalizer_failures_total", Help: "Finalizer calls that failed or timed out, by run kind.",
@@ -151,7 +153,9 @@ func (m *Metrics) observeCall(s monitor.CallStats) {
 	if s.Cancel {
 		call = "cancel"
 	}
-	m.callDuration.WithLabelValues(s.Action, call).Observe(s.Duration.Seconds())
+	if s.Outcome != monitor.CallHung { // no call was made: Duration is the hung call's
+		m.callDuration.WithLabelValues(s.Action, call).Observe(s.Duration.Seconds())
+	}
 	m.calls.WithLabelValues(s.Action, call, string(s.Outcome)).Inc()
 }
 

@@ -113,10 +113,7 @@ func TestScrape(t *testing.T) {
 	for name, f := range families {
 		types[name] = f.GetType()
 		for _, mt := range f.GetMetric() {
-			s := sample{Labels: map[string]string{}}
-			for _, l := range mt.GetLabel() {
-				s.Labels[l.GetName()] = l.GetValue()
-			}
+			s := sample{Labels: labelsOf(mt)}
 			switch f.GetType() {
 			case dto.MetricType_COUNTER:
 				s.Value = mt.GetCounter().GetValue()
@@ -238,11 +235,7 @@ func TestMonitorsAddUp(t *testing.T) {
 	for _, f := range families {
 		for _, mt := range f.GetMetric() {
 			if f.GetType() == dto.MetricType_GAUGE {
-				labels := map[string]string{}
-				for _, l := range mt.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				got[f.GetName()+labelKey(labels)] = mt.GetGauge().GetValue()
+				got[f.GetName()+labelKey(labelsOf(mt))] = mt.GetGauge().GetValue()
 			}
 		}
 	}
@@ -254,4 +247,65 @@ func TestMonitorsAddUp(t *testing.T) {
 	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("gauges (-want +got):\n%s", diff)
 	}
+}
+
+// TestHungCallCountedNotTimed: a call not made because the operation's previous call
+// hangs is counted with the outcome hung, and left out of the call-duration histogram,
+// since no call was made.
+func TestHungCallCountedNotTimed(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	release := make(chan struct{})
+	defer close(release)
+	stuck := &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+		<-release // ignores its context
+		return operations.Progress{}, nil
+	}}
+	o := operations.Owner{Kind: phase.Backup, Name: "b1"}
+	_, err := operations.StartRun(ctx, store, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{Operations: []operations.Operation{{Action: "stuck", ID: "1"}}}, nil
+	})
+	require.NoError(t, err)
+
+	reg := prometheus.NewRegistry()
+	metrics := prommetrics.New()
+	require.NoError(t, metrics.Register(reg))
+	opts := append(metrics.MonitorOptions(), monitor.WithClock(clocktest.NewClock(t0)),
+		monitor.WithCallTimeout(20*time.Millisecond), monitor.WithProgressErrorTolerance(10))
+	m := monitor.New(store, operationstest.Resolver(map[string]operations.Tracker{"stuck": stuck}), opts...)
+	for range 2 {
+		_, err := m.RunOnce(ctx)
+		require.NoError(t, err)
+	}
+
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			switch f.GetName() {
+			case "itemops_plugin_calls_total":
+				got["calls "+labelKey(labelsOf(mt))] = mt.GetCounter().GetValue()
+			case "itemops_plugin_call_duration_seconds":
+				got["timed "+labelKey(labelsOf(mt))] = float64(mt.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	want := map[string]float64{
+		"calls " + labelKey(map[string]string{"action": "stuck", "call": "progress", "outcome": "timed_out"}): 1,
+		"calls " + labelKey(map[string]string{"action": "stuck", "call": "progress", "outcome": "hung"}):      1,
+		"timed " + labelKey(map[string]string{"action": "stuck", "call": "progress"}):                         1,
+	}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("plugin call metrics after two passes (-want +got):\n%s", diff)
+	}
+}
+
+// labelsOf returns the labels of mt by name.
+func labelsOf(mt *dto.Metric) map[string]string {
+	m := map[string]string{}
+	for _, l := range mt.GetLabel() {
+		m[l.GetName()] = l.GetValue()
+	}
+	return m
 }
