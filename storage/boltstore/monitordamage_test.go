@@ -307,3 +307,26 @@ func TestMonitorOnEveryChangedKVByte(t *testing.T) {
 	}
 	t.Logf("%d changes of the %d bytes of the kv bucket's leaf pages after their headers: %d reported as damage, %d read as on the sound store", tried, len(changes), damaged, tried-damaged)
 }
+
+// TestMonitorRunStopsOnDamage changes a byte of an operation's record, which the first
+// pass of Monitor.Run finds damaged: Run must report that pass to the observer and
+// return an error wrapping ErrCorrupt, rather than try again each interval until its
+// context ends.
+func TestMonitorRunStopsOnDamage(t *testing.T) {
+	runs := monitorRuns[:1]
+	path, _ := changedStore(t, runs, "pod-2", 4, '7') // op-2's resource name
+	s, err := boltstore.Open(path, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	var passes []monitor.PassStats
+	m := monitor.New(s, doneTracks, monitor.WithClock(clocktest.NewClock(damageT0)),
+		monitor.WithObserver(monitor.Observer{Pass: func(ps monitor.PassStats) { passes = append(passes, ps) }}))
+	// The timeout only ends a Run that does not stop by itself, which fails the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = m.Run(ctx)
+	require.ErrorIs(t, err, operations.ErrCorrupt)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.Len(t, passes, 1, "passes reported to the observer")
+	require.ErrorIs(t, passes[0].Err, operations.ErrCorrupt, "the error of the pass reported to the observer")
+}
