@@ -34,7 +34,7 @@ func (w *watching) Read(ctx context.Context, fn func(kv.Reader) error) error {
 
 var (
 	damageT0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	// damageRuns are the runs of damagedStore: one of each kind with operations, and a
+	// damageRuns are the runs of filledStore: one of each kind with operations, and a
 	// run with a staged batch not yet applied.
 	damageRuns = []operations.Owner{
 		{Kind: phase.Backup, Name: "b-1", UID: "u1"},
