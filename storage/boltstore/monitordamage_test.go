@@ -282,7 +282,7 @@ func TestMonitorStopsAtChangedIDKey(t *testing.T) {
 // masks (0x5a and 0x01), opens the file with the default options and uses it as a
 // controller and its Monitor do (see useAsMonitor): each call returns what it returns
 // on the sound store, or damage is reported and nothing more is written (see
-// useDamagedAsMonitor). In -short mode it tries every eleventh byte.
+// useDamagedAsMonitor). In -short mode it tries every 31st byte.
 func TestMonitorOnEveryChangedKVByte(t *testing.T) {
 	t.Parallel()
 	b, sound := soundMonitorSteps(t, monitorRuns)
@@ -290,7 +290,7 @@ func TestMonitorOnEveryChangedKVByte(t *testing.T) {
 	require.Greater(t, len(changes), 2000, "bytes of the kv bucket's leaf pages")
 	stride := 1
 	if testing.Short() {
-		stride = 11
+		stride = 31
 	}
 	dir := t.TempDir()
 	tried, damaged := 0, 0
