@@ -36,8 +36,8 @@ var (
 	doneTracks = operations.ResolverFunc(func(string) (operations.Tracker, error) { return doneTracker{}, nil })
 )
 
-// A fixtureRun is a run of monitorStoreFile: its owner, its phase, and the phases of
-// its operations, whose IDs are op-1, op-2 and so on.
+// A fixtureRun is a run of the store writeMonitorStore writes: its owner, its phase,
+// and the phases of its operations, whose IDs are op-1, op-2 and so on.
 type fixtureRun struct {
 	o      operations.Owner
 	phase  phase.Phase
@@ -58,8 +58,8 @@ var monitorRuns = []fixtureRun{
 		[]operations.OperationPhase{operations.OperationCompleted}},
 }
 
-// writeMonitorStore writes the runs of monitorRuns to a new store at path, opened with
-// the default options, and closes it.
+// writeMonitorStore writes runs to a new store at path, opened with the default
+// options, and closes it.
 func writeMonitorStore(t testing.TB, path string, runs []fixtureRun) {
 	t.Helper()
 	ctx := context.Background()
