@@ -17,8 +17,12 @@ import (
 // until ctx is done; then it returns ctx.Err(), with every goroutine it started finished
 // (but for calls to plugins and finalizers that ignore their context: see
 // [WithCallTimeout] and [WithFinalizeTimeout]). Failures of the store or of a finalizer
-// are logged, reported to the observer, and retried on the next pass; they never stop
-// Run. The first pass starts at once.
+// are logged, reported to the observer, and retried on the next pass, with one
+// exception: when a pass meets a damaged store (an error wrapping
+// [operations.ErrCorrupt]), Run logs it, reports the pass to the observer, and returns
+// an error that wraps the pass's, without another pass. A damaged store cannot be
+// trusted with what a pass would write; see [Monitor.RunOnce] for how to look at the
+// pass's error. The first pass starts at once.
 //
 // Run does not apply the restart rules: call [Monitor.Recover] (or [Recover]) once before
 // the first Run after a process starts. [Monitor.Wake] starts the next pass before the
@@ -41,6 +45,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 		_, listed, err := m.runOnce(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		} else if errors.Is(err, operations.ErrCorrupt) {
+			m.cfg.logger.ErrorContext(ctx, "pass met a damaged store; the Monitor stops", "error", err)
+			return fmt.Errorf("monitor stopped: the store is damaged: %w", err)
 		} else if err != nil {
 			m.cfg.logger.ErrorContext(ctx, "pass failed", "error", err)
 		}
@@ -77,7 +84,9 @@ func (m *Monitor) Wake() {
 //
 // RunOnce returns the pass's statistics and, as its error, ctx.Err() when ctx ended first,
 // or else what went wrong with the store or a finalizer (the same as PassStats.Err); a
-// failure of one run does not stop the pass. It is safe to call concurrently with other
+// failure of one run does not stop the pass. The error joins the failures of the pass,
+// so errors.Is(err, operations.ErrCorrupt) tells whether any of them met a damaged
+// store, after which [Monitor.Run] would stop. It is safe to call concurrently with other
 // methods, Run included, and several Monitors may make passes over one store at once.
 func (m *Monitor) RunOnce(ctx context.Context) (PassStats, error) {
 	stats, _, err := m.runOnce(ctx)

@@ -415,10 +415,16 @@ func TestCheckFindsCutElementCount(t *testing.T) {
 }
 
 // FuzzChangedLiveByte XORs one byte of the live data of a store (see liveBytes) with a
-// fuzzed mask; check must report it.
+// fuzzed mask; check must report it. It also XORs one byte of the kv bucket's leaf
+// pages of the Monitor's store (see kvLeafBytes) with the same mask, opens that file
+// with the default options, and uses it as a controller and its Monitor do: each call
+// must return what it returns on the sound file, or damage must be reported and nothing
+// more written (see useDamagedAsMonitor).
 func FuzzChangedLiveByte(f *testing.F) {
 	b := liveStoreFile(f)
 	live := liveBytes(f, b)
+	mb, sound := soundMonitorSteps(f, monitorRuns)
+	kvBytes := kvLeafBytes(f, mb)
 	f.Add(uint32(0), byte(0x5a))
 	f.Add(uint32(len(live)/2), byte(0x80))
 	f.Add(uint32(len(live)-1), byte(0x01))
@@ -430,5 +436,9 @@ func FuzzChangedLiveByte(f *testing.F) {
 		if found, _ := changeDetected(t, t.TempDir(), b, lb.off, x); !found {
 			t.Errorf("byte %d of %s XOR %#02x: check reports the file sound", lb.off, lb.what, x)
 		}
+		kb := kvBytes[int(i%uint32(len(kvBytes)))]
+		changed := bytes.Clone(mb)
+		changed[kb.off] ^= x
+		useDamagedAsMonitor(t, t.TempDir(), fmt.Sprintf("byte %d of %s XOR %#02x", kb.off, kb.what, x), changed, monitorRuns, sound)
 	})
 }

@@ -76,11 +76,28 @@
 // nothing more to the file (every write fails with that error), so nothing is written
 // on top of damage; reads go on, so that what can still be read can be saved.
 //
-// Every entry of the kv bucket carries its checksum, which every read checks, so a
-// changed key or value is ErrCorrupt where it is read, never a record read wrong.
-// [Store.Check], which [Options.Check] runs at Open, checks the rest: both meta pages
-// (a meta page that fails its checksum makes bbolt read the transaction before it, a
-// silent rollback, which the check reports), every page of the tree (reached once, its
+// Every entry of the kv bucket carries its checksum, which every read checks. bbolt
+// finds a key by a binary search of each page it passes, and trusts the page's keys to
+// be in order: a changed key either hides the key it was from the search or, out of
+// order, sends the search to one side of it, and either way the search lands beside it.
+// So a read whose search does not find its key checks the entry the search lands on and
+// the entry before, and a scan the entry it stops at; a search that finds its key is
+// right whatever the other keys hold. With the default options, a changed byte of a
+// key, a value or a leaf element of the kv bucket is therefore ErrCorrupt at the first
+// read that reads the entry or lands beside it: no read returns a record read wrong, or
+// misses one and says it is not there, and nothing is written on top of it. The test
+// TestMonitorOnEveryChangedKVByte changes each byte of the kv bucket's leaf pages after
+// their headers, with two masks, opens the file with the default options and uses it as
+// a controller and its Monitor do: each call returns what it returns on the sound file,
+// or fails with ErrCorrupt, after which every write fails and the file is not written
+// again.
+//
+// Other damage may escape those reads, and is left to [Store.Check], which
+// [Options.Check] runs at Open: a changed page header (an element count cut short hides
+// the page's last entries from every read), or a change to a branch page, the freelist
+// or a meta page. Check checks both meta pages (a meta page that fails its checksum
+// makes bbolt read the transaction before it, a silent rollback, which the check
+// reports), every page of the tree (reached once, its
 // elements laid out as bbolt writes them, keys in order, each branch key the first key
 // of its child), the kv bucket's sequence against its copy, the freelist, and that
 // every page of the file is either in the tree or free. Together they find any change

@@ -117,17 +117,26 @@ func readTx(tx *bolt.Tx, fn func(kv.Reader) error) error {
 
 // reader reads the kv bucket, whose values are the version they were written at, the
 // engine's value and a checksum (see parseValue), which every read checks.
+//
+// bbolt finds a key by a binary search of each page it passes, and trusts the page's
+// keys to be in order. A key changed on disk either stays in order, and hides the key
+// it was from a search, which then lands beside it, or falls out of order, and sends
+// every search that meets it to one side of it, where the search lands beside it too
+// (on it, or on the entry after it). A search that finds its key is right whatever the
+// other keys are; one that does not is checked (see seek), and a scan also checks the
+// entry it stops at, so that a key changed on disk is ErrCorrupt where a read meets it
+// or misses it, never an entry read as absent.
 type reader struct{ b *bolt.Bucket }
 
 func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	v := r.b.Get(key)
-	if v == nil {
-		return nil, 0, nil
+	k, v, err := seek(r.b.Cursor(), key)
+	if err != nil || !bytes.Equal(k, key) {
+		return nil, 0, err
 	}
-	return parseValue(key, v)
+	return parseValue(k, v)
 }
 
 func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte, v kv.Version) error) error {
@@ -135,8 +144,14 @@ func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value 
 		return err
 	}
 	c := r.b.Cursor()
-	n := 0
-	for k, v := c.Seek(start); k != nil && (len(end) == 0 || bytes.Compare(k, end) < 0); k, v = c.Next() {
+	k, v, err := seek(c, start)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(k, start) {
+		k, v = c.Seek(start) // seek moved c to check the entry before
+	}
+	for n := 0; k != nil && (len(end) == 0 || bytes.Compare(k, end) < 0); k, v = c.Next() {
 		if n++; n%checkEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -150,7 +165,42 @@ func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value 
 			return err
 		}
 	}
+	if k != nil {
+		// A key changed on disk to one at or past end would have ended the scan early.
+		if _, _, err := parseValue(k, v); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// seek moves c to the first key at or after key and returns its entry, or nils at the
+// end of the bucket, as Cursor.Seek does. When that is not key itself, it checks the
+// entry it landed on and the entry before against their checksums, and fails with an
+// error wrapping [ErrCorrupt] when one fails (see reader); c is then left on the entry
+// before.
+func seek(c *bolt.Cursor, key []byte) (k, v []byte, err error) {
+	k, v = c.Seek(key)
+	if bytes.Equal(k, key) {
+		return k, v, nil
+	}
+	var pk, pv []byte
+	if k == nil {
+		pk, pv = c.Last()
+	} else {
+		if _, _, err := parseValue(k, v); err != nil {
+			return nil, nil, err
+		}
+		// When Seek has moved on to the next page, the entry before is the last of
+		// the page before: Prev finds it all the same.
+		pk, pv = c.Prev()
+	}
+	if pk != nil {
+		if _, _, err := parseValue(pk, pv); err != nil {
+			return nil, nil, err
+		}
+	}
+	return k, v, nil
 }
 
 // commitTx applies writes in tx if every condition holds, all at one new version.

@@ -39,7 +39,8 @@ type Options struct {
 	// Without it, a file whose pages were damaged so that they form a cycle makes bbolt
 	// loop forever at the first read that meets the cycle, a rolled-back last
 	// transaction goes unseen, and a damaged freelist is found only by a later write;
-	// a changed key or value is still ErrCorrupt where it is read.
+	// a changed key, value or leaf element of the kv bucket is still ErrCorrupt at the
+	// first read that meets it (see the package documentation, "Damage").
 	Check bool
 
 	// ReadOnly opens the file for reading only: Open never creates, migrates or writes

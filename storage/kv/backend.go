@@ -21,6 +21,11 @@ type Backend interface {
 	// callbacks of its Scan, are valid only until that call returns: copy what you keep.
 	// fn must not call Commit or Read on the same Backend (a driver may hold a lock
 	// while fn runs). Read returns fn's error as it is.
+	//
+	// The engine decodes and checks what it reads within fn, so every damage it finds
+	// (an error wrapping operations.ErrCorrupt) is an error that some Read returns: a
+	// driver that stops writing once its data is found damaged, as storage/boltstore
+	// does, sees each finding there.
 	Read(ctx context.Context, fn func(Reader) error) error
 
 	// Commit applies writes, all of them or none, if every condition in conds holds

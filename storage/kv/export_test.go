@@ -31,3 +31,7 @@ func QueuedCommits(s *Store) int {
 	defer s.commits.mu.Unlock()
 	return len(s.commits.queue)
 }
+
+// StagedChunkKey returns the key of chunk n of the staged batch that the value of
+// StagedMeta names.
+func StagedChunkKey(o operations.Owner, n int) []byte { return stagedKey(opsPrefix(o), 1, n) }

@@ -152,15 +152,24 @@ func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
 	err := s.retry(ctx, func() error {
 		var meta opsMetaValue
 		var ver Version
-		type chunk struct{ key, value []byte }
+		type chunk struct {
+			key    []byte
+			writes []Write
+		}
 		var chunks []chunk
+		// Chunks are decoded within the Read, so that the backend sees a damaged one
+		// (see Backend.Read).
 		err := s.b.Read(ctx, func(r Reader) (err error) {
 			if meta, ver, err = readMeta(ctx, r, metaKey); err != nil || meta.staged == 0 {
 				return err
 			}
 			start := stagedPrefix(prefix, meta.staged)
 			return r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
-				chunks = append(chunks, chunk{bytes.Clone(k), bytes.Clone(v)})
+				writes, err := parseChunk(v) // it copies what it keeps
+				if err != nil {
+					return fmt.Errorf("chunk %x: %w", k, err)
+				}
+				chunks = append(chunks, chunk{bytes.Clone(k), writes})
 				return nil
 			})
 		})
@@ -169,11 +178,7 @@ func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
 		}
 		cond := []Condition{{Key: metaKey, Version: ver}}
 		for _, c := range chunks {
-			writes, err := parseChunk(c.value)
-			if err != nil {
-				return fmt.Errorf("chunk %x: %w", c.key, err)
-			}
-			if err := lost(s.commits.commit(ctx, cond, append(writes, Write{Key: c.key, Delete: true}))); err != nil {
+			if err := lost(s.commits.commit(ctx, cond, append(c.writes, Write{Key: c.key, Delete: true}))); err != nil {
 				return err
 			}
 		}

@@ -94,18 +94,6 @@ func Open(ctx context.Context, b Backend, opts ...Option) (*Store, error) {
 // errStop ends a Scan early.
 var errStop = errors.New("stop")
 
-// get reads one key in a snapshot of its own and returns a copy of its value.
-func (s *Store) get(ctx context.Context, key []byte) ([]byte, Version, error) {
-	var val []byte
-	var ver Version
-	err := s.b.Read(ctx, func(r Reader) error {
-		v, vv, err := r.Get(ctx, key)
-		val, ver = bytes.Clone(v), vv
-		return err
-	})
-	return val, ver, err
-}
-
 // checkUID refuses an owner whose UID is set and differs from the stored run's.
 func checkUID(o operations.Owner, stored string) error {
 	if o.UID != "" && stored != "" && o.UID != stored {
@@ -133,8 +121,9 @@ func readRun(ctx context.Context, r Reader, o operations.Owner) (operations.Run,
 
 // CreateRun stores r. It fails, writing nothing, with the error of
 // [operations.Run.Validate], with [operations.ErrUIDMismatch] when a run of another UID
-// has r's kind and name, with [operations.ErrExists] when another run does, and with
-// ctx.Err() or the backend's error.
+// has r's kind and name, with [operations.ErrExists] when another run does, with an
+// error wrapping [operations.ErrCorrupt] when the stored run of that kind and name does
+// not decode, and with ctx.Err() or the backend's error.
 func (s *Store) CreateRun(ctx context.Context, r operations.Run) error {
 	if s == nil {
 		return ErrClosed
@@ -173,13 +162,11 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	conds := []Condition{{Key: rk}, {Key: metaKey}}
 	err = s.commitBatch(ctx, prefix, conds, head, body, meta)
 	if errors.Is(err, ErrConditionFailed) {
-		stored, _, gerr := s.get(ctx, rk)
-		if gerr == nil && stored != nil {
-			if old, derr := decodeRun(r.Owner, stored); derr == nil {
-				if err := checkUID(r.Owner, old.Owner.UID); err != nil {
-					return fmt.Errorf("create run %s: %w", r.Owner, err)
-				}
-			}
+		// The stored run is read, and decoded, within a Read of the backend, so that a
+		// damaged one is reported as such (see Backend.Read).
+		_, _, err := s.getRun(ctx, r.Owner)
+		if errors.Is(err, operations.ErrUIDMismatch) || errors.Is(err, operations.ErrCorrupt) {
+			return fmt.Errorf("create run %s: %w", r.Owner, err)
 		}
 		return fmt.Errorf("create run %s: %w", r.Owner, operations.ErrExists)
 	}
