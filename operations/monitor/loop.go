@@ -266,9 +266,8 @@ func (m *Monitor) Finalize(ctx context.Context, o operations.Owner) (phase.Phase
 
 // finalize runs the finalizer for the run of o, if it is still finalizing and this
 // Monitor can claim it (under session when it is not nil; see claim), and moves it to
-// its terminal phase. It returns that phase when it
-// moved the run (else ""), and whether it skipped the run because another Monitor holds
-// its claim.
+// its terminal phase. It returns that phase when it moved the run (else ""), and whether
+// it skipped the run because another Monitor holds its claim.
 func (m *Monitor) finalize(ctx context.Context, o operations.Owner, session operations.ClaimSession) (to phase.Phase, skipped bool, err error) {
 	release, ok, err := m.claim(ctx, o, session)
 	if err != nil {
