@@ -125,6 +125,18 @@ func rawKeys(t *testing.T, c *clientv3.Client, prefix string) []string {
 	return keys
 }
 
+// claimRevisions returns the ModRevision of each claim key under prefix, by key.
+func claimRevisions(t *testing.T, c *clientv3.Client, prefix string) map[string]int64 {
+	t.Helper()
+	resp, err := c.Get(bg, prefix+"claims/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	out := make(map[string]int64)
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = kv.ModRevision
+	}
+	return out
+}
+
 // TestStoppedRunLeavesNoClaim stops the Run of replica a at random moments, 40 times,
 // while its store stays open: in a pass, between passes, while it claims or hands runs
 // over to b, whose Run goes on. Each time Run returns, no claim, hand-over or replica key
@@ -204,16 +216,7 @@ func TestPollBorrowsKeptClaim(t *testing.T) {
 	defer func() { cancel(); <-errc }()
 	<-passed
 
-	claims := func() map[string]int64 {
-		resp, err := c.Get(bg, prefix+"claims/", clientv3.WithPrefix())
-		require.NoError(t, err)
-		out := make(map[string]int64)
-		for _, kv := range resp.Kvs {
-			out[string(kv.Key)] = kv.ModRevision
-		}
-		return out
-	}
-	before := claims()
+	before := claimRevisions(t, c, prefix)
 	require.Len(t, before, runs, "claims kept by Run")
 
 	res, err := monitor.New(s, resolver).Poll(bg, owners[0])
@@ -223,7 +226,7 @@ func TestPollBorrowsKeptClaim(t *testing.T) {
 	res, err = monitor.New(other, resolver).Poll(bg, owners[1])
 	require.NoError(t, err)
 	require.True(t, res.Skipped, "a poll by another store is not skipped")
-	if d := cmp.Diff(before, claims()); d != "" {
+	if d := cmp.Diff(before, claimRevisions(t, c, prefix)); d != "" {
 		t.Errorf("claims after the polls (-before +after):\n%s", d)
 	}
 
@@ -306,16 +309,7 @@ func TestDecoratedStoresKeepClaims(t *testing.T) {
 			t.Fatalf("the claims held, by replica, 30 s after both Runs made a pass (-want +got):\n%s", cmp.Diff(want, got))
 		}
 	}
-	claims := func() map[string]int64 { // the ModRevision of each claim key
-		resp, err := c.Get(bg, prefix+"claims/", clientv3.WithPrefix())
-		require.NoError(t, err)
-		out := make(map[string]int64)
-		for _, kv := range resp.Kvs {
-			out[string(kv.Key)] = kv.ModRevision
-		}
-		return out
-	}
-	before := claims()
+	before := claimRevisions(t, c, prefix)
 	for _, r := range replicas {
 		for len(r.passes) > 0 {
 			pass(r) // passes that ended before the claims were read
@@ -324,7 +318,7 @@ func TestDecoratedStoresKeepClaims(t *testing.T) {
 			pass(r)
 		}
 	}
-	if d := cmp.Diff(before, claims()); d != "" {
+	if d := cmp.Diff(before, claimRevisions(t, c, prefix)); d != "" {
 		t.Errorf("claims after three more passes of each replica (-before +after):\n%s", d)
 	}
 
