@@ -100,7 +100,7 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s %s: cancel requested (%s); it is %s, and the Monitor fails it on its next pass\n", r.Owner.Kind, r.Owner.Name, r.Cancel.Reason, r.Phase)
+	fmt.Fprintf(stdout, "%s %s: cancel requested (%s); it is %s, and the Monitor fails it on its next pass\n", clean(string(r.Owner.Kind)), clean(r.Owner.Name), clean(r.Cancel.Reason), clean(string(r.Phase)))
 	return nil
 }
 

@@ -31,7 +31,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if len(got.lost) > 0 {
 		return fmt.Errorf("%s is damaged: %d runs and %d operations read, but %s", name, len(got.runs), got.ops, errors.Join(got.lost...))
 	}
-	fmt.Fprintf(stdout, "%s: sound; %d runs, %d operations\n", name, len(got.runs), got.ops)
+	fmt.Fprintf(stdout, "%s: sound; %d runs, %d operations\n", clean(name), len(got.runs), got.ops)
 	return nil
 }
 

@@ -108,7 +108,7 @@ func (d *display) printf(format string, args ...any) {
 	if !d.stopped {
 		d.poll(context.Background())
 	}
-	d.line(fmt.Sprintf("%s  %s", d.stamp(), fmt.Sprintf(format, args...)))
+	d.line(fmt.Sprintf("%s  %s", d.stamp(), clean(fmt.Sprintf(format, args...))))
 	d.redraw()
 }
 
@@ -208,15 +208,15 @@ func (d *display) poll(ctx context.Context) {
 // transitionLine shows a phase change.
 func (d *display) transitionLine(o operations.Owner, tr operations.Transition) string {
 	if tr.Event == operations.EventCancelRequested {
-		return fmt.Sprintf("%s  %-11s %s: cancel requested (%s)", d.stamp(), o.Name, tr.From, tr.Reason)
+		return fmt.Sprintf("%s  %-11s %s: cancel requested (%s)", d.stamp(), clean(o.Name), tr.From, clean(tr.Reason))
 	}
 	to := string(tr.To)
 	if d.color {
 		to = phaseColor(tr.To) + to + ansiReset
 	}
-	s := fmt.Sprintf("%s  %-11s %s → %s", d.stamp(), o.Name, tr.From, to)
+	s := fmt.Sprintf("%s  %-11s %s → %s", d.stamp(), clean(o.Name), tr.From, to)
 	if tr.Reason != "" {
-		s += "  (" + tr.Reason + ")"
+		s += "  (" + clean(tr.Reason) + ")"
 	}
 	return s
 }
@@ -230,7 +230,7 @@ func (d *display) opLine(op operations.Operation) string {
 	}
 	mark, what := "✓", fmt.Sprintf("%s, %s%s", string(st.Phase), amount(st.NCompleted, st.OperationUnits), took)
 	if st.Phase == operations.OperationFailed {
-		mark, what = "✗", fmt.Sprintf("Failed, after %s of %s: %s", amount(st.NCompleted, st.OperationUnits), amount(st.NTotal, st.OperationUnits), st.Error)
+		mark, what = "✗", fmt.Sprintf("Failed, after %s of %s: %s", amount(st.NCompleted, st.OperationUnits), amount(st.NTotal, st.OperationUnits), clean(st.Error))
 	}
 	if d.color {
 		color := ansiGreen
@@ -239,7 +239,7 @@ func (d *display) opLine(op operations.Operation) string {
 		}
 		mark = color + mark + ansiReset
 	}
-	return fmt.Sprintf("%s  %-11s %s %s %s: %s", d.stamp(), op.Owner.Name, mark, verbOf(op.ID), op.Resource.Namespace+"/"+op.Resource.Name, what)
+	return fmt.Sprintf("%s  %-11s %s %s %s: %s", d.stamp(), clean(op.Owner.Name), mark, verbOf(op.ID), clean(op.Resource.Namespace+"/"+op.Resource.Name), what)
 }
 
 // verbOf names what an operation does, from the demo's operation IDs.

@@ -115,10 +115,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(usageError)):
-		fmt.Fprintf(stderr, "itemops %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "itemops %s: %s\n", args[0], clean(err.Error()))
 		return 2
 	}
-	fmt.Fprintf(stderr, "itemops %s: %v\n", args[0], err)
+	fmt.Fprintf(stderr, "itemops %s: %s\n", args[0], clean(err.Error()))
 	return 1
 }
 
