@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/itemops/itemops/internal/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
@@ -217,7 +220,15 @@ func hostileStore(t *testing.T) (string, []operations.Owner) {
 func TestCommandsEscapeStoredText(t *testing.T) {
 	path, owners := hostileStore(t)
 	text := hostileText()
+	// A copy cut at half its pages: salvage names its lost records, hostile names and
+	// IDs included.
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	cut := filepath.Join(t.TempDir(), "cut.db")
+	require.NoError(t, os.WriteFile(cut, b[:boltfault.LastMeta(b).Pages*boltfault.PageSize/2], 0o600))
 	for _, args := range [][]string{
+		{"salvage", cut, filepath.Join(t.TempDir(), "saved.db")},
+		{"salvage", "-json", cut, filepath.Join(t.TempDir(), "saved.db")},
 		{"inspect", path},
 		{"check", path},
 		{"cancel", "-reason", chunks(text, 4000)[0], path, owners[0].Name},
@@ -230,5 +241,22 @@ func TestCommandsEscapeStoredText(t *testing.T) {
 		require.NotEmpty(t, out+errOut, "%s printed nothing", args[0])
 		requireNoHidden(t, args[0]+" stdout", out)
 		requireNoHidden(t, args[0]+" stderr", errOut)
+		if args[1] == "-json" {
+			// The JSON escapes decode to the stored text.
+			var sum salvageSummary
+			require.NoError(t, json.Unmarshal([]byte(out), &sum))
+			stored := map[string]bool{}
+			for _, c := range chunks(text, 1500) {
+				stored[strings.ToValidUTF8("op-"+c, "\uFFFD")] = true // JSON holds UTF-8 only
+			}
+			named := 0
+			for _, l := range sum.Lost {
+				if l.Operation != "" {
+					require.True(t, stored[l.Operation], "operation %q is named lost other than as it was stored", l.Operation)
+					named++
+				}
+			}
+			require.Positive(t, named, "no operation named lost")
+		}
 	}
 }
