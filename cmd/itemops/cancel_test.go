@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	bolt "go.etcd.io/bbolt"
 
+	"github.com/itemops/itemops/internal/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
@@ -79,22 +79,8 @@ func TestCommandsNeverCreateAStore(t *testing.T) {
 // of another program, and text. Each fails with status 1 and one error line, and leaves
 // the file byte for byte as it was.
 func TestCommandsNeverWriteANonStore(t *testing.T) {
-	dir := t.TempDir()
-	files := map[string][]byte{"empty": nil, "text": bytes.Repeat([]byte("itemops "), 1024)}
-	for _, name := range []string{"bbolt without buckets", "bbolt of another program"} {
-		path := filepath.Join(dir, name)
-		db, err := bolt.Open(path, 0o600, nil)
-		require.NoError(t, err)
-		if name == "bbolt of another program" {
-			require.NoError(t, db.Update(func(tx *bolt.Tx) error {
-				_, err := tx.CreateBucket([]byte("theirs"))
-				return err
-			}))
-		}
-		require.NoError(t, db.Close())
-		files[name], err = os.ReadFile(path)
-		require.NoError(t, err)
-	}
+	files, err := boltfault.NotStores()
+	require.NoError(t, err)
 	for name, content := range files {
 		for _, args := range [][]string{
 			{"cancel", "FILE", "r1"},

@@ -8,35 +8,22 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	bolt "go.etcd.io/bbolt"
 
+	"github.com/itemops/itemops/internal/boltfault"
 	"github.com/itemops/itemops/storage/boltstore"
 )
 
-// notStores returns files that exist and are not itemops stores, by name: an empty
-// file, a bbolt file without buckets, a bbolt file of another program, and text.
+// notStores writes files that exist and are not itemops stores (see
+// boltfault.NotStores) and returns their paths by name.
 func notStores(t *testing.T) map[string]string {
 	t.Helper()
+	contents, err := boltfault.NotStores()
+	require.NoError(t, err)
 	dir := t.TempDir()
 	files := map[string]string{}
-	write := func(name string, b []byte) {
+	for name, b := range contents {
 		files[name] = filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(files[name], b, 0o600))
-	}
-	write("empty", nil)
-	write("text", bytes.Repeat([]byte("itemops "), 1024))
-	for _, name := range []string{"bbolt without buckets", "bbolt of another program"} {
-		path := filepath.Join(dir, name)
-		db, err := bolt.Open(path, 0o600, nil)
-		require.NoError(t, err)
-		if name == "bbolt of another program" {
-			require.NoError(t, db.Update(func(tx *bolt.Tx) error {
-				_, err := tx.CreateBucket([]byte("theirs"))
-				return err
-			}))
-		}
-		require.NoError(t, db.Close())
-		files[name] = path
 	}
 	return files
 }

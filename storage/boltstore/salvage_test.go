@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/itemops/itemops/internal/boltfault"
 	"github.com/itemops/itemops/operations"
@@ -119,29 +118,8 @@ func TestSalvageSoundFile(t *testing.T) {
 // reads for the last transaction (free pages hold stale copies).
 func inUse(t testing.TB, b []byte, s string) int {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "pages.db")
-	require.NoError(t, os.WriteFile(path, b, 0o600))
-	db, err := bolt.Open(path, 0o600, nil) // writable: read-only, tx.Page fails (free pages not loaded)
+	at, err := boltfault.InUse(b, s)
 	require.NoError(t, err)
-	defer db.Close()
-	at := -1
-	require.NoError(t, db.View(func(tx *bolt.Tx) error {
-		for from := 0; at < 0; {
-			i := bytes.Index(b[from:], []byte(s))
-			if i < 0 {
-				return fmt.Errorf("%q is in no leaf page in use", s)
-			}
-			info, err := tx.Page((from + i) / db.Info().PageSize)
-			if err != nil {
-				return err
-			}
-			if info != nil && info.Type == "leaf" {
-				at = from + i
-			}
-			from += i + 1
-		}
-		return nil
-	}))
 	return at
 }
 
