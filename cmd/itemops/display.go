@@ -322,7 +322,7 @@ func (d *display) region() []string {
 			if !r.Started.IsZero() {
 				elapsed = time.Since(r.Started)
 			}
-			head = fmt.Sprintf("%s  %s  items %s %d/%d  %s", o.Name, r.Phase,
+			head = fmt.Sprintf("%s  %s  items %s %d/%d  %s", clean(o.Name), r.Phase,
 				bar(fraction(int64(r.ItemsDone), int64(r.ItemsTotal)), 30), r.ItemsDone, r.ItemsTotal,
 				rate(int64(r.ItemsDone), elapsed, "items"))
 		default:
@@ -332,7 +332,7 @@ func (d *display) region() []string {
 					ended++
 				}
 			}
-			head = fmt.Sprintf("%s  %s  %d of %s ended", o.Name, r.Phase, ended, plural(len(ops), "operation"))
+			head = fmt.Sprintf("%s  %s  %d of %s ended", clean(o.Name), r.Phase, ended, plural(len(ops), "operation"))
 		}
 		lines = append(lines, head)
 		hidden := 0
@@ -362,7 +362,7 @@ func opBar(op operations.Operation) string {
 	if !st.Started.IsZero() && st.Updated.After(st.Started) {
 		elapsed = st.Updated.Sub(st.Started)
 	}
-	where := truncate(op.Resource.Namespace+"/"+op.Resource.Name, 22)
+	where := truncate(clean(op.Resource.Namespace+"/"+op.Resource.Name), 22)
 	if st.NTotal == 0 {
 		return fmt.Sprintf("  %-8s %-22s %s  started, no progress reported yet", verbOf(op.ID), where, bar(0, 20))
 	}
@@ -388,7 +388,7 @@ func (d *display) status(o operations.Owner) string {
 		if !r.Started.IsZero() {
 			elapsed = time.Since(r.Started)
 		}
-		return fmt.Sprintf("%s  %-11s %s: %d/%d items (%s)", d.stamp(), o.Name, r.Phase, r.ItemsDone, r.ItemsTotal,
+		return fmt.Sprintf("%s  %-11s %s: %d/%d items (%s)", d.stamp(), clean(o.Name), r.Phase, r.ItemsDone, r.ItemsTotal,
 			rate(int64(r.ItemsDone), elapsed, "items"))
 	}
 	var (
@@ -412,7 +412,7 @@ func (d *display) status(o operations.Owner) string {
 			latest = st.Updated
 		}
 	}
-	s := fmt.Sprintf("%s  %-11s %s: %d of %s running", d.stamp(), o.Name, r.Phase, running, plural(len(d.ops[o]), "operation"))
+	s := fmt.Sprintf("%s  %-11s %s: %d of %s running", d.stamp(), clean(o.Name), r.Phase, running, plural(len(d.ops[o]), "operation"))
 	if total > 0 {
 		s += fmt.Sprintf(", %s of %s moved (%s)", amount(moved, units), amount(total, units), rate(moved, latest.Sub(earliest), units))
 	}

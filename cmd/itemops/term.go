@@ -50,8 +50,7 @@ func terminal(w io.Writer) (bool, func() int) {
 // other \uHHHH or \UHHHHHHHH, and a byte that is not UTF-8 \xHH. The escapes are for
 // reading, not for undoing: a backslash stays as it is.
 func clean(s string) string {
-	i := strings.IndexFunc(s, unsafeRune)
-	if i < 0 && utf8.ValidString(s) {
+	if strings.IndexFunc(s, unsafeRune) < 0 && utf8.ValidString(s) {
 		return s
 	}
 	var b strings.Builder

@@ -226,7 +226,11 @@ func TestCommandsEscapeStoredText(t *testing.T) {
 	require.NoError(t, err)
 	cut := filepath.Join(t.TempDir(), "cut.db")
 	require.NoError(t, os.WriteFile(cut, b[:boltfault.LastMeta(b).Pages*boltfault.PageSize/2], 0o600))
+	demoDB := filepath.Join(t.TempDir(), "demo.db")
+	require.NoError(t, os.WriteFile(demoDB, b, 0o600))
 	for _, args := range [][]string{
+		// The demo recovers the store's runs, InProgress, and names each.
+		{"demo", "-db", demoDB, "-items", "10", "-operations", "2", "-speed", "20"},
 		{"salvage", cut, filepath.Join(t.TempDir(), "saved.db")},
 		{"salvage", "-json", cut, filepath.Join(t.TempDir(), "saved.db")},
 		{"inspect", path},

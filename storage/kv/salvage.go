@@ -69,6 +69,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 	}
 	runs := map[operations.Owner]operations.Run{}
 	copies := map[operations.Owner]operations.Run{}
+	undecoded := map[operations.Owner]error{} // run records that do not decode
 	ops := map[operations.Owner]*runOps{}
 	opsOf := func(o operations.Owner) *runOps {
 		if ops[o] == nil {
@@ -81,18 +82,19 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 		key := []byte(k)
 		switch {
 		case k == string(keyFormat):
+		case k == "":
+			lost = append(lost, Loss{Why: "an empty key"})
 		case key[0] == prefixRun:
 			o, err := ownerOfRunKey(key)
 			if err != nil {
 				lost = append(lost, Loss{Why: err.Error()})
 				continue
 			}
-			run, err := decodeRun(o, v)
-			if err != nil {
-				lost = append(lost, Loss{Owner: o, Why: fmt.Sprintf("its run record: %v", err)})
-				continue
+			if run, err := decodeRun(o, v); err != nil {
+				undecoded[o] = err
+			} else {
+				runs[o] = run
 			}
-			runs[o] = run
 		case key[0] == prefixIdx:
 			// Only a copy: a run it would name is lost only with its record.
 			if o, err := ownerOfIdxKey(key); err == nil {
@@ -136,6 +138,11 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 	}
 	for o := range ops {
 		owners = append(owners, o)
+	}
+	for o, err := range undecoded {
+		if _, ok := copies[o]; !ok {
+			lost = append(lost, Loss{Owner: o, Why: fmt.Sprintf("its run record does not decode, and no copy of it remains: %v", err)})
+		}
 	}
 	slices.SortFunc(owners, func(a, b operations.Owner) int { return bytes.Compare(runKey(a), runKey(b)) })
 	owners = slices.Compact(owners)
