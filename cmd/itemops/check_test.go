@@ -214,7 +214,7 @@ func inLeaf(t *testing.T, b []byte, s string) int {
 	t.Helper()
 	at, err := boltfault.InUse(b, s)
 	require.NoError(t, err)
-	return at
+	return at[0]
 }
 
 // TestDamageMessages runs the commands whose messages about damaged stores misled: each

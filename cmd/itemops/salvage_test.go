@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,11 +22,11 @@ import (
 	"github.com/itemops/itemops/storage/boltstore"
 )
 
-// changedStore writes the demo-like store with the byte at the offset of s, within a
-// leaf page in use, plus delta XORed with 0x5a, and returns its path.
-func changedStore(t *testing.T, s string, delta int) string {
+// changedStore writes the store file b with the byte at the offset of s, within a leaf
+// page in use, plus delta XORed with 0x5a, and returns its path.
+func changedStore(t *testing.T, b []byte, s string, delta int) string {
 	t.Helper()
-	b := demoLikeStore(t)
+	b = bytes.Clone(b)
 	b[inLeaf(t, b, s)+delta] ^= 0x5a
 	path := filepath.Join(t.TempDir(), "damaged.db")
 	require.NoError(t, os.WriteFile(path, b, 0o600))
@@ -61,7 +62,7 @@ func linesWith(out, prefix string) []string {
 // TestSalvageNamesEachLostOperation changes a byte of the record of one operation of a
 // run of six: salvage saves the run with the five others and names the one lost.
 func TestSalvageNamesEachLostOperation(t *testing.T) {
-	path := changedStore(t, "\x10restore-1.1-op-3", 4)
+	path := changedStore(t, demoLikeStore(t), "\x10restore-1.1-op-3", 4)
 	to := filepath.Join(t.TempDir(), "saved.db")
 	status, out, errOut := runCLI("salvage", path, to)
 	require.Equal(t, 1, status, "%s%s", out, errOut)
@@ -79,14 +80,19 @@ func TestSalvageNamesEachLostOperation(t *testing.T) {
 // salvage saves every run and every operation, loses none, and names the damaged entry
 // as it read it.
 func TestSalvageDamagedIndexKey(t *testing.T) {
+	good := demoLikeStore(t)
 	for _, key := range []string{
 		"pBWaitingForPluginOperations\x00backup-k.1",
 		"pRCompleted\x00restore-1.1",
 		"oB\x0abackup-k.1ibackup-k.1-op-2",
 		"oR\x0brestore-1.1irestore-1.1-op-3",
 	} {
+		at := inLeaf(t, good, key)
 		for d := range len(key) {
-			path := changedStore(t, key, d)
+			b := bytes.Clone(good)
+			b[at+d] ^= 0x5a
+			path := filepath.Join(t.TempDir(), "damaged.db")
+			require.NoError(t, os.WriteFile(path, b, 0o600))
 			to := filepath.Join(t.TempDir(), "saved.db")
 			status, out, errOut := runCLI("salvage", path, to)
 			require.Equal(t, 1, status, "%q byte %d: %s%s", key, d, out, errOut)
@@ -103,10 +109,11 @@ func TestSalvageDamagedIndexKey(t *testing.T) {
 // TestSalvageJSON runs salvage with and without -json on damaged stores: the JSON
 // parses, and says what the lines say.
 func TestSalvageJSON(t *testing.T) {
+	good := demoLikeStore(t)
 	for _, path := range []string{
-		changedStore(t, "\x10restore-1.1-op-3", 4),
-		changedStore(t, "irestore-1.1-op-3", 3),
-		changedStore(t, "rBbackup-k.1", 5),
+		changedStore(t, good, "\x10restore-1.1-op-3", 4),
+		changedStore(t, good, "irestore-1.1-op-3", 3),
+		changedStore(t, good, "rBbackup-k.1", 5),
 	} {
 		dir := t.TempDir()
 		status, text, errText := runCLI("salvage", path, filepath.Join(dir, "text.db"))
@@ -204,18 +211,35 @@ func TestSalvageCutStore(t *testing.T) {
 	const pageSize = boltfault.PageSize
 	pages := boltfault.LastMeta(b).Pages
 	b = b[:pages*pageSize]
+	// The page of each run's record (the lower of its record's and its copy's) and of
+	// each operation's record.
+	var texts []string
+	for i := range 30 {
+		name := fmt.Sprintf("restore-%02d", i)
+		texts = append(texts, "rR"+name, "WaitingForPluginOperations\x00"+name)
+		for j := range 20 {
+			texts = append(texts, fmt.Sprintf("marker-%02d-%02d", i, j))
+		}
+	}
+	at, err := boltfault.InUse(b, texts...)
+	require.NoError(t, err)
+	var runPage [30]int
+	var opPage [30][20]int
+	for i := range 30 {
+		row := at[i*22 : (i+1)*22]
+		runPage[i] = min(row[0], row[1]) / pageSize
+		for j := range 20 {
+			opPage[i][j] = row[2+j] / pageSize
+		}
+	}
 	for k := 1; k <= 9; k++ {
 		cut := len(b) * k / 10
 		whole := cut / pageSize
 		want := map[string]bool{}
 		for i := range 30 {
-			name := fmt.Sprintf("restore-%02d", i)
-			if min(inLeaf(t, b, "rR"+name), inLeaf(t, b, "WaitingForPluginOperations\x00"+name))/pageSize >= whole {
-				continue
-			}
 			for j := range 20 {
-				if inLeaf(t, b, fmt.Sprintf("marker-%02d-%02d", i, j))/pageSize < whole {
-					want[fmt.Sprintf("%s/op-%02d", name, j)] = true
+				if runPage[i] < whole && opPage[i][j] < whole {
+					want[fmt.Sprintf("restore-%02d/op-%02d", i, j)] = true
 				}
 			}
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -58,18 +57,28 @@ func clean(s string) string {
 	for i, r := range s {
 		switch {
 		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			fmt.Fprintf(&b, `\x%02x`, s[i])
+			escape(&b, 'x', rune(s[i]), 2)
 		case !unsafeRune(r):
 			b.WriteRune(r)
 		case r < utf8.RuneSelf:
-			fmt.Fprintf(&b, `\x%02x`, r)
+			escape(&b, 'x', r, 2)
 		case r <= 0xFFFF:
-			fmt.Fprintf(&b, `\u%04x`, r)
+			escape(&b, 'u', r, 4)
 		default:
-			fmt.Fprintf(&b, `\U%08x`, r)
+			escape(&b, 'U', r, 8)
 		}
 	}
 	return b.String()
+}
+
+// escape writes a backslash, the letter and v in n lowercase hexadecimal digits.
+func escape(b *strings.Builder, letter byte, v rune, n int) {
+	const digits = "0123456789abcdef"
+	b.WriteByte('\\')
+	b.WriteByte(letter)
+	for i := n - 1; i >= 0; i-- {
+		b.WriteByte(digits[v>>(4*i)&0xf])
+	}
 }
 
 // unsafeRune reports whether clean escapes r.

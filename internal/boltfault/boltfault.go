@@ -81,43 +81,46 @@ func LastMeta(b []byte) Meta {
 	return m
 }
 
-// InUse returns the offset, in the bbolt file b, of the first copy of s that lies in a
-// leaf page the last transaction uses: free pages hold stale copies. It fails when no
-// such copy exists or the file cannot be read.
-func InUse(b []byte, s string) (int, error) {
+// InUse returns the offset, in the bbolt file b, of the first copy of each of texts
+// that lies in a leaf page the last transaction uses: free pages hold stale copies. It
+// fails when a text has no such copy or the file cannot be read.
+func InUse(b []byte, texts ...string) ([]int, error) {
 	dir, err := os.MkdirTemp("", "boltfault-")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "pages.db")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return 0, err
+		return nil, err
 	}
 	db, err := bolt.Open(path, 0o600, nil) // writable: read-only, tx.Page fails (free pages not loaded)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer db.Close()
-	at := -1
+	offsets := make([]int, len(texts))
 	err = db.View(func(tx *bolt.Tx) error {
-		for from := 0; at < 0; {
-			i := bytes.Index(b[from:], []byte(s))
-			if i < 0 {
-				return fmt.Errorf("boltfault: %q is in no leaf page in use", s)
+		for n, s := range texts {
+			offsets[n] = -1
+			for from := 0; offsets[n] < 0; {
+				i := bytes.Index(b[from:], []byte(s))
+				if i < 0 {
+					return fmt.Errorf("boltfault: %q is in no leaf page in use", s)
+				}
+				info, err := tx.Page((from + i) / db.Info().PageSize)
+				if err != nil {
+					return err
+				}
+				if info != nil && info.Type == "leaf" {
+					offsets[n] = from + i
+				}
+				from += i + 1
 			}
-			info, err := tx.Page((from + i) / db.Info().PageSize)
-			if err != nil {
-				return err
-			}
-			if info != nil && info.Type == "leaf" {
-				at = from + i
-			}
-			from += i + 1
 		}
 		return nil
 	})
-	return at, err
+	return offsets, err
 }
 
 // NotStores returns the contents of files that exist and are not itemops stores, by

@@ -120,7 +120,7 @@ func inUse(t testing.TB, b []byte, s string) int {
 	t.Helper()
 	at, err := boltfault.InUse(b, s)
 	require.NoError(t, err)
-	return at
+	return at[0]
 }
 
 // TestSalvageOneBadOperationRecord changes each byte, in turn, of the record of one
@@ -193,7 +193,7 @@ func TestSalvageEveryChangedByte(t *testing.T) {
 	live := liveBytes(t, b)
 	step := 1
 	if testing.Short() {
-		step = 7
+		step = 17
 	}
 	for i := 0; i < len(live); i += step {
 		lb := live[i]
@@ -244,16 +244,33 @@ func TestSalvageEveryCut(t *testing.T) {
 	b = b[:pages*pageSize] // what bbolt uses; the rest is room to grow
 	// pageOf[o][id] is the page of each operation's record; runPage[o] the lowest page
 	// holding the run's record or its copy.
-	pageOf := map[operations.Owner]map[string]int{}
-	runPage := map[operations.Owner]int{}
+	type place struct {
+		o  operations.Owner
+		id string // "" for the run's record or its copy
+	}
+	var places []place
+	var texts []string
 	for o, ops := range orig.ops {
-		r := orig.runs[o]
-		runPage[o] = min(inUse(t, b, "rB"+o.Name)/pageSize, inUse(t, b, string(r.Phase)+"\x00"+o.Name)/pageSize)
-		pageOf[o] = map[string]int{}
+		places = append(places, place{o, ""}, place{o, ""})
+		texts = append(texts, "rB"+o.Name, string(orig.runs[o].Phase)+"\x00"+o.Name)
 		for id, op := range ops {
 			// The record of an operation holds its ID after its resource's name.
-			at := inUse(t, b, fmt.Sprintf("%c%s%c%s", len(op.Resource.Name), op.Resource.Name, len(id), id))
-			pageOf[o][id] = at / pageSize
+			places = append(places, place{o, id})
+			texts = append(texts, fmt.Sprintf("%c%s%c%s", len(op.Resource.Name), op.Resource.Name, len(id), id))
+		}
+	}
+	at, err := boltfault.InUse(b, texts...)
+	require.NoError(t, err)
+	pageOf := map[operations.Owner]map[string]int{}
+	runPage := map[operations.Owner]int{}
+	for i, p := range places {
+		if pageOf[p.o] == nil {
+			pageOf[p.o], runPage[p.o] = map[string]int{}, pages
+		}
+		if p.id == "" {
+			runPage[p.o] = min(runPage[p.o], at[i]/pageSize)
+		} else {
+			pageOf[p.o][p.id] = at[i] / pageSize
 		}
 	}
 	var cuts []int
