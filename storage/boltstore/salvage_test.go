@@ -354,3 +354,13 @@ func unproven(got *boltstore.Salvaged) bool {
 	}
 	return false
 }
+
+// TestSalvageCancelled salvages with a done context: Salvage fails with its error.
+func TestSalvageCancelled(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	require.NoError(t, os.WriteFile(path, storeOf(t, 3, 6, false), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := boltstore.Salvage(ctx, path)
+	require.ErrorIs(t, err, context.Canceled)
+}
