@@ -103,7 +103,7 @@ type salvageWalk struct {
 	f        io.ReaderAt
 	pageSize uint64
 	pages    uint64   // the pages below both the high water mark and the end of the file
-	seen     []uint64 // a bit per page: read, the freelist's, or free
+	seen     []uint64 // a bit per page read, and the freelist's
 	entries  map[string]salvagedEntry
 	damage   []string
 	schema   uint64 // the schema version the meta bucket names; 0 when unknown
@@ -113,25 +113,18 @@ func (w *salvageWalk) found(format string, args ...any) {
 	w.damage = append(w.damage, fmt.Sprintf(format, args...))
 }
 
-// meta finds the page size and the newest sound meta page of the file, of size bytes,
-// and notes the damage of the other.
+// meta finds the page size and the newest sound meta page of the file, of size bytes.
 func (w *salvageWalk) meta(size int64) (fileMeta, error) {
-	var best *fileMeta
-	for ps := uint64(1024); ps <= 16<<20 && ps < uint64(size); ps <<= 1 {
-		for i := uint64(0); i < 2; i++ {
-			if m, err := readMeta(w.f, ps, i); err == nil && (best == nil || m.txid > best.txid) {
-				best, w.pageSize = &m, ps
-			}
-		}
-	}
-	if best == nil {
+	best, pageSize, ok := newestMeta(w.f, size)
+	if !ok {
 		var head [pageHeaderSize + 4]byte
 		if _, err := w.f.ReadAt(head[:], 0); err != nil || binary.NativeEndian.Uint32(head[pageHeaderSize:]) != boltMagic {
 			return fileMeta{}, fmt.Errorf("%w: no bbolt meta page", ErrNotStore)
 		}
 		return fileMeta{}, fmt.Errorf("the file is damaged (neither meta page is sound): %w", ErrCorrupt)
 	}
-	return *best, nil
+	w.pageSize = pageSize
+	return best, nil
 }
 
 // walk reads the entries of the transaction of m: the pages its root reaches, then the

@@ -175,17 +175,8 @@ func checkLength(path string) error {
 	if err != nil || info.Size() == 0 {
 		return nil
 	}
-	// The page size is in the meta pages; try the sizes bbolt tries, from 1 KiB up.
-	var best *fileMeta
-	pageSize := uint64(0)
-	for size := uint64(1024); size <= 16<<20 && size < uint64(info.Size()); size <<= 1 {
-		for i := uint64(0); i < 2; i++ {
-			if m, err := readMeta(f, size, i); err == nil && (best == nil || m.txid > best.txid) {
-				best, pageSize = &m, size
-			}
-		}
-	}
-	if best == nil || pageSize == 0 {
+	best, pageSize, ok := newestMeta(f, info.Size())
+	if !ok {
 		return nil
 	}
 	if need := best.hwm * pageSize; uint64(info.Size()) < need {
