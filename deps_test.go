@@ -4,26 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"go/ast"
-
-	"go/doc"
-
-	"go/parser"
-
-	"go/token"
-
-	"os"
-	"path/filepath"
-
-	"slices"
 )
 
 // goJSON runs the go command and decodes its stream of JSON values into a slice of T.
@@ -216,64 +209,6 @@ func TestImportLayers(t *testing.T) {
 // internal package (internal/..., or an internal/ directory of a package below).
 func isInternal(rel string) bool {
 	return strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/")
-}
-
-// exportedNames returns the exported names of the package in dir, as go doc lists them:
-// constants, variables, functions, types, and the methods of exported types (interface
-// methods and struct fields are not counted). Test files are left out.
-func exportedNames(t *testing.T, dir string) []string {
-	t.Helper()
-	type pkg struct {
-		ImportPath string
-		Dir        string
-		GoFiles    []string
-	}
-	pkgs := goJSON[pkg](t, "list", "-json=ImportPath,Dir,GoFiles", "./"+dir)
-	require.Len(t, pkgs, 1)
-	fset := token.NewFileSet()
-	var files []*ast.File
-	for _, name := range pkgs[0].GoFiles {
-		f, err := parser.ParseFile(fset, filepath.Join(pkgs[0].Dir, name), nil, parser.ParseComments)
-		require.NoError(t, err)
-		files = append(files, f)
-	}
-	p, err := doc.NewFromFiles(fset, files, pkgs[0].ImportPath)
-	require.NoError(t, err)
-	var names []string
-	values := func(vs []*doc.Value) {
-		for _, v := range vs {
-			names = append(names, v.Names...)
-		}
-	}
-	funcs := func(fs []*doc.Func, prefix string) {
-		for _, f := range fs {
-			names = append(names, prefix+f.Name)
-		}
-	}
-	values(p.Consts)
-	values(p.Vars)
-	funcs(p.Funcs, "")
-	for _, typ := range p.Types {
-		names = append(names, typ.Name)
-		values(typ.Consts)
-		values(typ.Vars)
-		funcs(typ.Funcs, "")
-		funcs(typ.Methods, typ.Name+".")
-	}
-	slices.Sort(names)
-	return names
-}
-
-// TestOperationsStaysSmall keeps package operations to what every store and every plugin
-// needs (the records, the Store contract with its validators and errors, Tracker and
-// Resolver, StartRun and RequestCancel): at most 60 exported names, methods included.
-// The Monitor (operations/monitor) and the itemoperations file codec (operations/opsfile)
-// build on it in packages of their own.
-func TestOperationsStaysSmall(t *testing.T) {
-	const limit = 60
-	names := exportedNames(t, "operations")
-	require.LessOrEqual(t, len(names), limit, "package operations exports %d names, more than %d: what is not a record, the Store contract or a plugin's interface belongs in a package of its own\n%s",
-		len(names), limit, strings.Join(names, "\n"))
 }
 
 // TestNoGoroutineIdentity keeps a rule of docs/architecture.md "Concurrency": no code of

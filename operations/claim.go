@@ -1,6 +1,9 @@
 package operations
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // A RunClaimer is an optional ability of a [Store] that several processes share: it
 // decides which Monitor (package operations/monitor) works on a run, so that each run is
@@ -24,4 +27,55 @@ import "context"
 // worked may still be writing, and the store's atomic updates keep that correct.
 type RunClaimer interface {
 	ClaimRun(ctx context.Context, o Owner) (release func(), ok bool, err error)
+}
+
+// A ClaimKeeper is an optional ability of a [RunClaimer]: it keeps the claims of a
+// Monitor's Run from one pass to the next, in a [ClaimSession], so that a replica goes on
+// working on the runs it holds without asking its backend for each of them in every pass,
+// and the replicas that share the store can balance the runs among them. The Run of a
+// Monitor (package operations/monitor) finds it by a type assertion on its store, as it
+// finds the RunClaimer; storage/etcdstore has it, and stores used by one process need
+// not.
+//
+// KeepClaims starts a session for a Run whose passes start every interval, and returns
+// it (never nil). It does not fail: what it cannot do because its backend does not
+// answer (within ctx, or within a bounded time), the session makes up for at the end of
+// a pass. The session does not end with ctx; only [ClaimSession.End] ends it. When wake
+// is not nil, the session may call it, from any goroutine, until End returns, to have
+// the Monitor's next pass start before the interval is over (when a run another holder
+// handed over becomes free); the Monitor passes its Wake.
+type ClaimKeeper interface {
+	RunClaimer
+	KeepClaims(ctx context.Context, interval time.Duration, wake func()) ClaimSession
+}
+
+// A ClaimSession keeps the claims of one Monitor's Run from pass to pass; a
+// [ClaimKeeper] starts it. Its methods are safe for concurrent use.
+//
+// ClaimRun claims the run of o under the session. It answers as [RunClaimer.ClaimRun]
+// does and fails as it does, but its release function keeps the claim for the session
+// instead of giving it up: the session's next ClaimRun of the run takes it back, usually
+// without a request to the backend. A session may also answer ok false, without a
+// request, for a run another holder held when it last read the claims, so its Monitor
+// claims a run before it reads it.
+//
+// Each pass of the Monitor ends with one call of EndPass or of EndIncompletePass.
+// EndPass says that the pass listed runs runs (waiting and finalizing): the session may
+// then give up the claims of the runs the pass did not claim (they ended, or another
+// holder took them) and hand the claims beyond its share of runs to other holders.
+// EndIncompletePass says that a list of runs failed, so the pass saw only some of them:
+// the session then gives up and hands over nothing, and keeps its claims for the next
+// pass. Neither fails; each waits for the backend a bounded time, and leaves what the
+// backend did not answer to the next pass.
+//
+// End ends the session, once the Monitor's Run is over: it gives up every claim the
+// session keeps (a claim in use is given up by its release), waiting for the backend a
+// bounded time; a claim the backend did not give up ends by itself, as every claim of a
+// RunClaimer does. After End, release gives a claim up, and wake is not called. End
+// does not fail, and calls after the first do nothing.
+type ClaimSession interface {
+	ClaimRun(ctx context.Context, o Owner) (release func(), ok bool, err error)
+	EndPass(runs int)
+	EndIncompletePass()
+	End()
 }

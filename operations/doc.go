@@ -17,8 +17,9 @@
 // [ValidateOperationUpdate]), so that backends agree on what is refused: a terminal run
 // never moves back, a finished operation is never revived, and a batch is written whole
 // or not at all. A store may have optional abilities, found by type assertion: a
-// [RunStarter] creates a run with its first operations in one atomic write, and a
-// [RunClaimer] lets the Monitors of several processes share its runs.
+// [RunStarter] creates a run with its first operations in one atomic write, a
+// [RunClaimer] lets the Monitors of several processes share its runs, and a
+// [ClaimKeeper] keeps a Monitor's claims from pass to pass in a [ClaimSession].
 //
 // # Plugins
 //

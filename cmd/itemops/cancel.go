@@ -45,7 +45,7 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Lstat(db); err != nil {
 		return fmt.Errorf("%w (cancel changes an existing store, it never creates one)", err)
 	}
-	s, err := boltstore.Open(db, &boltstore.Options{Check: true, OpenFile: openExisting})
+	s, err := boltstore.Open(db, &boltstore.Options{Check: true, NoInit: true, OpenFile: openExisting})
 	if errors.Is(err, boltstore.ErrLocked) {
 		return fmt.Errorf("%w; another process has the store open (a demo running on it?)", err)
 	}
@@ -100,7 +100,7 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s %s: cancel requested (%s); it is %s, and the Monitor fails it on its next pass\n", r.Owner.Kind, r.Owner.Name, r.Cancel.Reason, r.Phase)
+	fmt.Fprintf(stdout, "%s %s: cancel requested (%s); it is %s, and the Monitor fails it on its next pass\n", clean(string(r.Owner.Kind)), clean(r.Owner.Name), clean(r.Cancel.Reason), clean(string(r.Phase)))
 	return nil
 }
 

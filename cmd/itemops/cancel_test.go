@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/itemops/itemops/internal/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
@@ -68,5 +71,40 @@ func TestCommandsNeverCreateAStore(t *testing.T) {
 		entries, err := os.ReadDir(dir)
 		require.NoError(t, err)
 		require.Empty(t, entries, "%v left a file behind", args)
+	}
+}
+
+// TestCommandsNeverWriteANonStore runs every command that reads or changes a store on
+// files that exist and are not stores: an empty file, a bbolt file without buckets or
+// of another program, and text. Each fails with status 1 and one error line, and leaves
+// the file byte for byte as it was.
+func TestCommandsNeverWriteANonStore(t *testing.T) {
+	files, err := boltfault.NotStores()
+	require.NoError(t, err)
+	for name, content := range files {
+		for _, args := range [][]string{
+			{"cancel", "FILE", "r1"},
+			{"demo", "-db", "FILE", "-items", "10", "-operations", "2"},
+			{"check", "FILE"},
+			{"inspect", "FILE"},
+			{"salvage", "FILE", "NEW"},
+		} {
+			t.Run(name+"/"+args[0], func(t *testing.T) {
+				dir := t.TempDir()
+				path := filepath.Join(dir, "file")
+				require.NoError(t, os.WriteFile(path, content, 0o600))
+				args := slices.Clone(args)
+				for i, a := range args {
+					args[i] = strings.NewReplacer("FILE", path, "NEW", filepath.Join(dir, "new")).Replace(a)
+				}
+				status, out, errOut := runCLI(args...)
+				require.Equal(t, 1, status, "%s%s", out, errOut)
+				require.Equal(t, 1, strings.Count(errOut, "\n"), "one error line, got %q", errOut)
+				after, err := os.ReadFile(path)
+				require.NoError(t, err)
+				require.True(t, bytes.Equal(content, after), "%s changed the file", args[0])
+				require.NoFileExists(t, filepath.Join(dir, "new"))
+			})
+		}
 	}
 }

@@ -3,10 +3,13 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"unicode/utf16"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -31,19 +34,17 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if len(got.lost) > 0 {
 		return fmt.Errorf("%s is damaged: %d runs and %d operations read, but %s", name, len(got.runs), got.ops, errors.Join(got.lost...))
 	}
-	fmt.Fprintf(stdout, "%s: sound; %d runs, %d operations\n", name, len(got.runs), got.ops)
+	fmt.Fprintf(stdout, "%s: sound; %d runs, %d operations\n", clean(name), len(got.runs), got.ops)
 	return nil
 }
 
-// runSalvage copies every run and operation that can still be read from a damaged
-// boltstore file into a new one, and lists what could not be read, and the damage the
-// check of the file found; it fails (exit status 1) when either is not empty. It opens
-// a damaged file without boltstore's check, which would refuse it, and runs the check
-// itself. A file whose pages are reached twice (a cycle, which bbolt's reads would follow
-// forever) it refuses, saving nothing, with the check's finding.
+// runSalvage copies every run and operation that remains intact in a damaged boltstore
+// file into a new one, and says what was lost and what damage was found; see
+// salvageUsage.
 func runSalvage(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("salvage", stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, "usage: itemops salvage DB NEW") }
+	fs.Usage = func() { fmt.Fprint(stderr, salvageUsage) }
+	asJSON := fs.Bool("json", false, "print the summary as one JSON object instead of lines")
 	if err := parseArgs(fs, args, 2, "DB and NEW"); err != nil {
 		return err
 	}
@@ -51,51 +52,139 @@ func runSalvage(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Lstat(to); err == nil {
 		return fmt.Errorf("%s exists; salvage writes a new file", to)
 	}
-	// A file whose pages are reached twice (a cycle) can make bbolt's own reads loop or
-	// overflow the stack: only the check may read it, and it finds that first.
-	src, err := boltstore.Open(from, &boltstore.Options{ReadOnly: true, Check: true})
-	switch {
-	case errors.Is(err, boltstore.ErrPageReachedTwice):
-		return fmt.Errorf("%w; salvage read nothing, since reading through such pages never ends", err)
-	case err != nil:
-		src, err = boltstore.Open(from, &boltstore.Options{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-	}
-	defer src.Close()
 	ctx := context.Background()
-	// The check says what reads cannot: a rolled-back last transaction, a damaged
-	// freelist, a lost page. Salvage goes on to copy what it can.
-	damage := src.Check(ctx)
-	dst, err := boltstore.Open(to, nil)
+	got, err := boltstore.Salvage(ctx, from)
 	if err != nil {
 		return err
 	}
-	defer dst.Close()
-	got := readAll(ctx, src)
-	saved := 0
-	for _, r := range got.runs {
-		if err := dst.CreateRunWithOperations(ctx, r.run, r.ops); err != nil {
-			got.lost = append(got.lost, fmt.Errorf("run %s: %w", r.run.Owner, err))
-			continue
+	sum := salvageSummary{From: from, To: to, Lost: []salvageLoss{}, Damage: append([]string{}, got.Damage...)}
+	for _, l := range got.Lost {
+		sum.Lost = append(sum.Lost, salvageLoss{Run: ownerText(l.Owner), Operation: l.ID, Why: l.Why})
+	}
+	err = boltstore.Build(to, func(dst *boltstore.Store) error {
+		for _, r := range got.Runs {
+			if err := dst.CreateRunWithOperations(ctx, r.Run, r.Operations); err != nil {
+				sum.Lost = append(sum.Lost, salvageLoss{Run: ownerText(r.Run.Owner), Why: fmt.Sprintf("it was read with %d operations, but could not be written: %v", len(r.Operations), err)})
+				continue
+			}
+			sum.Saved.Runs++
+			sum.Saved.Operations += len(r.Operations)
 		}
-		saved += len(r.ops)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "%s: saved %d runs and %d operations from %s\n", to, len(got.runs), saved, from)
-	if damage != nil {
-		fmt.Fprintf(stdout, "damaged: %v\n", damage)
-	}
-	for _, err := range got.lost {
-		fmt.Fprintf(stdout, "lost: %v\n", err)
+	if *asJSON {
+		b, err := json.Marshal(sum)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", jsonForTerminal(b))
+	} else {
+		fmt.Fprintf(stdout, "%s: saved %d runs and %d operations from %s\n", clean(to), sum.Saved.Runs, sum.Saved.Operations, clean(from))
+		for _, d := range sum.Damage {
+			fmt.Fprintf(stdout, "damaged: %s\n", clean(d))
+		}
+		for _, l := range sum.Lost {
+			fmt.Fprintf(stdout, "lost: %s\n", clean(l.String()))
+		}
 	}
 	switch {
-	case len(got.lost) > 0:
-		return fmt.Errorf("%d records or groups of records could not be read from %s", len(got.lost), from)
-	case damage != nil:
-		return fmt.Errorf("%s is damaged, so records may be missing that no read could see; what could be read was saved", from)
+	case len(sum.Lost) > 0 && len(sum.Damage) > 0:
+		return fmt.Errorf("%s is damaged (%s): %d records could not be read from it; what could be read was saved", from, sum.Damage[0], len(sum.Lost))
+	case len(sum.Lost) > 0:
+		return fmt.Errorf("%d records could not be read from %s; what could be read was saved", len(sum.Lost), from)
+	case len(sum.Damage) > 0:
+		return fmt.Errorf("%s is damaged (%s); every record that could be read was saved", from, sum.Damage[0])
 	}
 	return nil
+}
+
+// salvageUsage is salvage's usage text, which documents its output.
+const salvageUsage = `usage: itemops salvage [-json] DB NEW
+
+copies every run and operation that remains intact in the boltstore file DB, however
+damaged or cut short, into the new store NEW, and says what was lost. DB is read page by
+page, without bbolt, and never written; each entry of a store carries a checksum, so an
+entry that is read is the one written. A run is saved with those of its operations that
+remain, each operation on its own: a run whose operations are partly lost is saved as it
+was, with the operations that remain, and each lost one is named. NEW is written to a
+temporary file beside it, synced, and linked into place: an interrupted salvage leaves
+no NEW (perhaps a stray .NEW.build-* file), and NEW is never written over.
+
+It prints, on lines:
+  NEW: saved R runs and M operations from DB
+  damaged: WHAT          for each damage found in the file
+  lost: KIND/NAME operation "ID": WHY
+                         for each record that could not be read back (without
+                         'operation "ID"' when the record is a run's, or its ID unknown)
+
+With -json it prints one JSON object instead:
+  {"from": "DB", "to": "NEW", "saved": {"runs": R, "operations": M},
+   "damage": ["WHAT", ...], "lost": [{"run": "KIND/NAME", "operation": "ID", "why": "WHY"}, ...]}
+where "damage" and "lost" are lists, empty when nothing was found, and "operation" or
+"run" is "" when unknown. Text from the store is escaped for the terminal: in lines as
+visible escapes (\x1b, \u202e), in JSON as \u escapes, which a JSON reader decodes to
+the stored text (but for a byte that is not UTF-8, which JSON cannot hold: it becomes
+U+FFFD).
+
+Exit status: 0 when the file is sound and everything was saved; 1 when records were lost
+or damage was found (what could be read is saved in NEW), or when nothing could be read.
+A file of schema 1 or 2, whose entries carry no checksums, is refused.
+`
+
+// salvageSummary is the -json output of salvage (see salvageUsage).
+type salvageSummary struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Saved struct {
+		Runs       int `json:"runs"`
+		Operations int `json:"operations"`
+	} `json:"saved"`
+	Damage []string      `json:"damage"`
+	Lost   []salvageLoss `json:"lost"`
+}
+
+// salvageLoss is one record salvage lost.
+type salvageLoss struct {
+	Run       string `json:"run"`
+	Operation string `json:"operation"`
+	Why       string `json:"why"`
+}
+
+// String is the loss as a lost: line shows it.
+func (l salvageLoss) String() string {
+	s := cmp.Or(l.Run, "a record of an unknown run")
+	if l.Operation != "" {
+		s += fmt.Sprintf(" operation %q", l.Operation)
+	}
+	return s + ": " + l.Why
+}
+
+// ownerText is o as kind/name, or "" when o is unknown.
+func ownerText(o operations.Owner) string {
+	if o.Kind == "" {
+		return ""
+	}
+	return o.String()
+}
+
+// jsonForTerminal writes each rune of the JSON text b that clean would escape as a \u
+// escape of JSON (every such rune is inside a string, as JSON's own characters are
+// ASCII), so that the text is safe on a terminal and decodes to the same values.
+func jsonForTerminal(b []byte) string {
+	var out strings.Builder
+	for _, r := range string(b) {
+		if !unsafeRune(r) {
+			out.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&out, `\u%04x`, u)
+		}
+	}
+	return out.String()
 }
 
 type readRun struct {

@@ -125,7 +125,7 @@ func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
 		}
 		cfg.db = filepath.Join(dir, "itemops.db")
 	}
-	store, err := boltstore.Open(cfg.db, &boltstore.Options{Check: true})
+	store, err := boltstore.Open(cfg.db, &boltstore.Options{Check: true, NoInit: true})
 	if errors.Is(err, boltstore.ErrLocked) {
 		return fmt.Errorf("%w; is another demo running on it?", err)
 	}
@@ -472,7 +472,7 @@ func (h *host) summary(ctx context.Context, w io.Writer, runs []operations.Run) 
 		if !r.Completed.IsZero() {
 			took = seconds(r.Completed.Sub(r.Created))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", r.Owner.Name, r.Owner.Kind, r.Phase, r.ItemsDone, r.ItemsTotal,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", cell(r.Owner.Name), r.Owner.Kind, r.Phase, r.ItemsDone, r.ItemsTotal,
 			counts(len(ops), byPhase), r.Errors, took)
 	}
 	if err := tw.Flush(); err != nil {
@@ -481,7 +481,7 @@ func (h *host) summary(ctx context.Context, w io.Writer, runs []operations.Run) 
 	fmt.Fprintln(&out, "\nPhases (time spent in each)")
 	tw = tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\n", r.Owner.Name, phasePath(r))
+		fmt.Fprintf(tw, "%s\t%s\n", cell(r.Owner.Name), phasePath(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

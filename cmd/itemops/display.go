@@ -108,7 +108,7 @@ func (d *display) printf(format string, args ...any) {
 	if !d.stopped {
 		d.poll(context.Background())
 	}
-	d.line(fmt.Sprintf("%s  %s", d.stamp(), fmt.Sprintf(format, args...)))
+	d.line(fmt.Sprintf("%s  %s", d.stamp(), clean(fmt.Sprintf(format, args...))))
 	d.redraw()
 }
 
@@ -208,15 +208,15 @@ func (d *display) poll(ctx context.Context) {
 // transitionLine shows a phase change.
 func (d *display) transitionLine(o operations.Owner, tr operations.Transition) string {
 	if tr.Event == operations.EventCancelRequested {
-		return fmt.Sprintf("%s  %-11s %s: cancel requested (%s)", d.stamp(), o.Name, tr.From, tr.Reason)
+		return fmt.Sprintf("%s  %-11s %s: cancel requested (%s)", d.stamp(), clean(o.Name), tr.From, clean(tr.Reason))
 	}
 	to := string(tr.To)
 	if d.color {
 		to = phaseColor(tr.To) + to + ansiReset
 	}
-	s := fmt.Sprintf("%s  %-11s %s → %s", d.stamp(), o.Name, tr.From, to)
+	s := fmt.Sprintf("%s  %-11s %s → %s", d.stamp(), clean(o.Name), tr.From, to)
 	if tr.Reason != "" {
-		s += "  (" + tr.Reason + ")"
+		s += "  (" + clean(tr.Reason) + ")"
 	}
 	return s
 }
@@ -230,7 +230,7 @@ func (d *display) opLine(op operations.Operation) string {
 	}
 	mark, what := "✓", fmt.Sprintf("%s, %s%s", string(st.Phase), amount(st.NCompleted, st.OperationUnits), took)
 	if st.Phase == operations.OperationFailed {
-		mark, what = "✗", fmt.Sprintf("Failed, after %s of %s: %s", amount(st.NCompleted, st.OperationUnits), amount(st.NTotal, st.OperationUnits), st.Error)
+		mark, what = "✗", fmt.Sprintf("Failed, after %s of %s: %s", amount(st.NCompleted, st.OperationUnits), amount(st.NTotal, st.OperationUnits), clean(st.Error))
 	}
 	if d.color {
 		color := ansiGreen
@@ -239,7 +239,7 @@ func (d *display) opLine(op operations.Operation) string {
 		}
 		mark = color + mark + ansiReset
 	}
-	return fmt.Sprintf("%s  %-11s %s %s %s: %s", d.stamp(), op.Owner.Name, mark, verbOf(op.ID), op.Resource.Namespace+"/"+op.Resource.Name, what)
+	return fmt.Sprintf("%s  %-11s %s %s %s: %s", d.stamp(), clean(op.Owner.Name), mark, verbOf(op.ID), clean(op.Resource.Namespace+"/"+op.Resource.Name), what)
 }
 
 // verbOf names what an operation does, from the demo's operation IDs.
@@ -322,7 +322,7 @@ func (d *display) region() []string {
 			if !r.Started.IsZero() {
 				elapsed = time.Since(r.Started)
 			}
-			head = fmt.Sprintf("%s  %s  items %s %d/%d  %s", o.Name, r.Phase,
+			head = fmt.Sprintf("%s  %s  items %s %d/%d  %s", clean(o.Name), r.Phase,
 				bar(fraction(int64(r.ItemsDone), int64(r.ItemsTotal)), 30), r.ItemsDone, r.ItemsTotal,
 				rate(int64(r.ItemsDone), elapsed, "items"))
 		default:
@@ -332,7 +332,7 @@ func (d *display) region() []string {
 					ended++
 				}
 			}
-			head = fmt.Sprintf("%s  %s  %d of %s ended", o.Name, r.Phase, ended, plural(len(ops), "operation"))
+			head = fmt.Sprintf("%s  %s  %d of %s ended", clean(o.Name), r.Phase, ended, plural(len(ops), "operation"))
 		}
 		lines = append(lines, head)
 		hidden := 0
@@ -362,7 +362,7 @@ func opBar(op operations.Operation) string {
 	if !st.Started.IsZero() && st.Updated.After(st.Started) {
 		elapsed = st.Updated.Sub(st.Started)
 	}
-	where := truncate(op.Resource.Namespace+"/"+op.Resource.Name, 22)
+	where := truncate(clean(op.Resource.Namespace+"/"+op.Resource.Name), 22)
 	if st.NTotal == 0 {
 		return fmt.Sprintf("  %-8s %-22s %s  started, no progress reported yet", verbOf(op.ID), where, bar(0, 20))
 	}
@@ -388,7 +388,7 @@ func (d *display) status(o operations.Owner) string {
 		if !r.Started.IsZero() {
 			elapsed = time.Since(r.Started)
 		}
-		return fmt.Sprintf("%s  %-11s %s: %d/%d items (%s)", d.stamp(), o.Name, r.Phase, r.ItemsDone, r.ItemsTotal,
+		return fmt.Sprintf("%s  %-11s %s: %d/%d items (%s)", d.stamp(), clean(o.Name), r.Phase, r.ItemsDone, r.ItemsTotal,
 			rate(int64(r.ItemsDone), elapsed, "items"))
 	}
 	var (
@@ -412,7 +412,7 @@ func (d *display) status(o operations.Owner) string {
 			latest = st.Updated
 		}
 	}
-	s := fmt.Sprintf("%s  %-11s %s: %d of %s running", d.stamp(), o.Name, r.Phase, running, plural(len(d.ops[o]), "operation"))
+	s := fmt.Sprintf("%s  %-11s %s: %d of %s running", d.stamp(), clean(o.Name), r.Phase, running, plural(len(d.ops[o]), "operation"))
 	if total > 0 {
 		s += fmt.Sprintf(", %s of %s moved (%s)", amount(moved, units), amount(total, units), rate(moved, latest.Sub(earliest), units))
 	}

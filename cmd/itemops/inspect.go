@@ -10,7 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/opsfile"
@@ -243,16 +242,11 @@ func duration(d time.Duration) string {
 	return fmt.Sprintf("%ds", seconds)
 }
 
-// cell makes s safe for one table cell: control characters, which would break the
-// columns, become spaces, and the empty string becomes "-".
+// cell makes s safe for one table cell: clean escapes what would break the columns or
+// reach the terminal raw, and the empty string becomes "-".
 func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return ' '
-		}
-		return r
-	}, s)
+	return clean(s)
 }

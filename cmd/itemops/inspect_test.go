@@ -95,7 +95,7 @@ func TestInspect(t *testing.T) {
 
 PLUGIN                       RESOURCE                                               OPERATION ID  PHASE       PROGRESS            STARTED    UPDATED   ERROR
 velero.io/csi-pvc-backupper  persistentvolumeclaims my-app/data-0                   op-1          InProgress  12% of 99999 Bytes  25m3s ago  10s ago   -
-example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op     Failed      -                   2d1h ago   1d2h ago  timed out waiting for snapshot
+example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op     Failed      -                   2d1h ago   1d2h ago  timed out\x0awaiting for\x09snapshot
 velero.io/csi-pvc-backupper  persistentvolumeclaims db/wal                          op-3          New         100% of 3           -          in 5s     -
 `,
 		},
@@ -115,7 +115,7 @@ velero.io/csi-pvc-restorer  persistentvolumeclaims my-app/data-0  op-1          
 
 PLUGIN                       RESOURCE                                               OPERATION ID  PHASE       PROGRESS            STARTED    UPDATED   ERROR
 velero.io/csi-pvc-backupper  persistentvolumeclaims my-app/data-0                   op-1          InProgress  12% of 99999 Bytes  25m3s ago  10s ago   -
-example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op     Failed      -                   2d1h ago   1d2h ago  timed out waiting for snapshot
+example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op     Failed      -                   2d1h ago   1d2h ago  timed out\x0awaiting for\x09snapshot
 `,
 		},
 		{
@@ -293,7 +293,7 @@ func TestProgress(t *testing.T) {
 		{"done", operations.Status{NCompleted: 1000, NTotal: 1000, OperationUnits: "Items"}, "100% of 1000 Items"},
 		{"beyond the total", operations.Status{NCompleted: 3, NTotal: 2}, "150% of 2"},
 		{"huge numbers", operations.Status{NCompleted: 1 << 62, NTotal: 1<<63 - 1}, "50% of 9223372036854775807"},
-		{"units with a newline", operations.Status{NCompleted: 1, NTotal: 2, OperationUnits: "a\nb"}, "50% of 2 a b"},
+		{"units with a newline", operations.Status{NCompleted: 1, NTotal: 2, OperationUnits: "a\nb"}, `50% of 2 a\x0ab`},
 	}
 	for _, tc := range tests {
 		if got := progressText(tc.s); got != tc.want {
@@ -349,7 +349,7 @@ func TestInspectManyOwners(t *testing.T) {
 }
 
 // TestInspectSanitisesOwners inspects files whose owner names and UID hold ESC, a
-// newline and NUL: the header shows them as spaces, as the table's cells do, so nothing
+// newline and NUL: the header shows them escaped, as the table's cells do, so nothing
 // reaches the terminal raw.
 func TestInspectSanitisesOwners(t *testing.T) {
 	fixNow(t)
@@ -369,7 +369,7 @@ func TestInspectSanitisesOwners(t *testing.T) {
 	}
 	status, out, _ := runCLI("inspect", writeFile(t, one))
 	require.Equal(t, 0, status)
-	require.True(t, strings.HasPrefix(out, "Backup evil [2J name  (UID uid ]0;title ): 1 operation"), "header %q", out)
+	require.True(t, strings.HasPrefix(out, `Backup evil\x1b[2J\x0aname\x00 (UID uid\x1b]0;title\x07): 1 operation`), "header %q", out)
 }
 
 // BenchmarkInspectOwners inspects files of n operations, each of an owner of its own.

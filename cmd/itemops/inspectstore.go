@@ -102,7 +102,7 @@ func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
 			kinds += fmt.Sprintf(", %d %s", byKind[k], k)
 		}
 	}
-	fmt.Fprintf(&out, "boltstore %s: %s (%s), %s\n", name, plural(len(runs), "run"), kinds, counts(total, byPhase))
+	fmt.Fprintf(&out, "boltstore %s: %s (%s), %s\n", clean(name), plural(len(runs), "run"), kinds, counts(total, byPhase))
 	if len(runs) == 0 {
 		_, err := stdout.Write(out.Bytes())
 		return err
@@ -115,7 +115,7 @@ func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
 		for _, op := range opsOf[i] {
 			byPhase[op.Status.Phase]++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\n", cell(r.Owner.Name), r.Owner.Kind, r.Phase, r.ItemsDone, r.ItemsTotal,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\n", cell(r.Owner.Name), cell(string(r.Owner.Kind)), cell(string(r.Phase)), r.ItemsDone, r.ItemsTotal,
 			r.Errors, r.Warnings, counts(len(opsOf[i]), byPhase), age(at, r.Created), runDuration(r, at))
 	}
 	if err := tw.Flush(); err != nil {
@@ -143,7 +143,7 @@ func runDuration(r operations.Run, at time.Time) string {
 // writeRun writes one run: its header, its phase history with the time of each change
 // since the run was created, and its operations.
 func writeRun(out *bytes.Buffer, r operations.Run, ops []operations.Operation, at time.Time) {
-	fmt.Fprintf(out, "%s %s: %s", r.Owner.Kind, cell(r.Owner.Name), r.Phase)
+	fmt.Fprintf(out, "%s %s: %s", cell(string(r.Owner.Kind)), cell(r.Owner.Name), cell(string(r.Phase)))
 	if r.Owner.UID != "" {
 		fmt.Fprintf(out, " (UID %s)", cell(r.Owner.UID))
 	}
@@ -153,7 +153,7 @@ func writeRun(out *bytes.Buffer, r operations.Run, ops []operations.Operation, a
 	if r.OperationTimeout > 0 {
 		timeout = seconds(r.OperationTimeout)
 	}
-	fmt.Fprintf(out, "  created %s, profile %s, operation timeout %s\n", age(at, r.Created), profile, timeout)
+	fmt.Fprintf(out, "  created %s, profile %s, operation timeout %s\n", age(at, r.Created), cell(profile), timeout)
 	if r.FailureReason != "" {
 		fmt.Fprintf(out, "  failure reason: %s\n", cell(r.FailureReason))
 	}
@@ -169,7 +169,7 @@ func writeRun(out *bytes.Buffer, r operations.Run, ops []operations.Operation, a
 			if !r.Created.IsZero() && !tr.Time.IsZero() {
 				when = "+" + seconds(max(tr.Time.Sub(r.Created), 0))
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", when, tr.From, tr.To, tr.Event, cell(tr.Reason))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", when, cell(string(tr.From)), cell(string(tr.To)), cell(string(tr.Event)), cell(tr.Reason))
 		}
 		tw.Flush()
 	}

@@ -87,7 +87,7 @@ Backup backup-1.1: PartiallyFailed (UID uid-b)
 
   PLUGIN                       RESOURCE                                               OPERATION ID  PHASE       PROGRESS            STARTED    UPDATED   ERROR
   velero.io/csi-pvc-backupper  persistentvolumeclaims my-app/data-0                   op-1-b        InProgress  12% of 99999 Bytes  25m3s ago  10s ago   -
-  example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op-b   Failed      -                   2d1h ago   1d2h ago  timed out waiting for snapshot
+  example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op-b   Failed      -                   2d1h ago   1d2h ago  timed out\x0awaiting for\x09snapshot
 
 Restore restore-1.1: Failed
   created 9m ago, profile default, operation timeout the Monitor's default

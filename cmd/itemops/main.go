@@ -7,7 +7,7 @@
 //	itemops phases [-kind backup|restore] [-format mermaid|dot] [-queue] [-restore-finalizing]
 //	itemops check DB
 //	itemops cancel [-kind backup|restore|KIND] [-reason TEXT] DB RUN
-//	itemops salvage DB NEW
+//	itemops salvage [-json] DB NEW
 //
 // demo backs up a synthetic application, then restores it, through the itemops packages,
 // on a bbolt store (by default a new file in a temporary directory): the phase rules,
@@ -45,19 +45,34 @@
 // prints one line: that the file is sound, or what is damaged (exit status 1). Every
 // entry of a store carries a checksum, so check finds any changed byte of the data the
 // store reads, a rolled-back last transaction and a damaged freelist (see package
-// storage/boltstore, "Damage"). salvage copies every run and operation that can still be
-// read from a damaged store into a new file, and lists what was lost and the damage the
-// check found (exit status 1 when either is not empty). inspect, cancel and demo check a
-// store when they open it, so a damaged file gives one error line, not a crash, and is
-// never written to. inspect, check, cancel and salvage never create a store: on a path
-// where there is none they fail.
+// storage/boltstore, "Damage"). salvage copies every run and operation that remains
+// intact in a damaged or cut store into a new file, reading the file page by page
+// (boltstore.Salvage), each operation on its own; it names each record it lost, by run
+// and operation ID, and says what damage it found, in lines or, with -json, in one JSON
+// object (exit status 1 when either is not empty; its usage, salvage -h, documents both).
+// It writes the new file beside its name and links it into place once whole, so an
+// interrupted salvage leaves none. inspect, cancel and demo check a store when they open
+// it, so a damaged file gives one error line, not a crash, and is never written to.
+// inspect, check, cancel and salvage never create a store: on a path where there is none
+// they fail. No command writes to a file that exists and is not a store, an empty one
+// included: cancel and demo refuse it (boltstore.Options.NoInit), leaving it as it was.
+//
+// # Text on the terminal
+//
+// Every text a command shows from a store, a file or an error (names, IDs, reasons,
+// errors, history events) goes through one sanitizer: control characters and escape
+// sequences, bidi controls, zero-width and other format characters, line and paragraph
+// separators, private-use and unassigned code points, invisible fillers, and bytes that
+// are not UTF-8 are shown as visible escapes (\x1b, \u202e), so that no stored text
+// can drive the terminal or reorder what is shown around it.
 //
 // # Memory
 //
 // inspect reads an itemoperations file one record at a time and refuses a record past 8
 // MiB and a file past 256 MiB of JSON text (the decoder's default limits), so a gzip bomb
 // costs little; it holds the table of a valid file in memory. The store commands read a
-// store through bbolt's memory map of the file, a page at a time. On every input of the
+// store through bbolt's memory map of the file, a page at a time; salvage reads the file
+// a page at a time and holds the entries it read, the store's records, in memory. On every input of the
 // corpus of hostile inputs in testdata/hostile (gzip bombs of 64 and 260 MiB, damaged
 // and cut stores, records with negative counts or escape sequences) no command allocates
 // more than 64 MiB, as TestHostileCorpusCommand measures.
@@ -115,10 +130,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(usageError)):
-		fmt.Fprintf(stderr, "itemops %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "itemops %s: %s\n", args[0], clean(err.Error()))
 		return 2
 	}
-	fmt.Fprintf(stderr, "itemops %s: %v\n", args[0], err)
+	fmt.Fprintf(stderr, "itemops %s: %s\n", args[0], clean(err.Error()))
 	return 1
 }
 

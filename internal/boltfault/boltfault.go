@@ -3,9 +3,11 @@
 package boltfault
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -77,4 +79,81 @@ func LastMeta(b []byte) Meta {
 	m.Freelist = int(ne.Uint64(b[at+32:]))
 	m.Pages = int(ne.Uint64(b[at+40:]))
 	return m
+}
+
+// InUse returns the offset, in the bbolt file b, of the first copy of each of texts
+// that lies in a leaf page the last transaction uses: free pages hold stale copies. It
+// fails when a text has no such copy or the file cannot be read.
+func InUse(b []byte, texts ...string) ([]int, error) {
+	dir, err := os.MkdirTemp("", "boltfault-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "pages.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, nil) // writable: read-only, tx.Page fails (free pages not loaded)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	offsets := make([]int, len(texts))
+	err = db.View(func(tx *bolt.Tx) error {
+		for n, s := range texts {
+			offsets[n] = -1
+			for from := 0; offsets[n] < 0; {
+				i := bytes.Index(b[from:], []byte(s))
+				if i < 0 {
+					return fmt.Errorf("boltfault: %q is in no leaf page in use", s)
+				}
+				info, err := tx.Page((from + i) / db.Info().PageSize)
+				if err != nil {
+					return err
+				}
+				if info != nil && info.Type == "leaf" {
+					offsets[n] = from + i
+				}
+				from += i + 1
+			}
+		}
+		return nil
+	})
+	return offsets, err
+}
+
+// NotStores returns the contents of files that exist and are not itemops stores, by
+// name: an empty file, text, a bbolt file without buckets and a bbolt file of another
+// program. It fails when bbolt cannot write its files in a temporary directory.
+func NotStores() (map[string][]byte, error) {
+	dir, err := os.MkdirTemp("", "boltfault-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	files := map[string][]byte{"empty": {}, "text": bytes.Repeat([]byte("itemops "), 1024)}
+	for _, name := range []string{"bbolt without buckets", "bbolt of another program"} {
+		path := filepath.Join(dir, name)
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			return nil, err
+		}
+		if name == "bbolt of another program" {
+			err = db.Update(func(tx *bolt.Tx) error {
+				_, err := tx.CreateBucket([]byte("theirs"))
+				return err
+			})
+		}
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		if files[name], err = os.ReadFile(path); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/itemops/itemops/operations"
 )
@@ -15,7 +16,7 @@ import (
 type Call struct {
 	// Method is the method's name: one of the eight of operations.Store,
 	// CreateRunWithOperations (of an [operations.RunStarter]) or ClaimRun (of an
-	// [operations.RunClaimer]).
+	// [operations.RunClaimer], or of an [operations.ClaimSession]).
 	Method string
 	// Owner is the owner the call names (the run's, for CreateRun and
 	// CreateRunWithOperations); the zero Owner for ListRuns.
@@ -32,11 +33,13 @@ type Call struct {
 // function returned, or an error of its own. The results of the call are the method's.
 //
 // The store returned keeps the optional abilities of s: it is an
-// [operations.RunStarter] exactly when s is, and an [operations.RunClaimer] exactly
-// when s is, and their calls pass through around too, so that [operations.StartRun]
-// stays atomic and Monitors keep their claims. (A decorator type that embeds the
-// operations.Store it wraps hides them instead, as only the methods of the interface it
-// embeds are promoted.)
+// [operations.RunStarter], an [operations.RunClaimer] and an [operations.ClaimKeeper]
+// exactly when s is, so that [operations.StartRun] stays atomic and Monitors keep their
+// claims. Their calls pass through around too, and so do the ClaimRun calls of the
+// claim sessions that KeepClaims returns; KeepClaims itself, and a session's EndPass,
+// EndIncompletePass and End, which cannot fail, go straight to s and to its session. (A
+// decorator type that embeds the operations.Store it wraps hides those abilities
+// instead, as only the methods of the interface it embeds are promoted.)
 //
 // When around returns nil without having called the function, the method fails with an
 // error wrapping [operations.ErrInvalid], since it has no result to return; when around
@@ -46,41 +49,75 @@ type Call struct {
 // around are.
 func Store(s operations.Store, around func(ctx context.Context, c Call, call func(ctx context.Context) error) error) operations.Store {
 	d := &decorated{s: s, around: around}
-	starter, isStarter := s.(operations.RunStarter)
-	claimer, isClaimer := s.(operations.RunClaimer)
-	d.starter, d.claimer = starter, claimer
+	d.starter, _ = s.(operations.RunStarter)
+	d.claimer, _ = s.(operations.RunClaimer)
+	d.keeper, _ = s.(operations.ClaimKeeper)
+	st, cl := starts{d}, claims{d}
 	switch {
-	case isStarter && isClaimer:
-		return decoratedStarterClaimer{d}
-	case isStarter:
-		return decoratedStarter{d}
-	case isClaimer:
-		return decoratedClaimer{d}
+	case d.starter != nil && d.keeper != nil:
+		return starterKeeper{d, st, keeps{cl}}
+	case d.keeper != nil:
+		return keeper{d, keeps{cl}}
+	case d.starter != nil && d.claimer != nil:
+		return starterClaimer{d, st, cl}
+	case d.claimer != nil:
+		return claimer{d, cl}
+	case d.starter != nil:
+		return starter{d, st}
 	}
 	return d
 }
 
-// decorated is a store made by Store; the types below add the optional abilities of
-// the store it decorates.
+// decorated is a store made by Store, with the eight methods of operations.Store. Each
+// optional ability has one type that adds its methods (starts, claims, keeps), and the
+// store Store returns embeds the decorated store and those of the abilities s has, so
+// that a type assertion on it is truthful.
 type decorated struct {
 	s       operations.Store
-	starter operations.RunStarter // s, when it is one
-	claimer operations.RunClaimer // s, when it is one
+	starter operations.RunStarter  // s, when it is one
+	claimer operations.RunClaimer  // s, when it is one
+	keeper  operations.ClaimKeeper // s, when it is one
 	around  func(ctx context.Context, c Call, call func(ctx context.Context) error) error
 }
 
 type (
-	decoratedStarter        struct{ *decorated }
-	decoratedClaimer        struct{ *decorated }
-	decoratedStarterClaimer struct{ *decorated }
+	starts struct{ d *decorated } // CreateRunWithOperations
+	claims struct{ d *decorated } // ClaimRun
+	keeps  struct{ claims }       // ClaimRun and KeepClaims: a ClaimKeeper is a RunClaimer
+
+	starter struct {
+		*decorated
+		starts
+	}
+	claimer struct {
+		*decorated
+		claims
+	}
+	starterClaimer struct {
+		*decorated
+		starts
+		claims
+	}
+	keeper struct {
+		*decorated
+		keeps
+	}
+	starterKeeper struct {
+		*decorated
+		starts
+		keeps
+	}
 )
 
 var (
-	_ operations.Store      = (*decorated)(nil)
-	_ operations.RunStarter = decoratedStarter{}
-	_ operations.RunClaimer = decoratedClaimer{}
-	_ operations.RunStarter = decoratedStarterClaimer{}
-	_ operations.RunClaimer = decoratedStarterClaimer{}
+	_ operations.Store       = (*decorated)(nil)
+	_ operations.RunStarter  = starter{}
+	_ operations.RunClaimer  = claimer{}
+	_ operations.RunStarter  = starterClaimer{}
+	_ operations.RunClaimer  = starterClaimer{}
+	_ operations.ClaimKeeper = keeper{}
+	_ operations.RunStarter  = starterKeeper{}
+	_ operations.ClaimKeeper = starterKeeper{}
 )
 
 // do makes call through around.
@@ -180,38 +217,43 @@ func (d *decorated) ListOperations(ctx context.Context, o operations.Owner, f op
 	return ops, nil
 }
 
-func (d *decorated) createRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+func (st starts) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	d := st.d
 	return d.do(ctx, Call{Method: "CreateRunWithOperations", Owner: r.Owner, Write: true}, func(ctx context.Context) error {
 		return d.starter.CreateRunWithOperations(ctx, r, ops)
 	})
 }
 
-func (d *decorated) claimRun(ctx context.Context, o operations.Owner) (release func(), ok bool, err error) {
+func (cl claims) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
+	return cl.d.claimRun(ctx, o, cl.d.claimer)
+}
+
+func (k keeps) KeepClaims(ctx context.Context, interval time.Duration, wake func()) operations.ClaimSession {
+	return session{ClaimSession: k.d.keeper.KeepClaims(ctx, interval, wake), d: k.d}
+}
+
+// session is a claim session of the store that d decorates, whose claims pass through
+// d's around.
+type session struct {
+	operations.ClaimSession
+	d *decorated
+}
+
+func (s session) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
+	return s.d.claimRun(ctx, o, s.ClaimSession)
+}
+
+// claimRun makes the claim of c through around.
+func (d *decorated) claimRun(ctx context.Context, o operations.Owner, c operations.RunClaimer) (release func(), ok bool, err error) {
 	err = d.do(ctx, Call{Method: "ClaimRun", Owner: o}, func(ctx context.Context) (err error) {
-		release, ok, err = d.claimer.ClaimRun(ctx, o)
+		release, ok, err = c.ClaimRun(ctx, o)
 		return err
 	})
 	if err != nil {
 		if ok && release != nil {
-			release() // around failed a call that got the claim: give it up
+			release() // around failed a call that got the claim: give it up (or back to the session)
 		}
 		return nil, false, err
 	}
 	return release, ok, nil
-}
-
-func (d decoratedStarter) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
-	return d.createRunWithOperations(ctx, r, ops)
-}
-
-func (d decoratedClaimer) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
-	return d.claimRun(ctx, o)
-}
-
-func (d decoratedStarterClaimer) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
-	return d.createRunWithOperations(ctx, r, ops)
-}
-
-func (d decoratedStarterClaimer) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
-	return d.claimRun(ctx, o)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -25,34 +26,128 @@ func (c *claimer) ClaimRun(context.Context, operations.Owner) (func(), bool, err
 	return func() { c.released++ }, true, nil
 }
 
+// keeper is a claimer that is also a ClaimKeeper: its sessions grant every claim and
+// record what they are told.
+type keeper struct {
+	*claimer
+	mu     sync.Mutex // guards the fields below
+	events []string   // what the sessions were told, in order
+}
+
+func (k *keeper) KeepClaims(_ context.Context, interval time.Duration, wake func()) operations.ClaimSession {
+	k.record(fmt.Sprintf("KeepClaims(%s, wake %v)", interval, wake != nil))
+	return keptSession{k}
+}
+
+func (k *keeper) record(event string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.events = append(k.events, event)
+}
+
+type keptSession struct{ k *keeper }
+
+func (s keptSession) ClaimRun(_ context.Context, o operations.Owner) (func(), bool, error) {
+	s.k.record("ClaimRun(" + o.String() + ")")
+	return func() { s.k.record("release(" + o.String() + ")") }, true, nil
+}
+
+func (s keptSession) EndPass(runs int)   { s.k.record(fmt.Sprintf("EndPass(%d)", runs)) }
+func (s keptSession) EndIncompletePass() { s.k.record("EndIncompletePass") }
+func (s keptSession) End()               { s.k.record("End") }
+
 // plain is a Store with no optional ability.
 type plain struct{ operations.Store }
 
+// The store decorate.Store returns has each optional ability exactly when the store it
+// decorates has it, in every combination a store can have them (a ClaimKeeper is a
+// RunClaimer).
 func TestDecorateKeepsOptionalAbilities(t *testing.T) {
+	type abilities struct{ Starter, Claimer, Keeper bool }
+	claimerOnly := struct {
+		operations.Store
+		operations.RunClaimer
+	}{plain{memstore.New()}, &claimer{}}
 	tests := []struct {
-		name                string
-		s                   operations.Store
-		starter, runClaimer bool
+		name string
+		s    operations.Store
+		want abilities
 	}{
-		{"neither", plain{memstore.New()}, false, false},
-		{"RunStarter", memstore.New(), true, false},
-		{"RunClaimer", struct {
+		{"none", plain{memstore.New()}, abilities{}},
+		{"RunStarter", memstore.New(), abilities{Starter: true}},
+		{"RunClaimer", claimerOnly, abilities{Claimer: true}},
+		{"RunStarter and RunClaimer", &claimer{Store: memstore.New()}, abilities{Starter: true, Claimer: true}},
+		{"ClaimKeeper", struct {
 			operations.Store
-			operations.RunClaimer
-		}{plain{memstore.New()}, &claimer{}}, false, true},
-		{"both", &claimer{Store: memstore.New()}, true, true},
+			operations.ClaimKeeper
+		}{plain{memstore.New()}, &keeper{claimer: &claimer{}}}, abilities{Claimer: true, Keeper: true}},
+		{"RunStarter and ClaimKeeper", &keeper{claimer: &claimer{Store: memstore.New()}}, abilities{Starter: true, Claimer: true, Keeper: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decorate.Store(tc.s, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
 				return call(ctx)
 			})
-			_, starter := d.(operations.RunStarter)
-			_, runClaimer := d.(operations.RunClaimer)
-			if starter != tc.starter || runClaimer != tc.runClaimer {
-				t.Errorf("Decorate(%s) is a RunStarter: %v, a RunClaimer: %v; want %v, %v", tc.name, starter, runClaimer, tc.starter, tc.runClaimer)
+			var got abilities
+			_, got.Starter = d.(operations.RunStarter)
+			_, got.Claimer = d.(operations.RunClaimer)
+			_, got.Keeper = d.(operations.ClaimKeeper)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("the abilities of decorate.Store(%T) (-want +got):\n%s", tc.s, diff)
 			}
 		})
+	}
+}
+
+// The claims of a session of a decorated ClaimKeeper pass through around, and what the
+// session is told reaches the store's session.
+func TestDecorateKeepsClaimSessions(t *testing.T) {
+	ctx := context.Background()
+	o := operations.Owner{Kind: phase.Backup, Name: "b"}
+	inner := &keeper{claimer: &claimer{Store: memstore.New()}}
+	var calls []decorate.Call
+	s := decorate.Store(inner, func(ctx context.Context, c decorate.Call, call func(context.Context) error) error {
+		calls = append(calls, c)
+		return call(ctx)
+	})
+	session := s.(operations.ClaimKeeper).KeepClaims(ctx, time.Second, func() {})
+	release, ok, err := session.ClaimRun(ctx, o)
+	if err != nil || !ok {
+		t.Fatalf("the session's ClaimRun(%s) returned %v and the error %v, want true and none", o, ok, err)
+	}
+	release()
+	session.EndPass(1)
+	session.EndIncompletePass()
+	session.End()
+
+	if diff := cmp.Diff([]decorate.Call{{Method: "ClaimRun", Owner: o}}, calls); diff != "" {
+		t.Errorf("calls the decorator saw (-want +got):\n%s", diff)
+	}
+	want := []string{"KeepClaims(1s, wake true)", "ClaimRun(Backup/b)", "release(Backup/b)", "EndPass(1)", "EndIncompletePass", "End"}
+	if diff := cmp.Diff(want, inner.events); diff != "" {
+		t.Errorf("what the store's session was told (-want +got):\n%s", diff)
+	}
+}
+
+// A session claim that around fails after the session granted it goes back to the
+// session, and the claim is reported not made.
+func TestDecorateSessionClaimFailed(t *testing.T) {
+	ctx := context.Background()
+	o := operations.Owner{Kind: phase.Backup, Name: "b"}
+	inner := &keeper{claimer: &claimer{Store: memstore.New()}}
+	injected := errors.New("injected")
+	s := decorate.Store(inner, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
+		_ = call(ctx)
+		return injected
+	})
+	session := s.(operations.ClaimKeeper).KeepClaims(ctx, time.Second, nil)
+	release, ok, err := session.ClaimRun(ctx, o)
+	if !errors.Is(err, injected) || ok || release != nil {
+		t.Errorf("the session's ClaimRun(%s) returned a release: %v, %v and the error %v; want none, false and %v", o, release != nil, ok, err, injected)
+	}
+	want := []string{"KeepClaims(1s, wake false)", "ClaimRun(Backup/b)", "release(Backup/b)"}
+	if diff := cmp.Diff(want, inner.events); diff != "" {
+		t.Errorf("what the store's session was told (-want +got):\n%s", diff)
 	}
 }
 

@@ -45,11 +45,12 @@
 // updates keep a run from being advanced twice whatever they do; when the store is also
 // an [operations.RunClaimer] (storage/etcdstore is), each run is polled and finalized by
 // one Monitor at a time, and the runs of a replica that died are taken over once its
-// claims expire. When the store can also keep claims from pass to pass (storage/etcdstore
-// can), [Monitor.Run] holds the runs it claimed until it returns, and the store balances
-// them among the replicas after each pass and as soon as one joins (it may start a pass
-// early, as [Monitor.Wake] does, when a run handed over to its replica becomes free);
-// [Monitor.RunOnce], Poll and Finalize claim a run for the call only.
+// claims expire. When the store is also an [operations.ClaimKeeper] (storage/etcdstore
+// is), [Monitor.Run] keeps its claims in an [operations.ClaimSession] and holds the runs
+// it claimed until it returns, and the store balances them among the replicas after each
+// pass and as soon as one joins (it may start a pass early, as [Monitor.Wake] does, when
+// a run handed over to its replica becomes free); [Monitor.RunOnce], Poll and Finalize
+// claim a run for the call only.
 //
 // Time comes from a [clock.Clock] ([WithClock]), so tests can move it by hand with the
 // fake of package clock/clocktest.

@@ -2,6 +2,8 @@ package monitor_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -16,54 +18,80 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// keepingStore is a claimingStore that can also keep claims, as storage/etcdstore does:
-// it records the keep sessions Run starts, what Run tells them, and whether each claim
-// was made under one.
+// keepingStore is a claimingStore that is also an operations.ClaimKeeper, as
+// storage/etcdstore is: it records the sessions Run starts, what Run tells them, and
+// whether each claim was made under a session. Its sessions claim through the
+// claimingStore and give the claims up on release.
 type keepingStore struct {
 	*claimingStore
 
-	kmu       sync.Mutex // guards the fields below
-	intervals []time.Duration
-	wake      func() // the wake of the last session
-	passes    []int
-	ends      int
-	kept      []bool // for each ClaimRun, whether its context carried a keep session
+	kmu      sync.Mutex // guards the fields below
+	wake     func()     // the wake of the last session
+	events   []string   // the sessions started and what Run told them, in order
+	kept     []bool     // for each claim, whether it was made under a session
+	listErrs int        // ListRuns fails this many more times
 }
 
-type keepMark struct{}
+var _ operations.ClaimKeeper = (*keepingStore)(nil)
 
-func (s *keepingStore) KeepClaims(ctx context.Context, interval time.Duration, wake func()) (context.Context, func(int), func()) {
+func (s *keepingStore) KeepClaims(_ context.Context, interval time.Duration, wake func()) operations.ClaimSession {
 	s.kmu.Lock()
 	defer s.kmu.Unlock()
-	s.intervals, s.wake = append(s.intervals, interval), wake
-	pass := func(runs int) {
-		s.kmu.Lock()
-		defer s.kmu.Unlock()
-		s.passes = append(s.passes, runs)
-	}
-	end := func() {
-		s.kmu.Lock()
-		defer s.kmu.Unlock()
-		s.ends++
-	}
-	return context.WithValue(ctx, keepMark{}, true), pass, end
+	s.wake = wake
+	s.events = append(s.events, fmt.Sprintf("KeepClaims(%s)", interval))
+	return keepSession{s}
 }
 
 func (s *keepingStore) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
-	s.kmu.Lock()
-	s.kept = append(s.kept, ctx.Value(keepMark{}) != nil)
-	s.kmu.Unlock()
+	s.record(func() { s.kept = append(s.kept, false) })
 	return s.claimingStore.ClaimRun(ctx, o)
 }
 
-// TestRunKeepsClaims runs a Monitor on a store that keeps claims: Run starts one keep
-// session with its interval, claims every run under it, tells it after each pass how
-// many runs the pass listed (two waiting, one finalizing that another Monitor holds),
-// and ends it once when it returns. The session's wake starts the second pass, the
-// clock not moved. RunOnce outside Run claims without a session.
+func (s *keepingStore) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
+	s.kmu.Lock()
+	fail := s.listErrs > 0
+	if fail {
+		s.listErrs--
+	}
+	s.kmu.Unlock()
+	if fail {
+		return nil, errors.New("injected list failure")
+	}
+	return s.claimingStore.ListRuns(ctx, f)
+}
+
+func (s *keepingStore) record(f func()) {
+	s.kmu.Lock()
+	defer s.kmu.Unlock()
+	f()
+}
+
+// keepSession is a session of a keepingStore.
+type keepSession struct{ s *keepingStore }
+
+func (k keepSession) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
+	k.s.record(func() { k.s.kept = append(k.s.kept, true) })
+	return k.s.claimingStore.ClaimRun(ctx, o)
+}
+
+func (k keepSession) EndPass(runs int) {
+	k.s.record(func() { k.s.events = append(k.s.events, fmt.Sprintf("EndPass(%d)", runs)) })
+}
+
+func (k keepSession) EndIncompletePass() {
+	k.s.record(func() { k.s.events = append(k.s.events, "EndIncompletePass") })
+}
+
+func (k keepSession) End() { k.s.record(func() { k.s.events = append(k.s.events, "End") }) }
+
+// TestRunKeepsClaims runs a Monitor on a store that keeps claims: Run starts one session
+// with its interval, claims every run under it, tells it after each pass how many runs
+// the pass listed (two waiting, one finalizing that another Monitor holds), or that a
+// list of runs failed, and ends it once when it returns. The session's wake starts the
+// next pass, the clock not moved. RunOnce outside Run claims without a session.
 func TestRunKeepsClaims(t *testing.T) {
 	const interval = 3 * time.Second
-	s := &keepingStore{claimingStore: newClaimingStore()}
+	s := &keepingStore{claimingStore: newClaimingStore(), listErrs: 1}
 	e := &env{t: t, store: s.Store, clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
 	running := operations.Progress{NCompleted: 1, NTotal: 2}
 	e.trackers["p"] = scripted(map[string]operations.Progress{"a": running, "b": running}, nil)
@@ -77,13 +105,19 @@ func TestRunKeepsClaims(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error)
 	go func() { stopped <- m.Run(ctx) }()
-	for i := range 2 {
+	// The first pass fails to list the waiting runs (listErrs) and finalizes nothing, as
+	// another Monitor holds the finalizing run; the next two poll the waiting runs.
+	for i, want := range []struct{ runs, skipped int }{{0, 1}, {2, 1}, {2, 1}} {
 		st := <-passes
-		require.NoError(t, st.Err)
-		require.Equal(t, 2, st.Runs, "runs polled in pass %d", i)
-		require.Equal(t, 1, st.Skipped, "runs skipped in pass %d", i)
-		e.clock.BlockUntilAfterCalls(i + 1) // Run has told the session and waits for the interval
 		if i == 0 {
+			require.Error(t, st.Err, "pass %d", i)
+		} else {
+			require.NoError(t, st.Err, "pass %d", i)
+		}
+		require.Equal(t, want.runs, st.Runs, "runs polled in pass %d", i)
+		require.Equal(t, want.skipped, st.Skipped, "runs skipped in pass %d", i)
+		e.clock.BlockUntilAfterCalls(i + 1) // Run has told the session and waits for the interval
+		if i < 2 {
 			s.kmu.Lock()
 			wake := s.wake
 			s.kmu.Unlock()
@@ -94,17 +128,14 @@ func TestRunKeepsClaims(t *testing.T) {
 	require.ErrorIs(t, <-stopped, context.Canceled)
 
 	s.kmu.Lock()
-	if d := cmp.Diff([]time.Duration{interval}, s.intervals); d != "" {
-		t.Errorf("keep sessions started, by interval (-want +got):\n%s", d)
+	want := []string{"KeepClaims(3s)", "EndIncompletePass", "EndPass(3)", "EndPass(3)", "End"}
+	if d := cmp.Diff(want, s.events); d != "" {
+		t.Errorf("sessions started and what Run told them (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]int{3, 3}, s.passes); d != "" {
-		t.Errorf("runs listed, as told to the session after each pass (-want +got):\n%s", d)
+	if d := cmp.Diff([]bool{true, true, true, true, true, true, true}, s.kept); d != "" {
+		t.Errorf("claims made under the session (-want +got):\n%s", d)
 	}
-	require.Equal(t, 1, s.ends, "keep sessions ended")
-	if d := cmp.Diff([]bool{true, true, true, true, true, true}, s.kept); d != "" {
-		t.Errorf("claims made under the keep session (-want +got):\n%s", d)
-	}
-	s.kept = nil
+	s.kept, s.events = nil, nil
 	s.kmu.Unlock()
 
 	_, err := m.RunOnce(context.Background())
@@ -112,7 +143,7 @@ func TestRunKeepsClaims(t *testing.T) {
 	s.kmu.Lock()
 	defer s.kmu.Unlock()
 	if d := cmp.Diff([]bool{false, false, false}, s.kept); d != "" {
-		t.Errorf("claims made under a keep session by RunOnce (-want +got):\n%s", d)
+		t.Errorf("claims made under a session by RunOnce (-want +got):\n%s", d)
 	}
-	require.Len(t, s.intervals, 1, "keep sessions started by RunOnce")
+	require.Empty(t, s.events, "sessions started, or told of a pass, by RunOnce")
 }

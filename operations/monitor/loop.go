@@ -28,21 +28,23 @@ import (
 // the first Run after a process starts. [Monitor.Wake] starts the next pass before the
 // interval is over.
 //
-// When the store keeps claims from pass to pass (storage/etcdstore does), Run holds the
-// runs it claimed from one pass to the next instead of claiming and giving up each run in
-// every pass, lets the store hand runs over to other replicas, and gives up every claim
-// it holds before it returns (waiting for the store a bounded time: storage/etcdstore's
-// request timeout). Such a store may also start a pass early, as Wake does, when a run
-// another replica handed over becomes free.
+// When the store is an [operations.ClaimKeeper] (storage/etcdstore is), Run keeps its
+// claims in a [operations.ClaimSession] that it starts with its interval and
+// [Monitor.Wake]: each pass claims its runs under the session, which holds them from one
+// pass to the next instead of giving each up, and Run tells the session at the end of
+// each pass how many runs the pass listed (or that a list failed), so that the store may
+// hand runs over to other replicas. The session may start a pass early, as Wake does,
+// when a run another replica handed over becomes free. Run ends the session before it
+// returns, which gives up every claim it holds (waiting for the store a bounded time:
+// storage/etcdstore's request timeout).
 func (m *Monitor) Run(ctx context.Context) error {
-	passed := func(int) {}
-	if k, ok := m.claimer.(claimKeeper); ok {
-		keep, pass, end := k.KeepClaims(ctx, m.cfg.interval, m.Wake)
-		defer end()
-		ctx, passed = context.WithValue(keep, keptKey{}, true), pass
+	var session operations.ClaimSession // nil when the store keeps no claims
+	if m.keeper != nil {
+		session = m.keeper.KeepClaims(ctx, m.cfg.interval, m.Wake)
+		defer session.End()
 	}
 	for {
-		_, listed, err := m.runOnce(ctx)
+		_, err := m.runOnce(ctx, session)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		} else if errors.Is(err, operations.ErrCorrupt) {
@@ -50,9 +52,6 @@ func (m *Monitor) Run(ctx context.Context) error {
 			return fmt.Errorf("monitor stopped: the store is damaged: %w", err)
 		} else if err != nil {
 			m.cfg.logger.ErrorContext(ctx, "pass failed", "error", err)
-		}
-		if listed >= 0 {
-			passed(listed)
 		}
 		select {
 		case <-ctx.Done():
@@ -89,33 +88,40 @@ func (m *Monitor) Wake() {
 // store, after which [Monitor.Run] would stop. It is safe to call concurrently with other
 // methods, Run included, and several Monitors may make passes over one store at once.
 func (m *Monitor) RunOnce(ctx context.Context) (PassStats, error) {
-	stats, _, err := m.runOnce(ctx)
-	return stats, err
+	return m.runOnce(ctx, nil)
 }
 
-// runOnce is RunOnce; it also returns how many runs the pass listed, or -1 when a list
-// failed.
-func (m *Monitor) runOnce(ctx context.Context) (PassStats, int, error) {
-	stats, listed := m.pass(ctx)
+// runOnce is RunOnce, with the claims of the pass made under session when it is not nil
+// (a pass of Run on a store that keeps claims); it tells session how the pass ended.
+func (m *Monitor) runOnce(ctx context.Context, session operations.ClaimSession) (PassStats, error) {
+	stats, listed, complete := m.pass(ctx, session)
 	if err := ctx.Err(); err != nil {
-		return stats, listed, err
+		return stats, err
 	}
 	if f := m.cfg.observer.Pass; f != nil {
 		f(stats)
 	}
-	return stats, listed, stats.Err
+	switch {
+	case session == nil:
+	case complete:
+		session.EndPass(listed)
+	default:
+		session.EndIncompletePass()
+	}
+	return stats, stats.Err
 }
 
 // pass polls the waiting runs, then finalizes the finalizing ones, at most
-// cfg.storeWork runs at a time (their operations share the Monitor's workers). It also
-// returns how many runs it listed, waiting and finalizing, or -1 when a list failed.
-func (m *Monitor) pass(ctx context.Context) (PassStats, int) {
-	stats := PassStats{Start: m.cfg.clock.Now()}
+// cfg.storeWork runs at a time (their operations share the Monitor's workers), claiming
+// them under session when it is not nil. It also returns how many runs it listed,
+// waiting and finalizing, and whether both lists were read (complete).
+func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (stats PassStats, listed int, complete bool) {
+	stats = PassStats{Start: m.cfg.clock.Now()}
 	var (
-		errs   []error
-		mu     sync.Mutex // guards stats and errs while runs are worked on
-		listed int
+		errs []error
+		mu   sync.Mutex // guards stats and errs while runs are worked on
 	)
+	complete = true
 	fail := func(err error) {
 		mu.Lock()
 		errs = append(errs, err)
@@ -124,12 +130,12 @@ func (m *Monitor) pass(ctx context.Context) (PassStats, int) {
 	runs, err := m.store.ListRuns(ctx, waiting)
 	if err != nil {
 		fail(fmt.Errorf("list waiting runs: %w", err))
-		listed = -1
+		complete = false
 	} else {
 		m.streaks.keepRuns(runs)
 	}
 	m.each(ctx, runs, func(r operations.Run) {
-		res, fresh, err := m.poll(ctx, r.Owner)
+		res, fresh, err := m.poll(ctx, r.Owner, session)
 		if err != nil {
 			fail(fmt.Errorf("poll %s: %w", r.Owner, err))
 			return
@@ -159,11 +165,11 @@ func (m *Monitor) pass(ctx context.Context) (PassStats, int) {
 	fin, err := m.store.ListRuns(ctx, finalizing)
 	if err != nil {
 		fail(fmt.Errorf("list finalizing runs: %w", err))
-		listed = -1
+		complete = false
 	}
 	stats.RunPhases = countPhases(runs, fin)
 	m.each(ctx, fin, func(r operations.Run) {
-		to, skipped, err := m.finalize(ctx, r.Owner)
+		to, skipped, err := m.finalize(ctx, r.Owner, session)
 		if err != nil {
 			fail(fmt.Errorf("finalize %s: %w", r.Owner, err))
 		}
@@ -182,12 +188,10 @@ func (m *Monitor) pass(ctx context.Context) (PassStats, int) {
 	})
 	stats.Duration = m.cfg.clock.Now().Sub(stats.Start)
 	stats.Err = errors.Join(errs...)
-	if listed >= 0 {
-		for _, c := range stats.RunPhases {
-			listed += c.Runs
-		}
+	for _, c := range stats.RunPhases {
+		listed += c.Runs
 	}
-	return stats, listed
+	return stats, listed, complete
 }
 
 // each calls work for every run, cfg.storeWork at a time, and returns when all calls
@@ -256,7 +260,7 @@ func (m *Monitor) Finalize(ctx context.Context, o operations.Owner) (phase.Phase
 	if !phase.IsFinalizing(run.Phase) {
 		return run.Phase, nil
 	}
-	to, skipped, err := m.finalize(ctx, o)
+	to, skipped, err := m.finalize(ctx, o, nil)
 	switch {
 	case skipped:
 		return run.Phase, nil
@@ -270,11 +274,11 @@ func (m *Monitor) Finalize(ctx context.Context, o operations.Owner) (phase.Phase
 }
 
 // finalize runs the finalizer for the run of o, if it is still finalizing and this
-// Monitor can claim it, and moves it to its terminal phase. It returns that phase when it
-// moved the run (else ""), and whether it skipped the run because another Monitor holds
-// its claim.
-func (m *Monitor) finalize(ctx context.Context, o operations.Owner) (to phase.Phase, skipped bool, err error) {
-	release, ok, err := m.claim(ctx, o)
+// Monitor can claim it (under session when it is not nil; see claim), and moves it to
+// its terminal phase. It returns that phase when it moved the run (else ""), and whether
+// it skipped the run because another Monitor holds its claim.
+func (m *Monitor) finalize(ctx context.Context, o operations.Owner, session operations.ClaimSession) (to phase.Phase, skipped bool, err error) {
+	release, ok, err := m.claim(ctx, o, session)
 	if err != nil {
 		return "", false, fmt.Errorf("claim run %s: %w", o, err)
 	}

@@ -38,7 +38,8 @@ const CancelledPrefix = "Canceled: "
 // claims expire.
 type Monitor struct {
 	store    operations.Store
-	claimer  operations.RunClaimer // the store, when it is one; else nil
+	claimer  operations.RunClaimer  // the store, when it is one; else nil
+	keeper   operations.ClaimKeeper // the store, when it is one; else nil
 	resolver operations.Resolver
 	cfg      config
 	// tokens holds a token for each operation being checked (see check): at most
@@ -78,9 +79,11 @@ var errNoChange = errors.New("no change")
 func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 	cfg := newConfig(opts)
 	claimer, _ := s.(operations.RunClaimer)
+	keeper, _ := s.(operations.ClaimKeeper)
 	return &Monitor{
 		store:    s,
 		claimer:  claimer,
+		keeper:   keeper,
 		resolver: r,
 		cfg:      cfg,
 		tokens:   make(chan struct{}, cfg.workers),
@@ -126,20 +129,22 @@ type PollResult struct {
 // claim included), and with ctx.Err() when ctx ends first; operations checked before that
 // are not written, and the next poll checks them again.
 func (m *Monitor) Poll(ctx context.Context, o operations.Owner) (PollResult, error) {
-	res, _, err := m.poll(ctx, o)
+	res, _, err := m.poll(ctx, o, nil)
 	return res, err
 }
 
-// poll is Poll; it also returns how many of the operations still running are New.
-func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int, error) {
+// poll is Poll, with the run claimed under session when it is not nil (a pass of Run on
+// a store that keeps claims); it also returns how many of the operations still running
+// are New.
+func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operations.ClaimSession) (PollResult, int, error) {
 	var release func()
-	if ctx.Value(keptKey{}) != nil {
-		// The store keeps Run's claims, and knows most runs another replica holds
-		// without a request: claim the run before reading it, and read only the runs
-		// this Monitor holds. (The result of a skipped run has no phase then.)
+	if session != nil {
+		// The session keeps this Monitor's claims and knows most runs another replica
+		// holds without a request: claim the run before reading it, and read only the
+		// runs this Monitor holds. (The result of a skipped run has no phase then.)
 		var ok bool
 		var err error
-		if release, ok, err = m.claim(ctx, o); err != nil {
+		if release, ok, err = m.claim(ctx, o, session); err != nil {
 			return PollResult{}, 0, fmt.Errorf("claim run %s: %w", o, err)
 		} else if !ok {
 			return PollResult{Skipped: true}, 0, nil
@@ -156,7 +161,7 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner) (PollResult, int
 	}
 	if release == nil {
 		var ok bool
-		if release, ok, err = m.claim(ctx, o); err != nil {
+		if release, ok, err = m.claim(ctx, o, nil); err != nil {
 			return PollResult{}, 0, fmt.Errorf("claim run %s: %w", o, err)
 		} else if !ok {
 			return PollResult{Phase: run.Phase, Skipped: true}, 0, nil

@@ -73,6 +73,20 @@ func readMeta(f io.ReaderAt, pageSize, i uint64) (fileMeta, error) {
 	return fm, nil
 }
 
+// newestMeta returns the sound meta page of the newest transaction of the file f, of
+// size bytes, and the file's page size; ok is false when neither meta page is sound.
+// The page size is in the meta pages, so it tries the sizes bbolt tries, from 1 KiB up.
+func newestMeta(f io.ReaderAt, size int64) (best fileMeta, pageSize uint64, ok bool) {
+	for ps := uint64(1024); ps <= 16<<20 && ps < uint64(size); ps <<= 1 {
+		for i := uint64(0); i < 2; i++ {
+			if m, err := readMeta(f, ps, i); err == nil && (!ok || m.txid > best.txid) {
+				best, pageSize, ok = m, ps, true
+			}
+		}
+	}
+	return best, pageSize, ok
+}
+
 // checkMetas checks both meta pages of the file, of which bbolt reads the one of
 // transaction txid, and returns that one. Both must be sound and hold two transactions
 // in a row: a meta page that fails its checksum is either the last transaction's, which

@@ -113,6 +113,14 @@
 // follow forever, is only caught by the check: open a file that may be damaged with
 // Options.Check.
 //
+// # Salvage
+//
+// [Salvage] reads what remains of a damaged or cut store without bbolt, page by page,
+// keeping each entry whose checksum passes, and reads the records one by one (see
+// kv.Salvage), so that one lost record costs only itself and each lost operation is
+// named; [Build] writes what was read to a new file that shows at its path only whole.
+// The itemops command's salvage is the two together.
+//
 // # Limits
 //
 // Run names and operation IDs may be up to 8 KiB (bbolt keys hold at most 32 KiB, and a

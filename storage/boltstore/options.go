@@ -53,6 +53,14 @@ type Options struct {
 	// temporary directory ([os.TempDir]); Close removes the copy.
 	ReadOnly bool
 
+	// NoInit makes Open refuse a file that exists but is not yet a store, where it would
+	// make it one: an empty file, or a bbolt file that holds no bucket, fails Open with
+	// [ErrNotStore] and is left byte for byte as it was. A file that does not exist is
+	// still created (see [Open]). The default, false, makes such a file a store. The
+	// itemops command's cancel and demo set it, so that no command turns a file that was
+	// not a store into one.
+	NoInit bool
+
 	// OpenFile opens the file, in place of os.OpenFile, which is the default when it is
 	// nil. It is a hook for hermetic tests: to inject failures or to see the flags and
 	// permission the file is opened with.

@@ -56,7 +56,8 @@ var (
 var damagedFiles sync.Map
 
 // Open opens the store in the file at path, creating the file (with [Options.Mode]) and its
-// buckets when it does not exist or is empty. A nil o means the defaults of [Options].
+// buckets when it does not exist or is empty (an empty file only without
+// [Options.NoInit]). A nil o means the defaults of [Options].
 //
 // Open fails with an error wrapping [ErrLocked] when another Store holds the file for
 // longer than [Options.Timeout], [ErrNotStore] when the file is not an itemops store, and
@@ -65,11 +66,10 @@ var damagedFiles sync.Map
 // [Options.ReadOnly] set, Open writes nothing at all (see there).
 func Open(path string, o *Options) (*Store, error) {
 	opts := o.withDefaults()
-	if opts.ReadOnly {
-		if info, err := os.Stat(path); err == nil && info.Size() == 0 {
-			return nil, fmt.Errorf("boltstore: open %s: %w: the file is empty, and a read-only Open does not make it a store", path, ErrNotStore)
-		}
-	} else if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+	if info, err := os.Stat(path); err == nil && info.Size() == 0 && (opts.ReadOnly || opts.NoInit) {
+		return nil, fmt.Errorf("boltstore: open %s: %w: the file is empty, and an Open with ReadOnly or NoInit does not make it a store", path, ErrNotStore)
+	}
+	if _, err := os.Lstat(path); !opts.ReadOnly && errors.Is(err, fs.ErrNotExist) {
 		if err := create(path, opts); err != nil {
 			return nil, fmt.Errorf("boltstore: create %s: %w", path, err)
 		}
@@ -133,6 +133,11 @@ func Open(path string, o *Options) (*Store, error) {
 		if opts.ReadOnly {
 			return s.prepareReadOnly(opts)
 		}
+		if opts.NoInit {
+			if version, err := schemaOf(db); err == nil && version == 0 {
+				return fmt.Errorf("%w: a bbolt file without buckets, which an Open with NoInit does not make a store", ErrNotStore)
+			}
+		}
 		return prepare(db)
 	})
 	if (errors.Is(err, ErrNotStore) || errors.Is(err, ErrCorrupt)) && !opts.Check {
@@ -170,17 +175,8 @@ func checkLength(path string) error {
 	if err != nil || info.Size() == 0 {
 		return nil
 	}
-	// The page size is in the meta pages; try the sizes bbolt tries, from 1 KiB up.
-	var best *fileMeta
-	pageSize := uint64(0)
-	for size := uint64(1024); size <= 16<<20 && size < uint64(info.Size()); size <<= 1 {
-		for i := uint64(0); i < 2; i++ {
-			if m, err := readMeta(f, size, i); err == nil && (best == nil || m.txid > best.txid) {
-				best, pageSize = &m, size
-			}
-		}
-	}
-	if best == nil || pageSize == 0 {
+	best, pageSize, ok := newestMeta(f, info.Size())
+	if !ok {
 		return nil
 	}
 	if need := best.hwm * pageSize; uint64(info.Size()) < need {

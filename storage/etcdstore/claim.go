@@ -82,36 +82,37 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 // replica handed over that is not free yet, an interval after that replica's last poll
 // of it (see [Store.KeepClaims]).
 //
-// When ctx carries a keep session of this store ([Store.KeepClaims]), release keeps the
-// claim for the session, and the session's next claim of the run takes it back without a
-// request to etcd; a claim of a run that another store held when the session last read
-// the claims (once a pass) reports ok false without a request either. A claim outside the
-// sessions (a Monitor's Poll or Finalize while its Run goes on) of a run that a session
-// keeps and does not use borrows it: release gives it back to the session. Otherwise
-// release gives the claim up: it forgets it at once, then deletes its key (if it is still
+// Release gives the claim up: it forgets it at once, then deletes its key (if it is still
 // this claim), waiting at most [Options.RequestTimeout] for etcd; later calls do nothing.
 // When etcd does not answer, the key stays until the lease expires, and until then this
-// store's next claim of the run adopts it. ClaimRun fails with [ErrUnavailable],
-// [ErrClosed] or ctx.Err(), or with [operations.ErrInvalid] for an invalid owner. The
-// claim's request is not cut short when ctx ends (it takes at most
+// store's next claim of the run adopts it. A claim of a run that a claim session of this
+// store ([Store.KeepClaims]) keeps and does not use (a Monitor's Poll or Finalize while
+// its Run goes on) borrows it: release gives it back to the session. ClaimRun fails with
+// [ErrUnavailable], [ErrClosed] or ctx.Err(), or with [operations.ErrInvalid] for an
+// invalid owner. The claim's request is not cut short when ctx ends (it takes at most
 // [Options.RequestTimeout]): a claim made for a caller that has gone is given up before
-// ClaimRun returns ctx.Err(). A claim of a run handed over, in a keep session whose
-// claims of such runs under way would fill its share, first waits for those to end (each
-// within [Options.RequestTimeout]; see [Store.KeepClaims]). When the request fails, etcd
-// may have written the claim all the same: ClaimRun then deletes the key if it is under
-// this store's lease and no Monitor here holds it, waiting at most
-// [Options.RequestTimeout] more. A failed or cancelled claim thus leaves no claim behind,
-// unless etcd applies the failed request after that deletion (it had not answered within
-// the timeout); such a key stays until this store's next claim of the run adopts it or
-// its lease ends with the store.
+// ClaimRun returns ctx.Err(). When the request fails, etcd may have written the claim all
+// the same: ClaimRun then deletes the key if it is under this store's lease and no
+// Monitor here holds it, waiting at most [Options.RequestTimeout] more. A failed or
+// cancelled claim thus leaves no claim behind, unless etcd applies the failed request
+// after that deletion (it had not answered within the timeout); such a key stays until
+// this store's next claim of the run adopts it or its lease ends with the store.
 func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(), ok bool, err error) {
+	return s.claim(ctx, o, nil)
+}
+
+// claim is ClaimRun, under the claim session k when it is not nil (see
+// Store.KeepClaims): the session takes back a claim it keeps, knows the runs other stores
+// held when it last read the claims, and keeps the claims made when they are released.
+// A claim of a run handed over, in a session whose claims of such runs under way would
+// fill its share, first waits for those to end (each within Options.RequestTimeout).
+func (s *Store) claim(ctx context.Context, o operations.Owner, k *keeper) (release func(), ok bool, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, false, fmt.Errorf("claim run: %w", err)
 	}
 	key := s.claimKey(o)
-	// A claim a keep session keeps is taken back by the session (k.adopt), or lent to a
+	// A claim a session keeps is taken back by the session (k.adopt), or lent to a
 	// caller outside the sessions (s.lend); its release returns it to the session.
-	k := s.keeperOf(ctx)
 	var (
 		kept        func()
 		found, busy bool
@@ -137,7 +138,7 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 	if busy {
 		return nil, false, s.ready(ctx)
 	}
-	// took is set while a claim of a run handed over, which the keep session allowed
+	// took is set while a claim of a run handed over, which the claim session allowed
 	// (mayTake), is neither added to the session nor given back to it.
 	took := false
 	defer func() {
@@ -176,7 +177,7 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 			free, handedOver := parseMarker(cur.Value)
 			switch {
 			case handedOver:
-				// A run handed over by a keep session: take it if its time has come.
+				// A run handed over by a claim session: take it if its time has come.
 				if !k.mayTake(clientv3.LeaseID(cur.Lease), free, ss, time.Now()) {
 					return nil, false, nil
 				}

@@ -127,7 +127,7 @@ func TestClaimAdoptedAfterFailedRelease(t *testing.T) {
 	release()
 }
 
-// The shares of the keep sessions add up to the runs and differ by at most one, however
+// The shares of the claim sessions add up to the runs and differ by at most one, however
 // many runs and sessions there are.
 func TestSharesAddUp(t *testing.T) {
 	for runs := int64(0); runs <= 50; runs++ {

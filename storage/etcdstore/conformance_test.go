@@ -1,10 +1,12 @@
 package etcdstore_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/decorate"
 	"github.com/itemops/itemops/storage/etcdstore"
 	"github.com/itemops/itemops/storage/storetest"
 )
@@ -34,4 +36,26 @@ func TestConformanceSmallLimits(t *testing.T) {
 		}
 		return etcdstore.NewTestStore(t, &etcdstore.Options{MaxTxnOps: 16, MaxRequestBytes: 64 << 10})
 	})
+}
+
+// TestClaimSessions checks the claim sessions of the store, and of the store that
+// decorate.Store makes of it, which keeps them.
+func TestClaimSessions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(operations.Store) operations.Store
+	}{
+		{"Store", func(s operations.Store) operations.Store { return s }},
+		{"decorate.Store", func(s operations.Store) operations.Store {
+			return decorate.Store(s, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
+				return call(ctx)
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			storetest.RunClaims(t, func(t *testing.T) operations.Store {
+				return tc.wrap(etcdstore.NewTestStore(t, nil))
+			})
+		})
+	}
 }

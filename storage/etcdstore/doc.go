@@ -1,7 +1,7 @@
 // Package etcdstore keeps itemops runs and operations in etcd: an [operations.Store] that
 // several controller replicas share, and an [operations.RunClaimer] through which their
 // Monitors divide the runs among them, one Monitor per run at a time, taking over the runs
-// of a replica that dies.
+// of a replica that dies ([operations.ClaimKeeper] balances them; see "Claims" below).
 //
 //	// The client is yours: endpoints, TLS and credentials as your cluster needs.
 //	client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: tlsConfig})
@@ -100,19 +100,21 @@
 // [Store.ClaimRun] makes a key under claims/ bound to a lease of [Options.ClaimTTL] (30 s
 // by default) that the store keeps alive from the first claim until [Store.Close], which
 // revokes it. A Monitor polls or finalizes a run only while it holds the run's claim.
-// The Run of a Monitor keeps its claims from pass to pass ([Store.KeepClaims], which Run
-// finds on its own): a replica holds the runs it claimed until its Run returns, when it
-// gives them all up, or until balancing hands them to another replica, and a pass writes
-// to etcd only what changed, one transaction for the operations of each run that changed
-// and none for the claims. The replicas' Runs count one another by their keys under
-// replicas/; after each pass, and as soon as a replica joins (each Run watches those
-// keys), a replica that holds more than its share of the runs (their number divided by
-// the replicas', one more for the first replicas by key when it does not divide evenly,
-// so that the shares add up) hands the surplus over. Another may take a run handed over
-// an interval after the last poll of it ended, so that no operation is polled by two
-// replicas within one interval; a replica short of its share has its Run make a pass at
-// that moment, so that one that joins holds its share about an interval after it starts.
-// A run no one holds goes to whichever Monitor claims it first.
+// The Store is also an [operations.ClaimKeeper]: the Run of a Monitor keeps its claims
+// from pass to pass in a claim session ([Store.KeepClaims]; Run finds it on its own, and
+// through a store that [github.com/itemops/itemops/operations/decorate.Store] wraps). A
+// replica holds the runs it claimed until its Run returns, when it gives them all up, or
+// until balancing hands them to another replica, and a pass writes to etcd only what
+// changed, one transaction for the operations of each run that changed and none for the
+// claims. The replicas' Runs count one another by their keys under replicas/; after each
+// pass, and as soon as a replica joins (each Run watches those keys), a replica that
+// holds more than its share of the runs (their number divided by the replicas', one more
+// for the first replicas by key when it does not divide evenly, so that the shares add
+// up) hands the surplus over. Another may take a run handed over an interval after the
+// last poll of it ended, so that no operation is polled by two replicas within one
+// interval; a replica short of its share has its Run make a pass at that moment, so that
+// one that joins holds its share about an interval after it starts. A run no one holds
+// goes to whichever Monitor claims it first.
 // Outside Run ([github.com/itemops/itemops/operations/monitor.Monitor.RunOnce], Poll,
 // Finalize), a Monitor claims a run for the call and gives the claim up after it; a run
 // that a Run of the same store keeps is lent to the call and goes back to the Run.

@@ -11,33 +11,38 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/itemops/itemops/operations"
 )
 
-// KeepClaims starts a keep session for a [github.com/itemops/itemops/operations/monitor.Monitor]
-// whose Run makes a pass every interval; Run calls it on its own (it finds the method by
-// a type assertion), so callers of the Monitor need not. A claim made by [Store.ClaimRun]
-// under the context keep stays with the session when its release function is called:
-// the session keeps it under the store's lease, and the session's next ClaimRun of the
-// run takes it back without a request to etcd. A replica thus holds its runs from pass
-// to pass, and a pass writes to etcd only the operations and runs that changed. In each
-// pass, the session's first claim reads all the claims at once; until the next pass, a
-// claim of a run another store held then fails without a request (a run that store gives
-// up meanwhile is claimed in the next pass).
+// KeepClaims starts a claim session for a [github.com/itemops/itemops/operations/monitor.Monitor]
+// whose Run makes a pass every interval; it makes the Store an [operations.ClaimKeeper],
+// and Run calls it on its own (it finds it by a type assertion), so callers of the
+// Monitor need not. A claim made by the session's ClaimRun stays with the session when
+// its release function is called: the session keeps it under the store's lease, and its
+// next ClaimRun of the run takes it back without a request to etcd. A replica thus holds
+// its runs from pass to pass, and a pass writes to etcd only the operations and runs that
+// changed. In each pass, the session's first claim reads all the claims at once; until
+// the next pass, a claim of a run another store held then fails without a request (a run
+// that store gives up meanwhile is claimed in the next pass). Otherwise the session's
+// ClaimRun answers and fails as [Store.ClaimRun] does.
 //
 // The session counts itself among the replicas with a key under replicas/, bound to the
-// store's lease. pass, called at the end of each pass with how many runs the pass found,
-// balances the runs: it gives up the claims of the runs the pass did not claim (they
-// ended, or another took them), counts the live sessions n, and hands over the claims
-// beyond its share (runs/n, one more for the first runs%n sessions by their keys). A run
-// handed over keeps its claim key, with a value that says from when another store may
-// claim it: interval after the session's last poll of the run ended, so that no
+// store's lease. EndPass, called at the end of each pass with how many runs the pass
+// found, balances the runs: it gives up the claims of the runs the pass did not claim
+// (they ended, or another took them), counts the live sessions n, and hands over the
+// claims beyond its share (runs/n, one more for the first runs%n sessions by their
+// keys). A run handed over keeps its claim key, with a value that says from when another
+// store may claim it: interval after the session's last poll of the run ended, so that no
 // operation is polled by two replicas within one interval (the replicas' clocks must
 // agree to well within the interval). The session takes a handed-over run only while it
 // holds less than its share, counting the claims of such runs its Monitor is making
 // (when those alone would fill the share, the claim waits for them, at most
 // Options.RequestTimeout each), and takes back one of its own only an interval later
 // still, or when no other replica took it for two intervals. A run no one holds goes to
-// whoever claims it first, whatever the shares.
+// whoever claims it first, whatever the shares. EndIncompletePass, called at the end of
+// a pass whose lists of runs failed, does nothing: the session keeps its claims, and
+// the next EndPass balances.
 //
 // The session also watches the keys under replicas/. When another replica's session
 // starts, the session counts the sessions again and hands over at once, during a pass or
@@ -50,20 +55,21 @@ import (
 // after it starts. When the watch fails, the next pass starts another; until then, and
 // while etcd does not answer, a join is seen at the end of a pass.
 //
-// end gives up every claim the session keeps, and its hand-overs and its key under
+// End gives up every claim the session keeps, and its hand-overs and its key under
 // replicas/, in a few transactions, waiting at most [Options.RequestTimeout] for etcd;
 // when etcd does not answer, they end with the store's lease. It stops the watch first,
-// and waits for a hand-over under way (at most two requests). After end, claims made
-// under keep are given up when released, as outside a session, and wake is not called.
-// keep is a child of ctx; the session ends only by end.
+// and waits for a hand-over under way (at most two requests). After End, the session's
+// claims are given up when released, as outside a session, and wake is not called. The
+// session does not end with ctx; only End ends it.
 //
 // KeepClaims writes the replica key, counts the claims and starts the watch (each
 // request within Options.RequestTimeout, or until ctx ends); when etcd does not answer,
-// the first pass makes up for them. pass and end are safe for concurrent use; none of
-// the three fails. On the zero Store, or after Close, the session keeps nothing.
-func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake func()) (keep context.Context, pass func(runs int), end func()) {
+// the first pass makes up for them. The session is safe for concurrent use; none of its
+// methods fails but ClaimRun. On the zero Store, or after Close, the session keeps
+// nothing, and its ClaimRun fails with [ErrClosed].
+func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake func()) operations.ClaimSession {
 	if s.Store == nil {
-		return ctx, func(int) {}, func() {}
+		return &keeper{s: s, ended: true}
 	}
 	if wake == nil {
 		wake = func() {}
@@ -84,10 +90,10 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake fun
 	}
 	s.keepers[k] = true
 	s.keepMu.Unlock()
-	return context.WithValue(ctx, keepKey{}, k), k.endPass, k.end
+	return k
 }
 
-// lend lends a claim that a keep session of this store keeps, and no Monitor uses, to a
+// lend lends a claim that a claim session of this store keeps, and no Monitor uses, to a
 // caller outside the sessions (such as Monitor.Poll while Run goes on): its release
 // gives it back to the session. It reports busy when a Monitor of a session uses it.
 func (s *Store) lend(key string) (release func(), ok, busy bool) {
@@ -101,22 +107,10 @@ func (s *Store) lend(key string) (release func(), ok, busy bool) {
 	return nil, false, false
 }
 
-// keeperSeq numbers the keep sessions of this process.
+// keeperSeq numbers the claim sessions of this process.
 var keeperSeq atomic.Int64
 
-// keepKey is the context key under which ClaimRun finds its keep session.
-type keepKey struct{}
-
-// keeperOf returns the keep session of this store that ctx carries, or nil.
-func (s *Store) keeperOf(ctx context.Context) *keeper {
-	k, _ := ctx.Value(keepKey{}).(*keeper)
-	if k == nil || k.s != s {
-		return nil
-	}
-	return k
-}
-
-// A keeper is a keep session (see Store.KeepClaims). Its claims are also in the store's
+// A keeper is a claim session (see Store.KeepClaims). Its claims are also in the store's
 // held map, so that no other Monitor of the store claims them.
 type keeper struct {
 	s        *Store
@@ -152,7 +146,7 @@ type keeper struct {
 	seen   int64
 }
 
-// kept is a claim of a keep session.
+// kept is a claim of a claim session.
 type kept struct {
 	rev   int64    // the ModRevision of the claim's key
 	ss    *session // the session whose lease holds it
@@ -355,8 +349,15 @@ func (k *keeper) wakeFor(free time.Time) {
 	k.wakeAt, k.wakeTimer = free, time.AfterFunc(time.Until(free), k.wake)
 }
 
-// endPass ends a pass of the session's Monitor, which found runs runs (see KeepClaims).
-func (k *keeper) endPass(runs int) {
+var _ operations.ClaimSession = (*keeper)(nil)
+
+// ClaimRun claims the run of o under the session (see Store.KeepClaims).
+func (k *keeper) ClaimRun(ctx context.Context, o operations.Owner) (release func(), ok bool, err error) {
+	return k.s.claim(ctx, o, k)
+}
+
+// EndPass ends a pass of the session's Monitor, which found runs runs (see KeepClaims).
+func (k *keeper) EndPass(runs int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.ended {
@@ -389,6 +390,10 @@ func (k *keeper) endPass(runs int) {
 	}
 	k.settle(ctx, give, handOver)
 }
+
+// EndIncompletePass ends a pass of the session's Monitor whose lists of runs failed: it
+// does nothing (see KeepClaims).
+func (k *keeper) EndIncompletePass() {}
 
 // joined counts the sessions again, now that another replica has joined, and hands
 // over at once the claims beyond the session's new share (see KeepClaims). Before the
@@ -504,7 +509,7 @@ func (k *keeper) watch(rev int64) {
 	}()
 }
 
-// count returns how many claim keys (hand-overs included) and keep sessions the store's
+// count returns how many claim keys (hand-overs included) and claim sessions the store's
 // prefix holds, in one read, the session's rank among the sessions (how many keys under
 // replicas/ sort before its own), and the revision it read at.
 func (k *keeper) count(ctx context.Context) (claims, sessions, rank, rev int64, err error) {
@@ -530,7 +535,7 @@ func (k *keeper) count(ctx context.Context) (claims, sessions, rank, rev int64, 
 	return claims, sessions, rank, rev, err
 }
 
-// share is the share of runs of the keep session of the given rank among n: runs/n,
+// share is the share of runs of the claim session of the given rank among n: runs/n,
 // and one more for the first runs%n sessions by rank, so that the shares add up to runs
 // and differ by at most one. (Each taking runs/n rounded up let one session end with
 // much less: 40 runs over 6 sessions as 7, 7, 7, 7, 7 and 5.)
@@ -542,8 +547,8 @@ func share(runs, n, rank int64) int {
 	return int(runs / n)
 }
 
-// end ends the session (see KeepClaims).
-func (k *keeper) end() {
+// End ends the session (see KeepClaims).
+func (k *keeper) End() {
 	k.s.keepMu.Lock()
 	delete(k.s.keepers, k)
 	k.s.keepMu.Unlock()
@@ -620,7 +625,7 @@ func (s *Store) eachIf(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.
 	return done, revs
 }
 
-// markerPrefix begins the value of the claim key of a run handed over by a keep session;
+// markerPrefix begins the value of the claim key of a run handed over by a claim session;
 // the time from which another store may claim the run follows, then the Identity of the
 // store that handed it over.
 const markerPrefix = "handed over, free from "

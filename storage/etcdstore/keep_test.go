@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/decorate"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/storage/etcdstore"
 )
@@ -123,6 +125,18 @@ func rawKeys(t *testing.T, c *clientv3.Client, prefix string) []string {
 	return keys
 }
 
+// claimRevisions returns the ModRevision of each claim key under prefix, by key.
+func claimRevisions(t *testing.T, c *clientv3.Client, prefix string) map[string]int64 {
+	t.Helper()
+	resp, err := c.Get(bg, prefix+"claims/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	out := make(map[string]int64)
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = kv.ModRevision
+	}
+	return out
+}
+
 // TestStoppedRunLeavesNoClaim stops the Run of replica a at random moments, 40 times,
 // while its store stays open: in a pass, between passes, while it claims or hands runs
 // over to b, whose Run goes on. Each time Run returns, no claim, hand-over or replica key
@@ -202,16 +216,7 @@ func TestPollBorrowsKeptClaim(t *testing.T) {
 	defer func() { cancel(); <-errc }()
 	<-passed
 
-	claims := func() map[string]int64 {
-		resp, err := c.Get(bg, prefix+"claims/", clientv3.WithPrefix())
-		require.NoError(t, err)
-		out := make(map[string]int64)
-		for _, kv := range resp.Kvs {
-			out[string(kv.Key)] = kv.ModRevision
-		}
-		return out
-	}
-	before := claims()
+	before := claimRevisions(t, c, prefix)
 	require.Len(t, before, runs, "claims kept by Run")
 
 	res, err := monitor.New(s, resolver).Poll(bg, owners[0])
@@ -221,7 +226,7 @@ func TestPollBorrowsKeptClaim(t *testing.T) {
 	res, err = monitor.New(other, resolver).Poll(bg, owners[1])
 	require.NoError(t, err)
 	require.True(t, res.Skipped, "a poll by another store is not skipped")
-	if d := cmp.Diff(before, claims()); d != "" {
+	if d := cmp.Diff(before, claimRevisions(t, c, prefix)); d != "" {
 		t.Errorf("claims after the polls (-before +after):\n%s", d)
 	}
 
@@ -229,4 +234,95 @@ func TestPollBorrowsKeptClaim(t *testing.T) {
 	require.ErrorIs(t, <-errc, context.Canceled)
 	errc <- context.Canceled // for the deferred receive
 	require.Empty(t, rawKeys(t, c, prefix+"claims/"), "claims left after Run")
+}
+
+// TestDecoratedStoresKeepClaims runs the Monitors of two replicas over stores that
+// decorate.Store wraps (as a controller that adds metrics does): the decorated stores
+// keep the claim sessions of etcdstore, so each replica counts itself among the replicas
+// while its Run goes on, the two come to hold five runs each of ten, and from then on
+// hold the same claims, unchanged in etcd, from pass to pass. Every claim of a pass, made
+// under the session, passes through the decorator. When the Runs return, no claim and no
+// replica key is left.
+func TestDecoratedStoresKeepClaims(t *testing.T) {
+	const runs, perRun, interval = 10, 2, 50 * time.Millisecond
+	prefix := etcdstore.NewPrefix()
+	c := etcdstore.NewTestClient(t)
+	seed(t, etcdstore.OpenStore(t, c, prefix, nil), runs, perRun)
+	resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return forever{}, nil })
+
+	// A replica's Monitor, with the claims its decorator saw and its passes.
+	type replica struct {
+		name   string
+		claims atomic.Int64
+		passes chan [2]int64 // for each pass, its number (from 1) and the claims seen when it ended
+	}
+	ctx, cancel := context.WithCancel(bg)
+	errc := make(chan error, 2)
+	var replicas []*replica
+	for _, name := range []string{"replica-a", "replica-b"} {
+		r := &replica{name: name, passes: make(chan [2]int64, 1000)}
+		replicas = append(replicas, r)
+		s := decorate.Store(etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, &etcdstore.Options{Identity: name}),
+			func(ctx context.Context, call decorate.Call, do func(context.Context) error) error {
+				if call.Method == "ClaimRun" {
+					r.claims.Add(1)
+				}
+				return do(ctx)
+			})
+		var n int64
+		m := monitor.New(s, resolver, monitor.WithInterval(interval), monitor.WithObserver(monitor.Observer{
+			Pass: func(monitor.PassStats) { n++; r.passes <- [2]int64{n, r.claims.Load()} },
+		}))
+		go func() { errc <- m.Run(ctx) }()
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		for range replicas {
+			require.ErrorIs(t, <-errc, context.Canceled, "Run")
+		}
+	}
+	defer stop()
+	// pass waits for the next pass of r to end, and checks that each of its claims (one
+	// per run listed: no run is finalizing) passed through the decorator.
+	pass := func(r *replica) {
+		t.Helper()
+		p := <-r.passes
+		require.Equal(t, p[0]*runs, p[1], "%s: claims the decorator saw by the end of pass %d", r.name, p[0])
+	}
+	for _, r := range replicas {
+		pass(r)
+	}
+	require.Len(t, rawKeys(t, c, prefix+"replicas/"), 2, "replica keys of the claim sessions while the Runs go on")
+
+	want := map[string]int{"replica-a": runs / 2, "replica-b": runs / 2}
+	for began := time.Now(); ; time.Sleep(interval / 5) {
+		got := holdings(t, c, prefix)
+		if cmp.Equal(want, got) {
+			break
+		}
+		if time.Since(began) > 30*time.Second {
+			t.Fatalf("the claims held, by replica, 30 s after both Runs made a pass (-want +got):\n%s", cmp.Diff(want, got))
+		}
+	}
+	before := claimRevisions(t, c, prefix)
+	for _, r := range replicas {
+		for len(r.passes) > 0 {
+			pass(r) // passes that ended before the claims were read
+		}
+		for range 3 {
+			pass(r)
+		}
+	}
+	if d := cmp.Diff(before, claimRevisions(t, c, prefix)); d != "" {
+		t.Errorf("claims after three more passes of each replica (-before +after):\n%s", d)
+	}
+
+	stop()
+	require.Empty(t, rawKeys(t, c, prefix+"claims/"), "claims left after the Runs")
+	require.Empty(t, rawKeys(t, c, prefix+"replicas/"), "replica keys left after the Runs")
 }

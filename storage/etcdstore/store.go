@@ -22,10 +22,12 @@ const (
 	schemaVersion = 2
 )
 
-// A Store is an [operations.Store] kept in etcd under a key prefix, and an
+// A Store is an [operations.Store] kept in etcd under a key prefix, an
 // [operations.RunClaimer] that lets several Monitors, in several processes, share its
-// runs. It is safe for concurrent use; several Stores, in this process or others, may
-// use the same prefix at once. Get one from [Open] and release it with [Store.Close].
+// runs, and an [operations.ClaimKeeper] whose claim sessions keep a Monitor's claims
+// from pass to pass and balance the runs among the replicas ([Store.KeepClaims]). It is
+// safe for concurrent use; several Stores, in this process or others, may use the same
+// prefix at once. Get one from [Open] and release it with [Store.Close].
 // The zero Store has no client, and its methods fail with [ErrClosed].
 //
 // The methods of operations.Store are the engine's (package kv), which documents them.
@@ -39,11 +41,11 @@ type Store struct {
 	// sessMu guards sess, the lease that holds this store's claims.
 	sessMu sync.Mutex
 	sess   *session
-	// heldMu guards held: the claims a Monitor here holds, or a keep session keeps (see
+	// heldMu guards held: the claims a Monitor here holds, or a claim session keeps (see
 	// Store.KeepClaims), by key, with the revision that wrote each.
 	heldMu sync.Mutex
 	held   map[string]int64
-	// keepMu guards keepers, the keep sessions under way (see Store.KeepClaims). It is
+	// keepMu guards keepers, the claim sessions under way (see Store.KeepClaims). It is
 	// taken before a session's mutex, never after.
 	keepMu  sync.Mutex
 	keepers map[*keeper]bool
@@ -53,8 +55,8 @@ type Store struct {
 }
 
 var (
-	_ operations.Store      = (*Store)(nil)
-	_ operations.RunClaimer = (*Store)(nil)
+	_ operations.Store       = (*Store)(nil)
+	_ operations.ClaimKeeper = (*Store)(nil)
 )
 
 // Open returns the store under prefix in the etcd cluster that client reaches. The client

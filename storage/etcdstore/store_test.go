@@ -261,6 +261,18 @@ func TestClose(t *testing.T) {
 	t.Run("zero", func(t *testing.T) { storetest.RunClosed(t, &zero, ErrClosed) })
 	_, _, err = zero.ClaimRun(bg, o)
 	require.ErrorIs(t, err, ErrClosed, "ClaimRun of the zero Store")
+	// A claim session of a closed store, or of the zero Store, keeps nothing: its claims
+	// fail with ErrClosed, and what it is told does nothing.
+	for name, st := range map[string]*Store{"the closed Store": s, "the zero Store": &zero} {
+		session := st.KeepClaims(bg, time.Second, nil)
+		_, ok, err := session.ClaimRun(bg, o)
+		require.ErrorIs(t, err, ErrClosed, "ClaimRun of a session of %s", name)
+		require.False(t, ok, "ClaimRun of a session of %s", name)
+		session.EndPass(1)
+		session.EndIncompletePass()
+		session.End()
+		session.End()
+	}
 	require.NoError(t, zero.Close(), "Close of the zero Store")
 	// The claim went with the lease, and the client is still the caller's.
 	other := openStore(t, c, prefix, nil)

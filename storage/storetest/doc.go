@@ -34,7 +34,8 @@
 // [operations.StartRun] atomic: Runs/AtomicStart fails for a store without it, and in
 // particular for a decorator type that embeds the operations.Store it wraps, which hides
 // that method of the store. [decorate.Store] builds decorators that keep it (and
-// [operations.RunClaimer]). A backend that cannot start a run atomically passes
+// [operations.RunClaimer] and [operations.ClaimKeeper]). [RunClaims] checks the claim
+// sessions of a ClaimKeeper, and fails every check for a store that is not one. A backend that cannot start a run atomically passes
 // [WithoutRunStarter]; Runs/AtomicStart is then replaced by Runs/StartWithoutRunStarter,
 // which checks the path StartRun takes on such a store, and the suite logs so.
 //

@@ -1,0 +1,298 @@
+package kv
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+)
+
+// A SalvagedRun is a run that [Salvage] read back, with those of its operations it read
+// back, in the order their IDs were first put.
+type SalvagedRun struct {
+	Run        operations.Run
+	Operations []operations.Operation
+}
+
+// A Loss is a record that [Salvage] could not read back. Owner is the run it belongs
+// to, when its key tells (its Kind is empty when not); ID is the operation's ID when the
+// loss is of one operation whose ID is known, and empty otherwise; Why says what was
+// found.
+type Loss struct {
+	Owner operations.Owner
+	ID    string
+	Why   string
+}
+
+// Salvage reads every run and operation that the keys of r still hold, one record at a
+// time, for a store that lost keys or holds records that do not decode: a run is read
+// from its record, or from its copy in the phase index when its record is gone; each of
+// its operations is read from its own record, so one that is lost costs only itself. It
+// applies a batch that was committed but not yet applied (see the package
+// documentation, "Batches larger than one commit"), as a reader of the store would.
+//
+// Every record it cannot read back is a [Loss]: an operation whose ID index entry
+// remains but whose record is gone or does not decode (named by that ID), an operation
+// whose run is gone (named by its record's ID), a run record that does not decode and
+// has no copy, and a key of no form of the layout. An index entry whose operation's
+// record is read is not a loss, though the entry itself is gone: a store that the runs
+// are written to again rebuilds it.
+//
+// Salvage fails only with ctx.Err() or r's own error; the runs come in the order of
+// [Store.ListRuns], the losses in the order of their keys.
+func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
+	all := map[string][]byte{}
+	err := r.Scan(ctx, nil, nil, func(k, v []byte, _ Version) error {
+		all[string(k)] = bytes.Clone(v)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var lost []Loss
+	applyStaged(all, &lost)
+
+	// A store read as one snapshot never holds both the unfinished (u) and the finished
+	// (f) record of one sequence number; a damaged one read page by page might, one of
+	// them a stale copy. The ID index entry says which is the operation's (when the one
+	// it names is gone, the operation is lost); without it, the finished one is: a
+	// record moves from u to f once, never back.
+	type runOps struct {
+		records map[uint64]*[2][]byte // by sequence number: the u and the f record
+		ids     map[uint64]idEntry    // by sequence number, from the ID index
+		names   map[uint64]string     // the ID of each entry of ids
+	}
+	runs := map[operations.Owner]operations.Run{}
+	copies := map[operations.Owner]operations.Run{}
+	undecoded := map[operations.Owner]error{} // run records that do not decode
+	ops := map[operations.Owner]*runOps{}
+	opsOf := func(o operations.Owner) *runOps {
+		if ops[o] == nil {
+			ops[o] = &runOps{records: map[uint64]*[2][]byte{}, ids: map[uint64]idEntry{}, names: map[uint64]string{}}
+		}
+		return ops[o]
+	}
+	for _, k := range sortedKeys(all) {
+		v := all[k]
+		key := []byte(k)
+		switch {
+		case k == string(keyFormat):
+		case k == "":
+			lost = append(lost, Loss{Why: "an empty key"})
+		case key[0] == prefixRun:
+			o, err := ownerOfRunKey(key)
+			if err != nil {
+				lost = append(lost, Loss{Why: err.Error()})
+				continue
+			}
+			if run, err := decodeRun(o, v); err != nil {
+				undecoded[o] = err
+			} else {
+				runs[o] = run
+			}
+		case key[0] == prefixIdx:
+			// Only a copy: a run it would name is lost only with its record.
+			if o, err := ownerOfIdxKey(key); err == nil {
+				if run, err := decodeRun(o, v); err == nil {
+					copies[o] = run
+				}
+			}
+		case key[0] == prefixOps:
+			o, suffix, tail, ok := cutOpsKey(key)
+			switch {
+			case !ok:
+				lost = append(lost, Loss{Why: fmt.Sprintf("key %q is of no form of the layout", key)})
+			case (suffix == opsUnfinished || suffix == opsFinished) && len(tail) == 8:
+				seq := binary.BigEndian.Uint64(tail)
+				ro := opsOf(o)
+				if ro.records[seq] == nil {
+					ro.records[seq] = new([2][]byte)
+				}
+				ro.records[seq][btoi(suffix == opsFinished)] = v
+			case suffix == opsID:
+				// An entry that does not parse costs nothing: the record names its ID.
+				if e, err := parseIDEntry(string(tail), v); err == nil {
+					ro := opsOf(o)
+					ro.ids[e.seq], ro.names[e.seq] = e, string(tail)
+				}
+			case suffix == opsMeta, suffix == opsStaged:
+				// applyStaged applied the batch they name, if any
+			default:
+				lost = append(lost, Loss{Owner: o, Why: fmt.Sprintf("key %q is of no form of the layout", key)})
+			}
+		default:
+			lost = append(lost, Loss{Why: fmt.Sprintf("key %q is of no form of the layout", key)})
+		}
+	}
+
+	owners := make([]operations.Owner, 0, len(runs)+len(copies)+len(ops))
+	for _, m := range []map[operations.Owner]operations.Run{runs, copies} {
+		for o := range m {
+			owners = append(owners, o)
+		}
+	}
+	for o := range ops {
+		owners = append(owners, o)
+	}
+	for o, err := range undecoded {
+		if _, ok := copies[o]; !ok {
+			lost = append(lost, Loss{Owner: o, Why: fmt.Sprintf("its run record does not decode, and no copy of it remains: %v", err)})
+		}
+	}
+	slices.SortFunc(owners, func(a, b operations.Owner) int { return bytes.Compare(runKey(a), runKey(b)) })
+	owners = slices.Compact(owners)
+
+	var out []SalvagedRun
+	for _, o := range owners {
+		run, ok := runs[o]
+		if !ok {
+			run, ok = copies[o]
+		}
+		ro := ops[o]
+		if ro == nil {
+			ro = &runOps{}
+		}
+		seqs := make([]uint64, 0, len(ro.records)+len(ro.ids))
+		for seq := range ro.records {
+			seqs = append(seqs, seq)
+		}
+		for seq := range ro.ids {
+			if ro.records[seq] == nil {
+				seqs = append(seqs, seq)
+			}
+		}
+		slices.Sort(seqs)
+		var kept []operations.Operation
+		for _, seq := range seqs {
+			id, rec := ro.names[seq], []byte(nil)
+			if both := ro.records[seq]; both != nil {
+				if e, indexed := ro.ids[seq]; indexed {
+					rec = both[btoi(!unfinishedCode(e.code))]
+				} else {
+					rec = both[btoi(both[1] != nil)]
+				}
+			}
+			if rec == nil {
+				lost = append(lost, Loss{Owner: o, ID: id, Why: "its record is lost (gone, or left out as damaged): only its ID index entry remains"})
+				continue
+			}
+			op, err := decodeOperation(o, rec)
+			switch {
+			case err != nil:
+				lost = append(lost, Loss{Owner: o, ID: id, Why: fmt.Sprintf("its record does not decode: %v", err)})
+			case !ok:
+				lost = append(lost, Loss{Owner: o, ID: op.ID, Why: "its run's record is gone, and no copy of it remains"})
+			default:
+				kept = append(kept, op)
+			}
+		}
+		if ok {
+			out = append(out, SalvagedRun{Run: run, Operations: kept})
+		}
+	}
+	slices.SortStableFunc(lost, func(a, b Loss) int {
+		return cmp.Or(bytes.Compare(runKey(a.Owner), runKey(b.Owner)), cmp.Compare(a.ID, b.ID))
+	})
+	return out, lost, nil
+}
+
+// applyStaged applies, in all, each run's batch that its operations metadata names as
+// committed but not applied: the writes of its chunks, as rollForward does.
+func applyStaged(all map[string][]byte, lost *[]Loss) {
+	for _, k := range sortedKeys(all) {
+		o, suffix, tail, ok := cutOpsKey([]byte(k))
+		if !ok || suffix != opsMeta || len(tail) != 0 {
+			continue
+		}
+		meta, err := parseOpsMeta(all[k])
+		if err != nil || meta.staged == 0 {
+			continue
+		}
+		start := stagedPrefix(opsPrefix(o), meta.staged)
+		for _, ck := range sortedKeys(all) {
+			if !bytes.HasPrefix([]byte(ck), start) {
+				continue
+			}
+			writes, err := parseChunk(all[ck])
+			if err != nil {
+				*lost = append(*lost, Loss{Owner: o, Why: fmt.Sprintf("a chunk of a batch committed but not applied: %v", err)})
+				continue
+			}
+			for _, w := range writes {
+				if w.Delete {
+					delete(all, string(w.Key))
+				} else {
+					all[string(w.Key)] = w.Value
+				}
+			}
+		}
+	}
+}
+
+// btoi is 1 for true and 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// sortedKeys returns the keys of m in byte order.
+func sortedKeys(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// ownerOfIdxKey returns the owner (without UID) a phase index key names.
+func ownerOfIdxKey(k []byte) (operations.Owner, error) {
+	if len(k) < 3 || k[0] != prefixIdx {
+		return operations.Owner{}, fmt.Errorf("phase index key %q: %w", k, operations.ErrCorrupt)
+	}
+	i := bytes.IndexByte(k[2:], 0)
+	if i < 0 {
+		return operations.Owner{}, fmt.Errorf("phase index key %q: %w", k, operations.ErrCorrupt)
+	}
+	switch k[1] {
+	case kindBackup, kindRestore:
+		kind := phase.Backup
+		if k[1] == kindRestore {
+			kind = phase.Restore
+		}
+		if len(k) == 3+i {
+			return operations.Owner{}, fmt.Errorf("phase index key %q: no name: %w", k, operations.ErrCorrupt)
+		}
+		return operations.Owner{Kind: kind, Name: string(k[3+i:])}, nil
+	case kindOwn:
+		return ownerOfOwnIdxKey(k[:3+i], k)
+	}
+	return operations.Owner{}, fmt.Errorf("phase index key %q: unknown kind: %w", k, operations.ErrCorrupt)
+}
+
+// cutOpsKey splits a key under a run's operations prefix (see opsPrefix) into the
+// run's owner (without UID), the suffix byte and what follows it. It reports false when
+// k is no such key.
+func cutOpsKey(k []byte) (o operations.Owner, suffix byte, tail []byte, ok bool) {
+	if len(k) == 0 || k[0] != prefixOps {
+		return o, 0, nil, false
+	}
+	kind, rest, ok := cutKind(k[1:])
+	if !ok {
+		return o, 0, nil, false
+	}
+	n, size := binary.Uvarint(rest)
+	if size <= 0 || n == 0 || uint64(len(rest)-size) < n+1 {
+		return o, 0, nil, false
+	}
+	rest = rest[size:]
+	o = operations.Owner{Kind: kind, Name: string(rest[:n])}
+	return o, rest[n], rest[n+1:], true
+}
