@@ -134,7 +134,10 @@ type Progress struct {
 	OperationUnits string
 	Description    string
 	// Started and Updated are when the plugin started the operation and last saw
-	// progress; the zero time (or the Unix epoch) means unknown.
+	// progress; the zero time (or the Unix epoch) means unknown. A time outside years
+	// 0000 to 9999 in UTC, which no store accepts (see [Status]), fails the operation,
+	// as a negative count does: the Monitor records the failure, naming the field and
+	// the time, and none of the report.
 	Started, Updated time.Time
 }
 
