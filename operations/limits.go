@@ -14,6 +14,10 @@ import "fmt"
 // reason with a prefix, a finalizer's error) is cut to MaxTextBytes instead, visibly: it
 // ends with "… [N bytes cut]". Text a caller hands in as it is (a cancel reason, a
 // record's fields) is refused.
+//
+// An operation's times (its Status's Created, Started and Updated) have a limit too:
+// [Operation.Validate] refuses one outside years 0000 to 9999 in UTC, which an RFC 3339
+// time, and so the itemoperations file that operations/opsfile writes, cannot hold.
 const (
 	// MaxNameBytes bounds each name and identifier: an owner's Name and UID, an
 	// operation's Action and ID, and each field of its ResourceIdentifiers.

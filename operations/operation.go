@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/itemops/itemops/internal/timelimit"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -113,7 +114,9 @@ type Status struct {
 	OperationUnits string
 	Description    string
 	// Created is when the operation was recorded; the operation timeout counts from it.
-	// Started and Updated come from the plugin. The zero time means unset.
+	// Started and Updated come from the plugin. The zero time means unset. Each must
+	// lie in years 0000 to 9999 in UTC, the years that an RFC 3339 time, and so
+	// Velero's itemoperations file, can hold: [Operation.Validate] refuses any other.
 	Created, Started, Updated time.Time
 }
 
@@ -131,7 +134,10 @@ type Progress struct {
 	OperationUnits string
 	Description    string
 	// Started and Updated are when the plugin started the operation and last saw
-	// progress; the zero time (or the Unix epoch) means unknown.
+	// progress; the zero time (or the Unix epoch) means unknown. A time outside years
+	// 0000 to 9999 in UTC, which no store accepts (see [Status]), fails the operation,
+	// as a negative count does: the Monitor records the failure, naming the field and
+	// the time, and none of the report.
 	Started, Updated time.Time
 }
 
@@ -142,10 +148,11 @@ func (op Operation) Clone() Operation {
 }
 
 // Validate reports an error wrapping [ErrInvalid] when op has an invalid owner, an empty
-// ID, an unknown phase, a negative progress count (NCompleted or NTotal), a name longer
-// than [MaxNameBytes], a text longer than [MaxTextBytes], or names and post-operation
-// items of more than [MaxSpecBytes] in all (see the limits). The error names the limit
-// and gives the size, never the text.
+// ID, an unknown phase, a negative progress count (NCompleted or NTotal), a time
+// (Created, Started or Updated) outside years 0000 to 9999 in UTC, a name longer than
+// [MaxNameBytes], a text longer than [MaxTextBytes], or names and post-operation items
+// of more than [MaxSpecBytes] in all (see the limits). The error names the limit and
+// gives the size, never the text; for a time, it names the field and gives the time.
 func (op Operation) Validate() error {
 	if err := op.Owner.Validate(); err != nil {
 		return err
@@ -169,6 +176,13 @@ func (op Operation) Validate() error {
 	}
 	if op.Status.NCompleted < 0 || op.Status.NTotal < 0 {
 		return fmt.Errorf("operation %q of %s: negative progress (%d of %d): %w", op.ID, op.Owner, op.Status.NCompleted, op.Status.NTotal, ErrInvalid)
+	}
+	if err := cmp.Or(
+		timelimit.Check("created", op.Status.Created),
+		timelimit.Check("started", op.Status.Started),
+		timelimit.Check("updated", op.Status.Updated),
+	); err != nil {
+		return fmt.Errorf("operation %q of %s: %w: %w", op.ID, op.Owner, err, ErrInvalid)
 	}
 	err := cmp.Or(
 		tooLong("error", op.Status.Error, MaxTextBytes),

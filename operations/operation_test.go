@@ -3,6 +3,7 @@ package operations_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -126,6 +127,16 @@ func TestOperationValidate(t *testing.T) {
 		{"progress beyond the total is fine", func(o *operations.Operation) { o.Status.NCompleted, o.Status.NTotal = 120, 100 }, false},
 		{"negative completed count", func(o *operations.Operation) { o.Status.NCompleted = -1 }, true},
 		{"negative total", func(o *operations.Operation) { o.Status.NTotal = -1 << 63 }, true},
+		{"times at the ends of years 0000 to 9999", func(o *operations.Operation) {
+			o.Status.Created = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+			o.Status.Started = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+			o.Status.Updated = time.Date(10000, 1, 1, 0, 59, 59, 0, time.FixedZone("", 3600)) // 9999 in UTC
+		}, false},
+		{"created in year 10000", func(o *operations.Operation) { o.Status.Created = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, true},
+		{"started in year -1", func(o *operations.Operation) { o.Status.Started = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).Add(-1) }, true},
+		{"updated in year 9999 in its zone, 10000 in UTC", func(o *operations.Operation) {
+			o.Status.Updated = time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("", -3600))
+		}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -197,7 +208,8 @@ func TestValidateAllocatesNothing(t *testing.T) {
 		ID:                 "op-1",
 		Resource:           operations.ResourceIdentifier{Group: "g", Resource: "pvcs", Namespace: "ns", Name: "data"},
 		PostOperationItems: []operations.ResourceIdentifier{{Resource: "snapshots", Namespace: "ns", Name: "s"}},
-		Status:             operations.Status{Phase: operations.OperationInProgress, Description: "copying", OperationUnits: "Bytes"},
+		Status: operations.Status{Phase: operations.OperationInProgress, Description: "copying", OperationUnits: "Bytes",
+			Created: time.Unix(1700000000, 0), Started: time.Unix(1700000060, 0), Updated: time.Unix(1700000120, 0)},
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = op.Validate() }); n != 0 {
 		t.Errorf("Validate of a valid operation allocates %v times", n)

@@ -45,7 +45,7 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Lstat(db); err != nil {
 		return fmt.Errorf("%w (cancel changes an existing store, it never creates one)", err)
 	}
-	s, err := boltstore.Open(db, &boltstore.Options{Check: true, NoInit: true, OpenFile: openExisting})
+	s, err := boltstore.Open(db, &boltstore.Options{NoInit: true, OpenFile: openExisting})
 	if errors.Is(err, boltstore.ErrLocked) {
 		return fmt.Errorf("%w; another process has the store open (a demo running on it?)", err)
 	}

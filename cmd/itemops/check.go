@@ -25,7 +25,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	name := fs.Arg(0)
-	s, err := boltstore.Open(name, &boltstore.Options{ReadOnly: true, Check: true})
+	s, err := boltstore.Open(name, &boltstore.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}

@@ -125,7 +125,7 @@ func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
 		}
 		cfg.db = filepath.Join(dir, "itemops.db")
 	}
-	store, err := boltstore.Open(cfg.db, &boltstore.Options{Check: true, NoInit: true})
+	store, err := boltstore.Open(cfg.db, &boltstore.Options{NoInit: true})
 	if errors.Is(err, boltstore.ErrLocked) {
 		return fmt.Errorf("%w; is another demo running on it?", err)
 	}

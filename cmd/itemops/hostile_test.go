@@ -193,7 +193,7 @@ func TestHostileCorpusLibrary(t *testing.T) {
 		var oerr error
 		n := allocated(func() {
 			var s *boltstore.Store
-			if s, oerr = boltstore.Open(cp, &boltstore.Options{ReadOnly: true, Check: true}); oerr == nil {
+			if s, oerr = boltstore.Open(cp, &boltstore.Options{ReadOnly: true}); oerr == nil {
 				_ = s.Close()
 			}
 		})

@@ -51,7 +51,7 @@ func boltMeta1(f io.ReaderAt) bool {
 // inspectStore prints the runs of the boltstore file name: a line of counts, a table of
 // the runs, then each run with its phase history and its operations.
 func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
-	s, err := boltstore.Open(name, &boltstore.Options{ReadOnly: true, Check: true})
+	s, err := boltstore.Open(name, &boltstore.Options{ReadOnly: true})
 	if errors.Is(err, boltstore.ErrLocked) {
 		return fmt.Errorf("%w; another process is writing to the store (a demo running on it?): inspect it once that process has stopped", err)
 	}

@@ -36,7 +36,7 @@ func changedStore(t *testing.T, b []byte, s string, delta int) string {
 // opsIn returns the IDs of the operations of run o in the store at path.
 func opsIn(t *testing.T, path string, o operations.Owner) []string {
 	t.Helper()
-	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, Check: true})
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true})
 	require.NoError(t, err)
 	defer s.Close()
 	ops, err := s.ListOperations(context.Background(), o, operations.OperationFilter{})

@@ -74,8 +74,11 @@
 //     reconcile would hang or the panic would reach controller-runtime.
 //   - An operation without a creation time gets the time of its first check (Velero
 //     would dereference a nil pointer).
-//   - A report of negative counts, or of more completed than total, fails the operation
-//     ("progress: plugin reported ..."); Velero records the numbers.
+//   - A report of negative counts, or of a start or update time outside years 0000 to
+//     9999 in UTC, fails the operation ("progress: plugin reported ..."); Velero
+//     records the numbers, and records such a time and writes an itemoperations file
+//     that it cannot read back. More completed than total is recorded, as Velero
+//     records it.
 //   - A reported start or update time of the Unix epoch counts as unknown, as the zero
 //     time does in Velero; and once a start time is known, a report without one keeps
 //     it (Velero writes it as null).

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/itemops/itemops/internal/timelimit"
 	"github.com/itemops/itemops/operations"
 )
 
@@ -381,12 +383,17 @@ func failOperation(op operations.Operation, msg string) operations.Operation {
 	return op
 }
 
-// checkProgress rejects a report that cannot be true: a negative count, which no store
-// accepts. NCompleted above NTotal is kept as reported, as Velero keeps it: a plugin
+// checkProgress rejects a report that no store accepts: a negative count, or a Started
+// or Updated time outside years 0000 to 9999 in UTC, which an itemoperations file
+// cannot hold. Were such a time recorded, the run's batch would be refused at every
+// poll. NCompleted above NTotal is kept as reported, as Velero keeps it: a plugin
 // whose total is an estimate may pass it.
 func checkProgress(p operations.Progress) error {
 	if p.NCompleted < 0 || p.NTotal < 0 {
 		return fmt.Errorf("progress: plugin reported negative progress (%d of %d)", p.NCompleted, p.NTotal)
+	}
+	if err := cmp.Or(timelimit.Check("started", p.Started), timelimit.Check("updated", p.Updated)); err != nil {
+		return fmt.Errorf("progress: plugin reported %w", err)
 	}
 	return nil
 }

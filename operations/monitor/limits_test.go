@@ -1,13 +1,19 @@
 package monitor_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
+	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -63,4 +69,89 @@ func TestLongestCancelReason(t *testing.T) {
 	last := got.History[len(got.History)-1].Reason
 	require.LessOrEqual(t, len(last), operations.MaxTextBytes)
 	require.True(t, strings.HasSuffix(last, "bytes cut]"), "history reason ends %q", last[len(last)-20:])
+}
+
+// TestPluginTimesOutOfRange checks that a plugin cannot make a run's operations
+// unwritable with a time outside years 0000 to 9999 in UTC: each report with such a
+// Started or Updated time, running or completed, fails its own operation with an error
+// naming the field and the time, and records nothing of the report; reports with times
+// at the ends of the range are recorded as they were made. The run ends, a second pass
+// has nothing to do, and the run's operations are written to an itemoperations file and
+// read back as stored.
+func TestPluginTimesOutOfRange(t *testing.T) {
+	first := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	last := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	bad := map[string]time.Time{
+		"at the first instant of year 10000": last.Add(time.Second),
+		"at the last instant of year -1":     first.Add(-1),
+		"in year 9999 in its zone, not UTC":  time.Date(9999, 12, 31, 23, 30, 0, 0, time.FixedZone("west", -3600)),
+		"in year 0 in its zone, not UTC":     time.Date(0, 1, 1, 0, 30, 0, 0, time.FixedZone("east", 3600)),
+		"far in the future":                  time.Unix(1<<62, 0),
+		"far in the past":                    time.Unix(-1<<62, 0),
+	}
+	e := newEnv(t)
+	answers := map[string]operations.Progress{}
+	wantErr := map[string]string{}
+	var ids []string
+	for what, tm := range bad {
+		for _, field := range []string{"started", "updated"} {
+			for _, completed := range []bool{false, true} {
+				id := fmt.Sprintf("%s %s, completed %v", field, what, completed)
+				p := running
+				if completed {
+					p = done
+				}
+				if field == "started" {
+					p.Started = tm
+				} else {
+					p.Updated = tm
+				}
+				answers[id], ids = p, append(ids, id)
+				wantErr[id] = fmt.Sprintf("progress: plugin reported %s time %s outside years 0000 to 9999 in UTC", field, tm.UTC().Format(time.RFC3339Nano))
+			}
+		}
+	}
+	atEnds := done
+	atEnds.Started, atEnds.Updated = first, last
+	inZone := done
+	inZone.Updated = time.Date(10000, 1, 1, 0, 30, 0, 0, time.FixedZone("east", 3600)) // 9999-12-31T23:30:00Z
+	answers["at the ends"], answers["in range in UTC"] = atEnds, inZone
+	ids = append(ids, "at the ends", "in range in UTC")
+	e.trackers["p"] = scripted(answers, nil)
+	o := e.run(phase.Restore, "r1", phase.WaitingForPluginOperations, phase.Profile{}, ops(ids...)...)
+	m := e.monitor()
+
+	_, err := m.RunOnce(context.Background())
+	require.NoError(t, err)
+	for id, msg := range wantErr {
+		want := operations.Status{Phase: operations.OperationFailed, Error: msg, Created: t0}
+		if diff := cmp.Diff(want, e.op(o, id).Status); diff != "" {
+			t.Errorf("operation %q (-want +got):\n%s", id, diff)
+		}
+	}
+	want := operations.Status{Phase: operations.OperationCompleted, NCompleted: 100, NTotal: 100, OperationUnits: "Bytes", Created: t0, Started: first, Updated: last}
+	if diff := cmp.Diff(want, e.op(o, "at the ends").Status); diff != "" {
+		t.Errorf("operation reporting times at the ends of the range (-want +got):\n%s", diff)
+	}
+	want.Started, want.Updated = started, time.Date(9999, 12, 31, 23, 30, 0, 0, time.UTC)
+	if diff := cmp.Diff(want, e.op(o, "in range in UTC").Status); diff != "" {
+		t.Errorf("operation reporting a time in year 10000 in its zone, 9999 in UTC (-want +got):\n%s", diff)
+	}
+	r := e.get(o)
+	require.Equal(t, phase.PartiallyFailed, r.Phase, "the run ends")
+	require.Equal(t, len(wantErr), r.Errors)
+
+	stats, err := m.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, monitor.PassStats{Start: t0}, stats, "a second pass: no run waits, none changes")
+
+	stored, err := e.store.ListOperations(context.Background(), o, operations.OperationFilter{})
+	require.NoError(t, err)
+	var file bytes.Buffer
+	require.NoError(t, opsfile.Encode(&file, stored), "Encode of the run's operations")
+	read, err := opsfile.Decode(&file)
+	require.NoError(t, err)
+	if diff := cmp.Diff(stored, read); diff != "" {
+		t.Errorf("the run's operations read back from their file (-stored +read):\n%s", diff)
+	}
 }

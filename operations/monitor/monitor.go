@@ -116,11 +116,15 @@ type PollResult struct {
 //   - still running with a start time reported: New becomes InProgress.
 //
 // Counters, units, description and times are copied from every report; NCompleted
-// above NTotal is recorded as reported, as Velero records it. A report with a negative
-// count fails the operation. A plugin that panics or does not answer within the call
-// timeout fails only its own operation. The changed operations are written in one
-// batch; then the run's error count grows by the newly failed operations and its phase
-// moves by [phase.AfterPoll], recorded in its history.
+// above NTotal is recorded as reported, as Velero records it. A report that no store
+// accepts fails the operation, with an error that says why, and none of it is recorded:
+// a negative count, or a Started or Updated time outside years 0000 to 9999 in UTC,
+// which an itemoperations file cannot hold (Velero records such a time and writes a
+// file that it cannot read back, as RFC 3339 has four digits for the year). A plugin
+// that panics or does not answer within the call timeout fails only its own operation.
+// The changed operations are written in one batch; then the run's error count grows by
+// the newly failed operations and its phase moves by [phase.AfterPoll], recorded in its
+// history.
 //
 // A run that is not waiting is left alone: Poll returns its phase and no counts. When the
 // store is a [operations.RunClaimer], Poll holds the run's claim from before it lists the

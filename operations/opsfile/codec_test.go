@@ -345,11 +345,12 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "post-operation items not a list", input: bytes.NewReader(gz(withSpec(`"postOperationItems":null`, `"postOperationItems":{}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: any, msg: "spec.postOperationItems: found JSON object, want an array"},
 		{name: "time not RFC 3339", input: bytes.NewReader(gz(withStatus(`{"phase":"New","started":"yesterday"}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: `status.started: "yesterday" is not an RFC 3339 time`},
 		{name: "time not a string", input: bytes.NewReader(gz(withStatus(`{"phase":"New","updated":12}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: "status.updated: found 12, want an RFC 3339 time string"},
-		{name: "time past year 9999 in UTC", input: bytes.NewReader(gz(withStatus(`{"phase":"New","created":"9999-12-31T23:00:00-02:00"}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: "outside years 0000 to 9999"},
 
 		// Records refused.
 		{name: "unknown phase", input: bytes.NewReader(gz(twoRecords + "," + strings.Replace(record, `"New"`, `"Running"`, 1) + "]")), want: []error{operations.ErrInvalid}, notWant: opsfile.ErrMalformed, record: 2, offset: recordAt(2), msg: `unknown phase "Running"`},
 		{name: "no phase", input: bytes.NewReader(gz(withStatus(`{}`))), want: []error{operations.ErrInvalid}, record: 0, offset: 1, msg: `unknown phase ""`},
+		{name: "time past year 9999 in UTC", input: bytes.NewReader(gz(withStatus(`{"phase":"New","created":"9999-12-31T23:00:00-02:00"}`))), want: []error{operations.ErrInvalid}, notWant: opsfile.ErrMalformed, record: 0, offset: 1, msg: "created time 10000-01-01T01:00:00Z outside years 0000 to 9999 in UTC"},
+		{name: "time before year 0000 in UTC", input: bytes.NewReader(gz(withStatus(`{"phase":"New","updated":"0000-01-01T00:59:59+01:00"}`))), want: []error{operations.ErrInvalid}, notWant: opsfile.ErrMalformed, record: 0, offset: 1, msg: "updated time -0001-12-31T23:59:59Z outside years 0000 to 9999 in UTC"},
 		{name: "no operation ID", input: bytes.NewReader(gz(withSpec(`"operationID":"op-1"`, `"operationID":""`))), want: []error{operations.ErrInvalid}, record: 0, offset: 1, msg: "empty ID"},
 		{name: "empty spec", input: bytes.NewReader(gz(`[{"spec":{},"status":{"phase":"New"}}]`)), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: "the record has no backupName or restoreName"},
 		{name: "backup and restore keys in one record", input: bytes.NewReader(gz(withSpec(`"backupUID":"u"`, `"backupUID":"u","restoreName":"r"`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: 1, msg: "the record has both backup keys"},

@@ -232,8 +232,9 @@ func (d *Decoder) Kind() phase.Kind { return d.kind }
 // gzip data, invalid JSON, the wrong shape, a record with neither backup nor restore
 // keys, a time that is not RFC 3339), [ErrTooLarge] (past a size limit),
 // [operations.ErrInvalid] (a well-formed record refused: an unknown operation phase, an
-// empty name or operation ID, another kind than the file's), or the error of the
-// underlying reader. Errors and io.EOF are sticky: every later call returns the same.
+// empty name or operation ID, a time outside years 0000 to 9999 in UTC, another kind
+// than the file's), or the error of the underlying reader. Errors and io.EOF are
+// sticky: every later call returns the same.
 //
 // Times are returned in UTC, to the second; PostOperationItems is nil for a backup
 // record whose list is null or absent and empty for one whose list is [], and always

@@ -39,7 +39,9 @@
 //     must have it. Unknown keys are ignored, and keys match case-insensitively, as
 //     encoding/json matches them.
 //   - Each record must pass [operations.Operation.Validate]: an owner name, an operation
-//     ID, and one of the four operation phases. Times must be RFC 3339 (or null, for
+//     ID, one of the four operation phases, and times in years 0000 to 9999 in UTC (a
+//     time such as "9999-12-31T23:00:00-02:00" is RFC 3339 but falls in year 10000 in
+//     UTC, where it could not be written again). Times must be RFC 3339 (or null, for
 //     unset) and are returned in UTC with fractions of a second dropped, so that decoding
 //     what was encoded gives the same records.
 //   - Input is refused beyond a decompressed size ([WithSizeLimit], [DefaultSizeLimit])

@@ -18,11 +18,12 @@ import (
 // file is the kind of the operations' owners; an empty ops writes an empty array.
 //
 // Every operation is checked before anything is written: all owners must have the kind of
-// the first, and each operation must pass [operations.Operation.Validate], carry no
-// post-operation items when it is a restore's, and have times within years 0000 to 9999.
-// The first that fails gives an error wrapping [operations.ErrInvalid] that names its
-// index, and w is left untouched. An error from w is returned as is, after which w holds
-// an incomplete file. Encode does not close w.
+// the first, and each operation must pass [operations.Operation.Validate] (which bounds
+// its times to years 0000 to 9999 in UTC, those of RFC 3339) and carry no
+// post-operation items when it is a restore's. The first that fails gives an error
+// wrapping [operations.ErrInvalid] that names its index, and w is left untouched. An
+// error from w is returned as is, after which w holds an incomplete file. Encode does
+// not close w.
 //
 // Encode takes no context: to stop it early, make w fail (close the connection it
 // writes to, or wrap it in a writer that fails once a context is done); Encode then
@@ -75,12 +76,12 @@ func NewEncoder(w io.Writer, kind phase.Kind) *Encoder {
 }
 
 // Encode appends op to the file. op is checked first, as [Encode] checks each operation:
-// an operation that is not of the Encoder's kind, fails [operations.Operation.Validate],
-// is a restore's with post-operation items, or has a time outside years 0000 to 9999,
-// gives an error wrapping [operations.ErrInvalid], and nothing is written for it; the
-// Encoder stays usable. An error from the underlying writer is returned, and returned
-// again by every later call: the file is then incomplete. Encode after [Encoder.Close]
-// returns an error.
+// an operation that is not of the Encoder's kind, fails [operations.Operation.Validate]
+// (a time outside years 0000 to 9999 in UTC among others), or is a restore's with
+// post-operation items, gives an error wrapping [operations.ErrInvalid], and nothing is
+// written for it; the Encoder stays usable. An error from the underlying writer is
+// returned, and returned again by every later call: the file is then incomplete. Encode
+// after [Encoder.Close] returns an error.
 func (e *Encoder) Encode(op operations.Operation) error {
 	if e.err != nil {
 		return e.err
@@ -166,21 +167,7 @@ func checkEncodable(kind phase.Kind, op *operations.Operation) error {
 	if kind == phase.Restore && len(op.PostOperationItems) > 0 {
 		return fmt.Errorf("operation %q of %s: a restore's operation cannot have post-operation items: %w", op.ID, op.Owner, operations.ErrInvalid)
 	}
-	for _, t := range [...]struct {
-		name string
-		t    time.Time
-	}{{"created", op.Status.Created}, {"started", op.Status.Started}, {"updated", op.Status.Updated}} {
-		if !t.t.IsZero() && !timeInRange(t.t) {
-			return fmt.Errorf("operation %q of %s: %s time %s is outside years 0000 to 9999: %w", op.ID, op.Owner, t.name, t.t.UTC().Format(time.RFC3339), operations.ErrInvalid)
-		}
-	}
 	return nil
-}
-
-// timeInRange reports whether t, in UTC, has a four-digit year, which RFC 3339 requires.
-func timeInRange(t time.Time) bool {
-	y := t.UTC().Year()
-	return y >= 0 && y <= 9999
 }
 
 // appendRecord appends op as one element of the JSON array: what encoding/json writes

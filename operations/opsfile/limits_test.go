@@ -145,3 +145,90 @@ func TestLargestRecordIsWithinTheBound(t *testing.T) {
 	require.ErrorIs(t, err, opsfile.ErrTooLarge, "a record limit of the record's length less one")
 	t.Logf("the largest record: %d bytes; the bound: %d; the default limit: %d", record, opsfile.MaxRecordText, opsfile.DefaultRecordSizeLimit)
 }
+
+// TestTimesAtTheLimitsRoundTrip checks that every time a store accepts, the codec writes
+// and reads back. Operations whose times (Created, Started, Updated) lie at the ends of
+// the range, years 0000 to 9999 in UTC, in UTC or in other zones, are stored in a
+// memstore and in a boltstore on disk, read back, encoded, and decoded with the default
+// limits to equal operations (a time with a fraction of a second is read back to the
+// second, as the file holds it). Each field set one nanosecond or one second beyond
+// either end, in UTC or in another zone, is refused by the store with
+// operations.ErrInvalid, naming the field, and by the encoder alike, and the store keeps
+// what it had.
+func TestTimesAtTheLimitsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	first := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	last := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	lastSecond := last.Truncate(time.Second)
+	east, west := time.FixedZone("east", 3600), time.FixedZone("west", -3600)
+	op := func(created, started, updated time.Time) operations.Operation {
+		return operations.Operation{Owner: operations.Owner{Kind: phase.Backup, Name: "b", UID: "u"}, Action: "a", ID: "i",
+			Status: operations.Status{Phase: operations.OperationInProgress, Created: created, Started: started, Updated: updated}}
+	}
+	accepted := []struct {
+		name     string
+		op       operations.Operation
+		readBack operations.Operation // what Decode returns
+	}{
+		{"the first instant", op(first, first, first), op(first, first, first)},
+		{"the last whole second", op(lastSecond, lastSecond, lastSecond), op(lastSecond, lastSecond, lastSecond)},
+		{"the last instant", op(last, last, last), op(lastSecond, lastSecond, lastSecond)},
+		// Year -1 and year 10000 in their zones, years 0000 and 9999 in UTC.
+		{"the ends in other zones", op(first.In(west), lastSecond.In(east), time.Time{}), op(first, lastSecond, time.Time{})},
+	}
+	beyond := map[string]time.Time{
+		"one nanosecond before the range": first.Add(-1),
+		"one second before the range":     first.Add(-time.Second),
+		"one nanosecond after the range":  last.Add(1),
+		"one second after the range":      last.Add(time.Second),
+		// Year 0000 and year 9999 in their zones, years -1 and 10000 in UTC.
+		"one nanosecond before the range, in a zone": first.Add(-1).In(east),
+		"one nanosecond after the range, in a zone":  last.Add(1).In(west),
+	}
+	fields := map[string]func(*operations.Operation, time.Time){
+		"created": func(op *operations.Operation, t time.Time) { op.Status.Created = t },
+		"started": func(op *operations.Operation, t time.Time) { op.Status.Started = t },
+		"updated": func(op *operations.Operation, t time.Time) { op.Status.Updated = t },
+	}
+	for _, tc := range accepted {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, tc.op.Validate())
+			for store, s := range stores(t) {
+				t.Run(store, func(t *testing.T) {
+					require.NoError(t, s.CreateRun(ctx, operations.Run{Owner: tc.op.Owner, Phase: phase.New}))
+					require.NoError(t, s.PutOperations(ctx, tc.op.Owner, []operations.Operation{tc.op}))
+					stored, err := s.GetOperation(ctx, tc.op.Owner, tc.op.ID)
+					require.NoError(t, err)
+					if diff := cmp.Diff(tc.op, stored); diff != "" {
+						t.Fatalf("the operation as stored (-want +got):\n%s", diff)
+					}
+
+					var file bytes.Buffer
+					require.NoError(t, opsfile.Encode(&file, []operations.Operation{stored}))
+					got, err := opsfile.Decode(bytes.NewReader(file.Bytes()))
+					require.NoError(t, err, "Decode with the default limits")
+					if diff := cmp.Diff([]operations.Operation{tc.readBack}, got); diff != "" {
+						t.Errorf("Decode(Encode(the stored operation)) (-want +got):\n%s", diff)
+					}
+
+					for field, set := range fields {
+						for what, tm := range beyond {
+							bad := stored
+							set(&bad, tm)
+							err := s.PutOperations(ctx, tc.op.Owner, []operations.Operation{bad})
+							require.ErrorIs(t, err, operations.ErrInvalid, "PutOperations with the %s time %s", field, what)
+							require.ErrorContains(t, err, field+" time "+tm.UTC().Format(time.RFC3339Nano)+" outside years 0000 to 9999 in UTC")
+							err = opsfile.Encode(&bytes.Buffer{}, []operations.Operation{bad})
+							require.ErrorIs(t, err, operations.ErrInvalid, "Encode with the %s time %s", field, what)
+						}
+					}
+					after, err := s.GetOperation(ctx, tc.op.Owner, tc.op.ID)
+					require.NoError(t, err)
+					if diff := cmp.Diff(tc.op, after); diff != "" {
+						t.Errorf("the stored operation after the refused writes (-want +got):\n%s", diff)
+					}
+				})
+			}
+		})
+	}
+}

@@ -73,12 +73,7 @@ func (w *wireTime) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	t = t.UTC()
-	t = t.Add(-time.Duration(t.Nanosecond()))
-	if !timeInRange(t) {
-		w.bad = fmt.Sprintf("%s is outside years 0000 to 9999 in UTC", strconv.Quote(s))
-		return nil
-	}
-	w.t = t
+	w.t = t.Add(-time.Duration(t.Nanosecond()))
 	return nil
 }
 

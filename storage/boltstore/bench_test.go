@@ -339,7 +339,7 @@ func BenchmarkListWaitingRuns(b *testing.B) {
 	}
 }
 
-// BenchmarkCheck measures Store.Check, the check Options.Check runs at Open, on a file of
+// BenchmarkCheck measures Store.Check, the check Open runs by default, on a file of
 // about 32 MiB, per MiB of file; the baseline reads the same file with os.ReadFile.
 func BenchmarkCheck(b *testing.B) {
 	ctx := context.Background()

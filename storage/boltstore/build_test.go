@@ -29,7 +29,7 @@ func TestBuild(t *testing.T) {
 		require.True(t, errors.Is(err, fs.ErrNotExist), "the store shows at its path before it is whole")
 		return s.CreateRun(context.Background(), run)
 	}))
-	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, Check: true})
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true})
 	require.NoError(t, err)
 	_, err = s.GetRun(context.Background(), o)
 	require.NoError(t, err)

@@ -164,7 +164,7 @@ func TestCancelSurvivesKill(t *testing.T) {
 		}
 		runCancelChild(t, path, stuck, r)
 
-		s, err := Open(path, &Options{Timeout: 10 * time.Second, Check: true})
+		s, err := Open(path, &Options{Timeout: 10 * time.Second})
 		require.NoError(t, err, "round %d: reopen after the kill", i)
 		run, err := s.GetRun(ctx, cancelOwner)
 		require.NoError(t, err)

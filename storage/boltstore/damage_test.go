@@ -168,7 +168,7 @@ func baseFiles(t testing.TB) []struct {
 }
 
 // useDamagedBytes writes b, a damaged store file, twice: it reads one copy through a
-// read-only Store opened with Check, as itemops inspect does (readDamaged), and uses the
+// read-only Store opened with its check, as itemops inspect does (readDamaged), and uses the
 // other (useDamaged). Two copies, because a Store that met damage at Open keeps the
 // file's lock for the rest of the process. When the check found damage, the second
 // Open checks too: without the check, a file whose pages form a cycle would make bbolt
@@ -179,10 +179,10 @@ func useDamagedBytes(t *testing.T, b []byte) {
 	require.NoError(t, os.WriteFile(ro, b, 0o600))
 	require.NoError(t, os.WriteFile(rw, b, 0o600))
 	checked := readDamaged(t, ro)
-	useDamaged(t, rw, &boltstore.Options{Check: checked})
+	useDamaged(t, rw, &boltstore.Options{SkipCheck: !checked})
 }
 
-// readDamaged opens the damaged file at path read-only, with Check, and reads all it
+// readDamaged opens the damaged file at path read-only, with its check, and reads all it
 // can: Open fails with a typed error or reads succeed or fail without a panic, a write
 // fails, and the file is not changed. It reports whether Open found damage.
 func readDamaged(t *testing.T, path string) (damaged bool) {
@@ -190,7 +190,7 @@ func readDamaged(t *testing.T, path string) (damaged bool) {
 	ctx := context.Background()
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
-	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, Check: true})
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true})
 	if err != nil {
 		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore) || errors.Is(err, boltstore.ErrSchemaVersion),
 			"read-only Open of a damaged file: %v, want ErrCorrupt, ErrNotStore or ErrSchemaVersion", err)
@@ -244,7 +244,7 @@ func FuzzDamagedFile(f *testing.F) {
 }
 
 // TestCheckRefusesPageCycle points the first child of a branch page back at the page
-// itself. bbolt's cursors would descend into that cycle forever; Open with Check fails
+// itself. bbolt's cursors would descend into that cycle forever; Open, which checks the file, fails
 // with ErrCorrupt before any cursor reads the file.
 func TestCheckRefusesPageCycle(t *testing.T) {
 	b := storeFile(t)
@@ -254,7 +254,7 @@ func TestCheckRefusesPageCycle(t *testing.T) {
 	require.NoError(t, err)
 	b, err = os.ReadFile(path)
 	require.NoError(t, err)
-	_, err = boltstore.Open(path, &boltstore.Options{Check: true})
+	_, err = boltstore.Open(path, &boltstore.Options{})
 	require.ErrorIs(t, err, boltstore.ErrCorrupt)
 	require.ErrorIs(t, err, boltstore.ErrPageReachedTwice)
 	require.ErrorContains(t, err, fmt.Sprintf("page %d is reached twice", branch))
@@ -334,7 +334,7 @@ func liveBytes(t testing.TB, b []byte) []liveByte {
 }
 
 // changeDetected writes b with the byte at off XORed with x to a file of its own, and
-// reports whether a read-only Open with Check, as itemops check does, fails. A file of
+// reports whether a read-only Open, which checks the file as itemops check does, fails. A file of
 // its own each time: a Store that met damage at Open keeps the file's lock.
 func changeDetected(t testing.TB, dir string, b []byte, off int, x byte) (bool, error) {
 	t.Helper()
@@ -343,7 +343,7 @@ func changeDetected(t testing.TB, dir string, b []byte, off int, x byte) (bool, 
 	path := filepath.Join(dir, fmt.Sprintf("changed-%d-%02x.db", off, x))
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 	defer os.Remove(path)
-	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, Check: true})
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true})
 	if err != nil {
 		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore) || errors.Is(err, boltstore.ErrSchemaVersion),
 			"a changed byte at %d: %v, want ErrCorrupt, ErrNotStore or ErrSchemaVersion", off, err)
@@ -415,16 +415,18 @@ func TestCheckFindsCutElementCount(t *testing.T) {
 }
 
 // FuzzChangedLiveByte XORs one byte of the live data of a store (see liveBytes) with a
-// fuzzed mask; check must report it. It also XORs one byte of the kv bucket's leaf
-// pages of the Monitor's store (see kvLeafBytes) with the same mask, opens that file
-// with the default options, and uses it as a controller and its Monitor do: each call
+// fuzzed mask; check must report it. It also XORs one byte of the Monitor's store
+// with the same mask, and uses the file as a controller and its Monitor do: each call
 // must return what it returns on the sound file, or damage must be reported and nothing
-// more written (see useDamagedAsMonitor).
+// more written (see useDamagedAsMonitor). It does so twice: a live byte (see liveBytes)
+// with the default options, which check the file at Open, and a byte of the kv
+// bucket's leaf pages (see kvLeafBytes) with Options.SkipCheck, which leaves it to the
+// checks of every read.
 func FuzzChangedLiveByte(f *testing.F) {
 	b := liveStoreFile(f)
 	live := liveBytes(f, b)
 	mb, sound := soundMonitorSteps(f, monitorRuns)
-	kvBytes := kvLeafBytes(f, mb)
+	monitorLive, kvBytes := liveBytes(f, mb), kvLeafBytes(f, mb)
 	f.Add(uint32(0), byte(0x5a))
 	f.Add(uint32(len(live)/2), byte(0x80))
 	f.Add(uint32(len(live)-1), byte(0x01))
@@ -436,9 +438,14 @@ func FuzzChangedLiveByte(f *testing.F) {
 		if found, _ := changeDetected(t, t.TempDir(), b, lb.off, x); !found {
 			t.Errorf("byte %d of %s XOR %#02x: check reports the file sound", lb.off, lb.what, x)
 		}
-		kb := kvBytes[int(i%uint32(len(kvBytes)))]
-		changed := bytes.Clone(mb)
-		changed[kb.off] ^= x
-		useDamagedAsMonitor(t, t.TempDir(), fmt.Sprintf("byte %d of %s XOR %#02x", kb.off, kb.what, x), changed, monitorRuns, sound)
+		for _, c := range []struct {
+			bytes []liveByte
+			opts  *boltstore.Options
+		}{{monitorLive, nil}, {kvBytes, &boltstore.Options{SkipCheck: true}}} {
+			lb := c.bytes[int(i%uint32(len(c.bytes)))]
+			changed := bytes.Clone(mb)
+			changed[lb.off] ^= x
+			useDamagedAsMonitor(t, t.TempDir(), fmt.Sprintf("byte %d of %s XOR %#02x", lb.off, lb.what, x), changed, c.opts, monitorRuns, sound)
+		}
 	})
 }

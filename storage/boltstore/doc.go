@@ -51,7 +51,7 @@
 // layout; schema 2 (the same layout without checksums) has a checksum added to every
 // entry. A process killed during the migration leaves the file as it was, and the next
 // Open migrates it again. The checksums of a migrated file cover what the migration
-// read: open an old file with Options.Check, which checks its pages first. Builds
+// read: Open checks its pages first (unless [Options.SkipCheck] is set). Builds
 // before schema 3 refuse a file of schema 3 with ErrSchemaVersion. Open checks the meta
 // bucket: a bbolt file without it (but with other buckets), or a file that is not
 // bbolt, fails with [ErrNotStore]; another schema version fails with
@@ -76,42 +76,42 @@
 // nothing more to the file (every write fails with that error), so nothing is written
 // on top of damage; reads go on, so that what can still be read can be saved.
 //
+// Open checks the whole file first, by default ([Store.Check]; [Options.SkipCheck]
+// turns it off): both meta pages (a meta page that fails its checksum makes bbolt read
+// the transaction before it, a silent rollback, which the check reports), every page of
+// the tree (reached once, its elements laid out as bbolt writes them, keys in order,
+// each branch key the first key of its child), every entry of the kv bucket against its
+// checksum, the kv bucket's sequence against its copy, the freelist, and that every
+// page of the file is either in the tree or free. Together they find any change of one
+// byte of the data bbolt reads for the last transaction, so a file damaged before Open
+// fails Open with ErrCorrupt, unchanged. The test TestDefaultOpenOnEveryChangedLiveByte
+// changes each such byte of a Monitor's store, opens it with the default options and
+// uses it as a controller and its Monitor do; TestCheckFindsEveryChangedLiveByte holds
+// the check alone to the same bytes (a changed byte of the meta bucket's format or
+// version fails Open with ErrNotStore or ErrSchemaVersion). A larger change within one
+// entry's key and value goes unseen with a chance of one in 2^32; larger changes
+// elsewhere are found unless they happen to leave every page laid out as bbolt writes
+// it and every page accounted for. What no check of one file can find: a write that the
+// disk lost whole (a page, or the last meta page, left as it was before, consistent in
+// itself), and damage in free pages or in the unused end of a page, which hold nothing.
+//
+// Damage that comes after Open, or in a file opened with SkipCheck, is met by the reads.
 // Every entry of the kv bucket carries its checksum, which every read checks. bbolt
 // finds a key by a binary search of each page it passes, and trusts the page's keys to
 // be in order: a changed key either hides the key it was from the search or, out of
 // order, sends the search to one side of it, and either way the search lands beside it.
 // So a read whose search does not find its key checks the entry the search lands on and
 // the entry before, and a scan the entry it stops at; a search that finds its key is
-// right whatever the other keys hold. With the default options, a changed byte of a
-// key, a value or a leaf element of the kv bucket is therefore ErrCorrupt at the first
-// read that reads the entry or lands beside it: no read returns a record read wrong, or
-// misses one and says it is not there, and nothing is written on top of it. The test
-// TestMonitorOnEveryChangedKVByte changes each byte of the kv bucket's leaf pages after
-// their headers, with two masks, opens the file with the default options and uses it as
-// a controller and its Monitor do: each call returns what it returns on the sound file,
-// or fails with ErrCorrupt, after which every write fails and the file is not written
-// again.
-//
-// Other damage may escape those reads, and is left to [Store.Check], which
-// [Options.Check] runs at Open: a changed page header (an element count cut short hides
-// the page's last entries from every read), or a change to a branch page, the freelist
-// or a meta page. Check checks both meta pages (a meta page that fails its checksum
-// makes bbolt read the transaction before it, a silent rollback, which the check
-// reports), every page of the tree (reached once, its
-// elements laid out as bbolt writes them, keys in order, each branch key the first key
-// of its child), the kv bucket's sequence against its copy, the freelist, and that
-// every page of the file is either in the tree or free. Together they find any change
-// of one byte of the data bbolt reads for the last transaction (the test
-// TestCheckFindsEveryChangedLiveByte changes each such byte of a store; a changed byte of
-// the meta bucket's format or version fails Open with ErrNotStore or ErrSchemaVersion). A
-// larger change within one entry's key and value goes unseen with a chance of one in
-// 2^32; larger changes elsewhere are found unless they happen to leave every page laid
-// out as bbolt writes it and every page accounted for. What no check of one file can
-// find: a write that the disk lost whole (a page, or the last meta page, left as it was
-// before, consistent in itself), and damage in free pages or in the unused end of a
-// page, which hold nothing. A page reached twice, which may be a cycle that bbolt would
-// follow forever, is only caught by the check: open a file that may be damaged with
-// Options.Check.
+// right whatever the other keys hold. A changed byte of a key, a value or a leaf element
+// of the kv bucket is therefore ErrCorrupt at the first read that reads the entry or
+// lands beside it: no read returns a record read wrong, or misses one and says it is not
+// there, and nothing is written on top of it (the test TestMonitorOnEveryChangedKVByte
+// changes each byte of the kv bucket's leaf pages after their headers and opens the file
+// with SkipCheck). What the reads alone do not see: a changed page header (an element
+// count cut short hides the page's last entries from every read), or a change to a
+// branch page, the freelist or a meta page; and a page reached twice, which may be a
+// cycle that bbolt would follow forever at the first read that meets it. Only the check
+// finds those: skip it only for a file known to be sound.
 //
 // # Salvage
 //

@@ -314,7 +314,7 @@ func (s *Store) damaged() error {
 	return nil
 }
 
-// Check checks the whole file, as [Options.Check] does at Open: both meta pages
+// Check checks the whole file, as Open does unless [Options.SkipCheck] is set: both meta pages
 // (their checksums, and that they hold the last two transactions, so that a last
 // transaction that bbolt rolled back because its meta page was damaged is reported, not
 // read as if it had never happened); every page of the tree, reached once, laid out as

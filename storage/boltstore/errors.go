@@ -27,7 +27,7 @@ var ErrSchemaVersion = errors.New("unsupported schema version")
 var ErrCorrupt = operations.ErrCorrupt
 
 // ErrPageReachedTwice is wrapped, beside ErrCorrupt, by the error of the check of a file
-// (Options.Check, Store.Check) in which a page is reached twice from the root: a cycle,
+// (at Open, and Store.Check) in which a page is reached twice from the root: a cycle,
 // a page with two parents, or a free page in use. bbolt's own reads may loop forever or
 // overflow the stack on such a file, so nothing but the check may read it.
 var ErrPageReachedTwice = errors.New("reached twice")

@@ -118,7 +118,7 @@ func testMigrate(t *testing.T, fixture string) {
 
 	runs, ops := fixtureRuns()
 	for round := 0; round < 2; round++ {
-		s, err := boltstore.Open(path, &boltstore.Options{Check: true})
+		s, err := boltstore.Open(path, &boltstore.Options{})
 		require.NoError(t, err, "Open, round %d", round)
 		require.NoError(t, s.Check(ctx), "the migrated file, round %d", round)
 		checkFixture(t, s, runs, ops)
@@ -197,7 +197,7 @@ func testReadOnlyOldSchema(t *testing.T, fixture string) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, old, 0o600))
 
-	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, Check: true})
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true})
 	require.NoError(t, err)
 	runs, ops := fixtureRuns()
 	checkFixture(t, s, runs, ops)

@@ -144,21 +144,23 @@ func useAsMonitor(t testing.TB, s *boltstore.Store, runs []fixtureRun, failed fu
 	return steps
 }
 
-// useDamagedAsMonitor writes b, a damaged store file, opens it with the default options
-// and uses it as useAsMonitor does, then closes it. It asserts that each call returns
-// what the same call returned on the sound store (sound), until a call fails with an
-// error wrapping ErrCorrupt; that every write after it fails with ErrCorrupt too; and
+// useDamagedAsMonitor writes b, a damaged store file, opens it with opts and uses it as
+// useAsMonitor does, then closes it. It asserts that each call returns what the same
+// call returned on the sound store (sound), until a call fails with an error wrapping
+// ErrCorrupt; that every write after it fails with ErrCorrupt too; and
 // that the file after Close is as it was just after that call (or, when Open fails, as
 // it was written). It reports whether damage was met.
-func useDamagedAsMonitor(t testing.TB, dir, what string, b []byte, runs []fixtureRun, sound []step) (damaged bool) {
+func useDamagedAsMonitor(t testing.TB, dir, what string, b []byte, opts *boltstore.Options, runs []fixtureRun, sound []step) (damaged bool) {
 	t.Helper()
 	path := filepath.Join(dir, "damaged.db")
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 	defer os.Remove(path)
-	s, err := boltstore.Open(path, nil)
+	s, err := boltstore.Open(path, opts)
 	if err != nil {
-		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore),
-			"%s: Open: %v, want ErrCorrupt or ErrNotStore", what, err)
+		// A changed byte of the meta bucket's format or version makes the file another
+		// file, or a store of another schema (see the package documentation, "Damage").
+		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore) || errors.Is(err, boltstore.ErrSchemaVersion),
+			"%s: Open: %v, want ErrCorrupt, ErrNotStore or ErrSchemaVersion", what, err)
 		after, rerr := os.ReadFile(path)
 		require.NoError(t, rerr)
 		require.Truef(t, bytes.Equal(b, after), "%s: a failed Open changed the file", what)
@@ -250,9 +252,9 @@ func changedStore(t *testing.T, runs []fixtureRun, find string, off int, to byte
 
 // TestMonitorStopsAtChangedIDKey changes one byte of the ID index key of a waiting
 // backup's second operation, so that the key falls out of order among the run's keys,
-// opens the file with the default options, and makes one Monitor pass with a plugin
-// that reports every operation completed. bbolt's search then misses keys beside the
-// changed one; the pass must fail with ErrCorrupt, not mark the run Completed over
+// opens the file without the check at Open (Options.SkipCheck, which would refuse it),
+// and makes one Monitor pass with a plugin that reports every operation completed.
+// bbolt's search then misses keys beside the changed one; the pass must fail with ErrCorrupt, not mark the run Completed over
 // operations it could not read, and leave the file as it was.
 func TestMonitorStopsAtChangedIDKey(t *testing.T) {
 	runs := monitorRuns[:1]
@@ -260,7 +262,9 @@ func TestMonitorStopsAtChangedIDKey(t *testing.T) {
 	// kind, B, becomes a byte below "o".
 	path, b := changedStore(t, runs, "oB\x03b-1iop-2", 1, 0x18)
 	ctx := context.Background()
-	s, err := boltstore.Open(path, nil)
+	_, err := boltstore.Open(path, nil)
+	require.ErrorIs(t, err, operations.ErrCorrupt, "Open with the default options, which check the file")
+	s, err := boltstore.Open(path, &boltstore.Options{SkipCheck: true})
 	require.NoError(t, err)
 	defer s.Close()
 	m := monitor.New(s, doneTracks, monitor.WithClock(clocktest.NewClock(damageT0)))
@@ -279,8 +283,9 @@ func TestMonitorStopsAtChangedIDKey(t *testing.T) {
 
 // TestMonitorOnEveryChangedKVByte changes every byte of the kv bucket's leaf pages
 // after their headers (their elements, keys and values), one at a time, with two XOR
-// masks (0x5a and 0x01), opens the file with the default options and uses it as a
-// controller and its Monitor do (see useAsMonitor): each call returns what it returns
+// masks (0x5a and 0x01), opens the file without the check at Open
+// (Options.SkipCheck), so that what is tried is the checks of every read, and uses it
+// as a controller and its Monitor do (see useAsMonitor): each call returns what it returns
 // on the sound store, or damage is reported and nothing more is written (see
 // useDamagedAsMonitor). In -short mode it tries every 31st byte.
 func TestMonitorOnEveryChangedKVByte(t *testing.T) {
@@ -299,7 +304,7 @@ func TestMonitorOnEveryChangedKVByte(t *testing.T) {
 			lb := changes[i]
 			b[lb.off] ^= x
 			tried++
-			if useDamagedAsMonitor(t, dir, fmt.Sprintf("byte %d of %s XOR %#02x", lb.off, lb.what, x), b, monitorRuns, sound) {
+			if useDamagedAsMonitor(t, dir, fmt.Sprintf("byte %d of %s XOR %#02x", lb.off, lb.what, x), b, &boltstore.Options{SkipCheck: true}, monitorRuns, sound) {
 				damaged++
 			}
 			b[lb.off] ^= x
@@ -308,14 +313,14 @@ func TestMonitorOnEveryChangedKVByte(t *testing.T) {
 	t.Logf("%d changes of the %d bytes of the kv bucket's leaf pages after their headers: %d reported as damage, %d read as on the sound store", tried, len(changes), damaged, tried-damaged)
 }
 
-// TestMonitorRunStopsOnDamage changes a byte of an operation's record, which the first
-// pass of Monitor.Run finds damaged: Run must report that pass to the observer and
+// TestMonitorRunStopsOnDamage changes a byte of an operation's record, opens the file
+// without the check at Open, and the first pass of Monitor.Run finds it damaged: Run must report that pass to the observer and
 // return an error wrapping ErrCorrupt, rather than try again each interval until its
 // context ends.
 func TestMonitorRunStopsOnDamage(t *testing.T) {
 	runs := monitorRuns[:1]
-	path, _ := changedStore(t, runs, "pod-2", 4, '7') // op-2's resource name
-	s, err := boltstore.Open(path, nil)
+	path, _ := changedStore(t, runs, "pod-2", 4, '7')                   // op-2's resource name
+	s, err := boltstore.Open(path, &boltstore.Options{SkipCheck: true}) // the check would refuse it
 	require.NoError(t, err)
 	defer s.Close()
 	var passes []monitor.PassStats
@@ -329,4 +334,37 @@ func TestMonitorRunStopsOnDamage(t *testing.T) {
 	require.NotErrorIs(t, err, context.DeadlineExceeded)
 	require.Len(t, passes, 1, "passes reported to the observer")
 	require.ErrorIs(t, passes[0].Err, operations.ErrCorrupt, "the error of the pass reported to the observer")
+}
+
+// TestDefaultOpenOnEveryChangedLiveByte changes every byte that bbolt reads for the last
+// transaction of a Monitor's store (both meta pages, the freelist, every branch and leaf
+// page in use: see liveBytes), one at a time, with two XOR masks (0x5a and 0x01), opens
+// the file with the default options and uses it as a controller and its Monitor do
+// (see useAsMonitor): each call returns what it returns on the sound store, or damage is
+// reported and nothing more is written (see useDamagedAsMonitor). A change that leaves
+// the file readable but different (a page header's count, a branch key, a meta page)
+// must be found by the check that Open makes by default. In -short mode it tries every
+// 31st byte.
+func TestDefaultOpenOnEveryChangedLiveByte(t *testing.T) {
+	t.Parallel()
+	b, sound := soundMonitorSteps(t, monitorRuns)
+	changes := liveBytes(t, b)
+	stride := 1
+	if testing.Short() {
+		stride = 31
+	}
+	dir := t.TempDir()
+	tried, damaged := 0, 0
+	for i := 0; i < len(changes); i += stride {
+		for _, x := range []byte{0x5a, 0x01} {
+			lb := changes[i]
+			b[lb.off] ^= x
+			tried++
+			if useDamagedAsMonitor(t, dir, fmt.Sprintf("byte %d of %s XOR %#02x", lb.off, lb.what, x), b, nil, monitorRuns, sound) {
+				damaged++
+			}
+			b[lb.off] ^= x
+		}
+	}
+	t.Logf("%d changes of the %d live bytes: %d reported as damage, %d read as on the sound store", tried, len(changes), damaged, tried-damaged)
 }

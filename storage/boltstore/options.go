@@ -30,18 +30,20 @@ type Options struct {
 	// only. The default, false, syncs every write.
 	NoSync bool
 
-	// Check makes Open check the file before it reads anything else (see
-	// [Store.Check]): a damaged file then fails Open with [ErrCorrupt], unchanged. It
-	// reads every page that holds data, and both meta pages: about 0.5 ms per MiB from
-	// the page cache, and a read of the file from disk when it is not cached (see
-	// docs/BENCHMARKS.md). It is off by default, so that opening a store of gigabytes
-	// stays instant; the itemops command's check, cancel, demo and inspect turn it on.
-	// Without it, a file whose pages were damaged so that they form a cycle makes bbolt
-	// loop forever at the first read that meets the cycle, a rolled-back last
-	// transaction goes unseen, and a damaged freelist is found only by a later write;
-	// a changed key, value or leaf element of the kv bucket is still ErrCorrupt at the
-	// first read that meets it (see the package documentation, "Damage").
-	Check bool
+	// SkipCheck makes Open skip the check of the file that it makes by default before
+	// it reads anything else (see [Store.Check]). With the check, a damaged file fails
+	// Open with [ErrCorrupt], unchanged: the check reads every page that holds data, and
+	// both meta pages, which costs about 0.5 ms per MiB from the page cache, and a read of
+	// the file from disk when it is not cached (see docs/BENCHMARKS.md, "boltstore: the
+	// check of a file"). Skip it only for a file known to be sound, such as one this
+	// process wrote, when opening it must not read it whole. Without the check, a file
+	// whose pages were damaged so that they form a cycle makes bbolt loop forever at the
+	// first read that meets the cycle, a rolled-back last transaction goes unseen, a
+	// damaged page header or branch page can hide entries from every read, and a damaged
+	// freelist is found only by a later write; a changed key, value or leaf element of
+	// the kv bucket is still ErrCorrupt at the first read that meets it (see the package
+	// documentation, "Damage").
+	SkipCheck bool
 
 	// ReadOnly opens the file for reading only: Open never creates, migrates or writes
 	// it, and every write of the Store fails with [ErrReadOnly]. A file that does not

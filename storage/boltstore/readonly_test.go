@@ -29,7 +29,7 @@ func TestReadOnly(t *testing.T) {
 
 	var readers [2]*Store
 	for i := range readers {
-		r, err := Open(path, &Options{ReadOnly: true, Check: true, Timeout: -1})
+		r, err := Open(path, &Options{ReadOnly: true, Timeout: -1})
 		require.NoError(t, err, "read-only Open %d", i)
 		defer r.Close()
 		readers[i] = r

@@ -33,7 +33,7 @@ func readRecords(t testing.TB, b []byte, check bool) records {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "sound.db")
 	require.NoError(t, os.WriteFile(path, b, 0o600))
-	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, Check: check})
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true, SkipCheck: !check})
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()

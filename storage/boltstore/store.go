@@ -123,7 +123,7 @@ func Open(path string, o *Options) (*Store, error) {
 	}
 	s.db = db
 	// The check comes first, so that a damaged file fails before a migration reads it.
-	if opts.Check {
+	if !opts.SkipCheck {
 		if err := s.Check(context.Background()); err != nil {
 			_ = s.Close()
 			return nil, err
@@ -140,7 +140,7 @@ func Open(path string, o *Options) (*Store, error) {
 		}
 		return prepare(db)
 	})
-	if (errors.Is(err, ErrNotStore) || errors.Is(err, ErrCorrupt)) && !opts.Check {
+	if (errors.Is(err, ErrNotStore) || errors.Is(err, ErrCorrupt)) && opts.SkipCheck {
 		// A store whose root page or meta bucket is damaged may look like another
 		// file, or lack a bucket: the check tells, and its finding is the better
 		// error.

@@ -296,7 +296,8 @@ func TestOpenRefusesForeignFilesWithoutChangingThem(t *testing.T) {
 				require.NoError(t, s.Close())
 				setMeta(t, path, keyVersion, version(0))
 			},
-			want: ErrSchemaVersion,
+			// The check at Open finds a schema-3 layout under another version: damage.
+			want: ErrCorrupt,
 		},
 		{
 			name: "malformed version",
@@ -363,8 +364,9 @@ func corrupt(t *testing.T, path string, f func(tx *bolt.Tx) error) {
 	require.NoError(t, db.Close())
 }
 
-// A record that does not decode gives ErrCorrupt, never a panic, and from then on the
-// store writes nothing: its reads go on.
+// A record that does not decode fails Open's check; opened without it, the record gives
+// ErrCorrupt where it is read, never a panic, and from then on the store writes
+// nothing: its reads go on.
 func TestCorruptRecordFailsClosed(t *testing.T) {
 	ctx := context.Background()
 	s, path := openTest(t)
@@ -375,7 +377,9 @@ func TestCorruptRecordFailsClosed(t *testing.T) {
 		// The version, then a run record of an unknown format.
 		return tx.Bucket(bucketKV).Put([]byte("rBbad"), append(make([]byte, 8), 0x7f, 1, 2, 3))
 	})
-	s, err := Open(path, nil)
+	_, err := Open(path, nil)
+	require.ErrorIs(t, err, ErrCorrupt, "Open checks the file by default")
+	s, err = Open(path, &Options{SkipCheck: true}) // what the reads find, then
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.GetRun(ctx, backup("bad"))

@@ -2,15 +2,18 @@ package storetest
 
 import (
 	"strings"
+	"time"
 
 	"github.com/itemops/itemops/operations"
 )
 
 // testLimits checks that a store refuses, with operations.ErrInvalid and writing
 // nothing, every name longer than operations.MaxNameBytes, every text longer than
-// operations.MaxTextBytes, and an operation whose names and post-operation items
-// exceed operations.MaxSpecBytes together. (Whether the largest allowed fit depends on
-// the size of one write of the backend as well; the drivers' own tests check that.)
+// operations.MaxTextBytes, an operation whose names and post-operation items exceed
+// operations.MaxSpecBytes together, and an operation with a time outside years 0000 to
+// 9999 in UTC; and that it stores the times at the ends of that range as they are.
+// (Whether the largest names and texts allowed fit depends on the size of one write of
+// the backend as well; the drivers' own tests check that.)
 func testLimits(t tb, s operations.Store) {
 	longName := strings.Repeat("n", operations.MaxNameBytes+1)
 	longText := strings.Repeat("t", operations.MaxTextBytes+1)
@@ -70,4 +73,26 @@ func testLimits(t tb, s operations.Store) {
 		refused("PutOperations with an operation over the limit of its "+what, s.PutOperations(bg, o, []operations.Operation{op}))
 	}
 	wantAllOps(t, s, o, nil)
+
+	// Operations: each time, one nanosecond beyond either end of years 0000 to 9999 in
+	// UTC, in UTC and in a zone where its year is in that range.
+	first := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	last := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	east, west := time.FixedZone("east", 3600), time.FixedZone("west", -3600)
+	for what, set := range map[string]func(*operations.Status, time.Time){
+		"created": func(st *operations.Status, tm time.Time) { st.Created = tm },
+		"started": func(st *operations.Status, tm time.Time) { st.Started = tm },
+		"updated": func(st *operations.Status, tm time.Time) { st.Updated = tm },
+	} {
+		for _, tm := range []time.Time{first.Add(-1), first.Add(-1).In(east), last.Add(1), last.Add(1).In(west)} {
+			op := newOp(o, "op", operations.OperationInProgress)
+			set(&op.Status, tm)
+			refused("PutOperations with the "+what+" time "+tm.Format(time.RFC3339Nano), s.PutOperations(bg, o, []operations.Operation{op}))
+		}
+	}
+	wantAllOps(t, s, o, nil)
+	ends := newOp(o, "ends", operations.OperationInProgress)
+	ends.Status.Created, ends.Status.Started, ends.Status.Updated = first, last, first.In(west)
+	mustPut(t, s, o, []operations.Operation{ends})
+	wantAllOps(t, s, o, []operations.Operation{ends})
 }
