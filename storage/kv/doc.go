@@ -94,7 +94,7 @@
 // with ctx.Err() when ctx is done. UpdateRun holds its turn while it calls its update
 // function, so every other write of that run waits until update has returned and its
 // result is committed. Reads take no turn, and writes of other runs wait only for their
-// own. An update function therefore must not write the Store, as the operations.Store
+// own. An update function therefore must not call the Store, as the operations.Store
 // contract says: a write of its own run would wait for the UpdateRun that calls it,
 // until the write's ctx ends, and two update functions that wrote each other's runs
 // would wait for each other.
