@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -36,32 +35,6 @@ var cutFiles = []tarFile{
 	{name: longName, body: obj},
 	{name: "resources/pods/namespaces/a/x.json", body: `{"metadata":{"name":"x","labels":{"note":"` + strings.Repeat("n", 600) + `"}}}`},
 	{name: "resources/configmaps/cluster/c.json", body: obj},
-}
-
-// formatTar builds a tar of files in format. Pax archives carry modification times with
-// nanoseconds, as cmd/itemops writes them, so that every entry has a pax header.
-func formatTar(t testing.TB, format tar.Format, files ...tarFile) []byte {
-	t.Helper()
-	mtime := time.Unix(1700000000, 0)
-	if format == tar.FormatPAX {
-		mtime = mtime.Add(123456789)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range files {
-		hdr := &tar.Header{Name: f.name, Typeflag: f.typeflag, Mode: 0o644, Size: int64(len(f.body)), ModTime: mtime, Format: format}
-		if hdr.Typeflag == 0 {
-			hdr.Typeflag = tar.TypeReg
-		}
-		if hdr.Typeflag == tar.TypeDir {
-			hdr.Mode, hdr.Size = 0o755, 0
-		}
-		require.NoError(t, tw.WriteHeader(hdr))
-		_, err := tw.Write([]byte(f.body))
-		require.NoError(t, err)
-	}
-	require.NoError(t, tw.Close())
-	return buf.Bytes()
 }
 
 // gunzipFile returns the decompressed contents of a .gz file under testdata.
