@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -228,9 +229,13 @@ type countingReader struct {
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
-	// Only the last bytes are looked at: the scan stops at the first one that is not
-	// zero, so item data, which ends in "}" or white space, costs one comparison.
+	// Only the last bytes are looked at, eight at a time: the scan stops at the first
+	// one that is not zero, so item data, which ends in "}" or white space, costs one
+	// comparison, and a block of padding or of the marker 64.
 	i := n
+	for i >= 8 && binary.NativeEndian.Uint64(p[i-8:i]) == 0 {
+		i -= 8
+	}
 	for i > 0 && p[i-1] == 0 {
 		i--
 	}
