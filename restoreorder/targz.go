@@ -194,12 +194,12 @@ func checkEnd(zc *countingReader, header int64) error {
 	if end != header+2*tarBlock || zc.zeros < 2*tarBlock {
 		var where string
 		switch {
-		case zc.zeros >= 2*tarBlock:
-			where = fmt.Sprintf("headers at byte %d describe no entry before the end-of-archive marker", header)
 		case end < header:
 			where = fmt.Sprintf("the tar ends at byte %d, inside the padding of its last entry, with no end-of-archive marker", end)
 		case end == header:
 			where = fmt.Sprintf("the tar ends at byte %d, after its last entry, with no end-of-archive marker", end)
+		case zc.zeros >= 2*tarBlock:
+			where = fmt.Sprintf("headers at byte %d describe no entry before the end-of-archive marker", header)
 		case end == header+tarBlock && zc.zeros >= tarBlock:
 			where = fmt.Sprintf("the tar ends at byte %d, after one zero block of its end-of-archive marker", end)
 		default:
@@ -249,9 +249,10 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// failed returns the error for err, met while reading the tar stream where says (a
-// phrase such as "inside the data of ..."). It wraps ErrMalformed and says at which byte
-// of the tar the stream failed: cut short, or, if the gzip stream failed, why.
+// failed returns the error FromTarGz reports for err, met while reading the tar stream
+// at the place that where names ("inside the data of ..."). The error wraps ErrMalformed
+// and says at which byte of the tar the stream failed, and how: cut short, damaged, or,
+// when the gzip stream failed, why.
 func (c *countingReader) failed(err error, where string) error {
 	switch {
 	case c.err != nil && c.err != io.EOF:

@@ -334,3 +334,16 @@ func TestFromTarGzManyEntries(t *testing.T) {
 	require.Lessf(t, written, read+10_000, "%d entries written before FromTarGz refused the archive; the limit holds %d", written, read)
 	t.Logf("%d entries written before FromTarGz refused the archive; the limit holds %d", written, read)
 }
+
+// TestFromTarGzHeadersWithoutEntry gives FromTarGz a pax header that describes no entry:
+// the end-of-archive marker follows it. archive/tar reads the header and the marker and
+// reports io.EOF; FromTarGz refuses the archive, since an entry is missing.
+func TestFromTarGzHeadersWithoutEntry(t *testing.T) {
+	entries := makeTar(t, tarFile{name: "resources/pods/cluster/x.json", body: obj})
+	entries = entries[:len(entries)-1024] // without its marker
+	raw := append(bytes.Clone(entries), paxBlocks(t, [2]string{"comment", "dangling"})...)
+	raw = append(raw, make([]byte, 1024)...)
+	_, err := restoreorder.FromTarGz(bytes.NewReader(gz(t, raw)))
+	require.ErrorIs(t, err, restoreorder.ErrMalformed)
+	require.Contains(t, err.Error(), fmt.Sprintf("headers at byte %d describe no entry", len(entries)))
+}
