@@ -377,6 +377,15 @@ func FuzzFromTarGzCut(f *testing.F) {
 			return
 		}
 		require.False(t, len(trailer) == 0 && (tarCut < uint(a.markerEnd) || gzCut < uint(len(stream))), "a cut archive was accepted")
+		if len(trailer) > 0 {
+			// Gzip members after the cut may go on with entries of their own: the whole
+			// archive's items must be there, as they were, and others may be.
+			for p := range got {
+				if _, ok := want[p]; !ok {
+					delete(got, p)
+				}
+			}
+		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("items (-whole +read):\n%s", diff)
 		}

@@ -127,7 +127,8 @@ func (g *gzipper) gz(t testing.TB, b []byte) []byte {
 
 // TestFromTarGzEveryCut cuts backups in ustar, pax and GNU formats, written by
 // archive/tar and by Python's tarfile, at every byte of the tar (gzipped whole again, as
-// a tar that died under "tar | gzip" leaves it) and at every byte of the gzip stream. A
+// a tar that died under "tar | gzip" leaves it; under -short, at the bytes within 16 of
+// a block boundary) and at every byte of the gzip stream. A
 // cut before the end of the end-of-archive marker must fail with ErrMalformed and an
 // error that says at which byte the tar ends; a cut after it, in the zeros that pad a
 // tar to its record size, leaves a whole archive and must give the same items.
@@ -142,6 +143,9 @@ func TestFromTarGzEveryCut(t *testing.T) {
 			require.Len(t, want, 3)
 
 			for cut := 0; cut <= len(a.tar); cut++ {
+				if testing.Short() && cut%512 > 16 && cut%512 < 512-16 {
+					continue // under -short, the cuts within 16 bytes of a block boundary
+				}
 				src, err := restoreorder.FromTarGz(bytes.NewReader(g.gz(t, a.tar[:cut])))
 				if cut < a.markerEnd {
 					require.ErrorIsf(t, err, restoreorder.ErrMalformed, "tar cut at byte %d of %d", cut, a.markerEnd)
