@@ -39,12 +39,12 @@ type tarGzConfig struct {
 // limit, not after all of them are read. Beyond the limit FromTarGz fails with
 // [ErrTooLarge]. The default is [DefaultMaxBytes]; n <= 0 removes the limit.
 //
-// Whatever the limit, FromTarGz allocates for an item as its bytes arrive, never on the
-// word of its header: the buffer starts at 32 KiB or the item's size if smaller, doubles
-// when full, and takes the item's size once that is at most 32 times what has arrived.
-// So a header that declares more than its entry holds costs at most 32 KiB and 34 times
-// the bytes the entry holds, and while it reads an item FromTarGz holds besides it at
-// most 32 KiB or 1/16 of the item, whichever is more.
+// Whatever the limit, what FromTarGz allocates for an item follows the bytes that
+// arrive, not the size its header declares: the buffer starts at 32 KiB or the item's
+// size if smaller, doubles when full, and takes the item's size once that is at most 32
+// times what has arrived. So a header that declares more than its entry holds costs at
+// most 32 KiB plus 34 times the bytes the entry holds, and while it reads an item
+// FromTarGz holds besides it at most 32 KiB or 1/16 of the item, whichever is more.
 func WithMaxBytes(n int64) TarGzOption {
 	return tarGzOptionFunc(func(c *tarGzConfig) { c.maxBytes = n })
 }

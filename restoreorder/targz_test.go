@@ -242,7 +242,7 @@ func padBlock(b []byte) []byte { return append(b, make([]byte, (512-len(b)%512)%
 // TestFromTarGzDeclaredSize gives FromTarGz headers that declare far more than their
 // entries hold: up to a TiB over a few bytes, within the limit or with none. Reading
 // must fail as a cut archive does, having allocated no more than WithMaxBytes says: 32
-// KiB and 34 times the bytes that arrived, besides what reading an honest archive of the
+// KiB plus 34 times the bytes that arrived, besides what reading an honest archive of the
 // same bytes costs. Sparse files, whose holes archive/tar fills with zeros the stream
 // does not hold, are refused before any of them is read.
 func TestFromTarGzDeclaredSize(t *testing.T) {
