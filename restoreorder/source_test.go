@@ -417,8 +417,9 @@ func allocated(f func()) uint64 {
 }
 
 // TestFromTarGzMemory holds FromTarGz to its limit: reading a big item allocates about
-// the item once, not a buffer that doubles its way up to it, and an entry that does not
-// start with "{" or holds fewer bytes than its header says fails before it is held.
+// the item once (its buffer doubles only until the item is at most 32 times what has
+// arrived, then takes the item's size), and an entry that does not start with "{" or
+// holds fewer bytes than its header says fails before it is held.
 func TestFromTarGzMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads a backup of a 32 MiB item several times; runs without -short")
