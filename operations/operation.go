@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/itemops/itemops/internal/timelimit"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -174,14 +173,8 @@ func (op Operation) Validate() error {
 	if !op.Status.Phase.Valid() {
 		return fmt.Errorf("operation %q of %s: unknown phase %q: %w", op.ID, op.Owner, op.Status.Phase, ErrInvalid)
 	}
-	if op.Status.NCompleted < 0 || op.Status.NTotal < 0 {
-		return fmt.Errorf("operation %q of %s: negative progress (%d of %d): %w", op.ID, op.Owner, op.Status.NCompleted, op.Status.NTotal, ErrInvalid)
-	}
-	if err := cmp.Or(
-		timelimit.Check("created", op.Status.Created),
-		timelimit.Check("started", op.Status.Started),
-		timelimit.Check("updated", op.Status.Updated),
-	); err != nil {
+	st := &op.Status
+	if err := cmp.Or(checkReport(st.NCompleted, st.NTotal, st.Started, st.Updated), checkTime("created", st.Created)); err != nil {
 		return fmt.Errorf("operation %q of %s: %w: %w", op.ID, op.Owner, err, ErrInvalid)
 	}
 	err := cmp.Or(
@@ -196,6 +189,41 @@ func (op Operation) Validate() error {
 	}
 	if err != nil {
 		return fmt.Errorf("operation %q of %s: %w", op.ID, op.Owner, err)
+	}
+	return nil
+}
+
+// Validate reports an error wrapping [ErrInvalid] when p is a report that no store
+// could record: a negative count (NCompleted or NTotal), or a time (Started or Updated)
+// outside years 0000 to 9999 in UTC. The error names the counts, or the field and the
+// time. The Monitor fails the operation of such a report, with that error as its
+// message; NCompleted above NTotal is valid.
+func (p Progress) Validate() error {
+	if err := checkReport(p.NCompleted, p.NTotal, p.Started, p.Updated); err != nil {
+		return fmt.Errorf("%w: %w", err, ErrInvalid)
+	}
+	return nil
+}
+
+// checkReport is the rule for what a plugin reports, of a Progress and so of a
+// Status: counts that are not negative and times that an itemoperations file can
+// hold. Its error wraps no sentinel: the caller adds ErrInvalid.
+func checkReport(nCompleted, nTotal int64, started, updated time.Time) error {
+	if nCompleted < 0 || nTotal < 0 {
+		return fmt.Errorf("negative progress (%d of %d)", nCompleted, nTotal)
+	}
+	return cmp.Or(checkTime("started", started), checkTime("updated", updated))
+}
+
+// checkTime returns nil when t, in UTC, lies in years 0000 to 9999, the years that an
+// RFC 3339 time has four digits for, and so the years that operations/opsfile, which
+// writes times in RFC 3339 in UTC as Velero does, can write; the zero time (year 1)
+// does. Otherwise it returns an error that names the field, what, and gives t in UTC
+// to the nanosecond, such as "started time 10000-01-01T00:00:00Z outside years 0000
+// to 9999 in UTC". This is the one place that says which years those are.
+func checkTime(what string, t time.Time) error {
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("%s time %s outside years 0000 to 9999 in UTC", what, t.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
 }

@@ -215,3 +215,34 @@ func TestValidateAllocatesNothing(t *testing.T) {
 		t.Errorf("Validate of a valid operation allocates %v times", n)
 	}
 }
+
+// TestProgressValidate checks the rule for what a plugin reports: counts that are not
+// negative (NCompleted above NTotal is an estimate passed, and valid) and times in the
+// years an itemoperations file holds.
+func TestProgressValidate(t *testing.T) {
+	at := time.Date(2026, 11, 27, 10, 42, 7, 0, time.UTC)
+	tests := []struct {
+		name string
+		p    operations.Progress
+		want string // the error's text; "" for a valid report
+	}{
+		{"zero", operations.Progress{}, ""},
+		{"running", operations.Progress{NCompleted: 12, NTotal: 100, Started: at, Updated: at}, ""},
+		{"beyond an estimated total", operations.Progress{NCompleted: 101, NTotal: 100}, ""},
+		{"negative done", operations.Progress{NCompleted: -1, NTotal: 100}, "negative progress (-1 of 100): invalid record"},
+		{"negative total", operations.Progress{NTotal: -5}, "negative progress (0 of -5): invalid record"},
+		{"started past year 9999", operations.Progress{Started: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, "started time 10000-01-01T00:00:00Z outside years 0000 to 9999 in UTC: invalid record"},
+		{"updated before year 0000", operations.Progress{Updated: time.Date(-1, 12, 31, 23, 59, 59, 0, time.UTC)}, "updated time -0001-12-31T23:59:59Z outside years 0000 to 9999 in UTC: invalid record"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.p.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, operations.ErrInvalid)
+			require.EqualError(t, err, tc.want)
+		})
+	}
+}

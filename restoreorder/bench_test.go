@@ -1,16 +1,23 @@
 package restoreorder_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"runtime"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/itemops/itemops/internal/cputime"
 	"github.com/itemops/itemops/restoreorder"
 )
 
@@ -247,4 +254,157 @@ func BenchmarkItems(b *testing.B) {
 		b.Fatal("walked nothing")
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/items, "ns/item")
+}
+
+// benchTarball writes a backup of items. In pax format it is written as cmd/itemops
+// writes its backups, modification times to the nanosecond, so that every entry has a
+// pax header; in ustar format, every entry is one header block and its data.
+func benchTarball(b *testing.B, format tar.Format, items int, body func(i int) []byte) []byte {
+	b.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	mtime := time.Unix(1700000000, 0)
+	if format == tar.FormatPAX {
+		mtime = mtime.Add(123456789)
+	}
+	for i := range items {
+		data := body(i)
+		name := fmt.Sprintf("resources/kind%02d.example.com/namespaces/ns-%03d/item-%07d.json", i%20, i/20%50, i)
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: mtime, Format: format}
+		if err := tw.WriteHeader(hdr); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// readWithArchiveTar reads every entry of a .tar.gz into memory with archive/tar alone,
+// checking nothing: the baseline of the FromTarGz benchmarks.
+func readWithArchiveTar(archive []byte) (int, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		return 0, err
+	}
+	tr := tar.NewReader(zr)
+	data := map[string][]byte{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return len(data), nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return 0, err
+		}
+		data[hdr.Name] = b
+	}
+}
+
+// BenchmarkFromTarGz reads backup tarballs with FromTarGz, each beside the same tarball
+// read with archive/tar alone (impl=archive-tar: every entry into a map, nothing
+// checked), so that what FromTarGz adds is a ratio:
+//
+//	tarball=realistic: 5,000 items of about 1.3 KiB of JSON, as cmd/itemops writes them
+//	tarball=million-entries: 1,000,000 items of "{}", ustar (13.4 MB of gzip)
+//	impl=fromtargz/limit=64MiB: refused once the entries pass the limit
+//
+// and, with no limit, the refusal of a header that declares 4 GiB over an entry cut
+// after 1 MiB of spaces (2 KB of gzip), beside the same bytes under a header that
+// declares one byte more than they are.
+func BenchmarkFromTarGz(b *testing.B) {
+	pad := strings.Repeat("x", 1200)
+	realistic := benchTarball(b, tar.FormatPAX, 5000, func(i int) []byte {
+		return []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"item-%07d","namespace":"ns-%03d","labels":{"app":"web"}},"data":{"k":"%s"}}`, i, i/20%50, pad))
+	})
+	var million []byte // built by the first benchmark that reads it
+	millionEntries := func(b *testing.B) []byte {
+		if million == nil {
+			million = benchTarball(b, tar.FormatUSTAR, 1_000_000, func(int) []byte { return []byte("{}") })
+		}
+		return million
+	}
+	run := func(b *testing.B, read func() (int, error), want int, wantErr error) {
+		cputime.PerOp(b)
+		for i := 0; i < b.N; i++ {
+			n, err := read()
+			if !errors.Is(err, wantErr) || (wantErr == nil && n != want) {
+				b.Fatalf("read %d items, %v; want %d, %v", n, err, want, wantErr)
+			}
+		}
+	}
+	fromTarGz := func(archive []byte, opts ...restoreorder.TarGzOption) func() (int, error) {
+		return func() (int, error) {
+			src, err := restoreorder.FromTarGz(bytes.NewReader(archive), opts...)
+			if err != nil {
+				return 0, err
+			}
+			c, err := restoreorder.Collect(context.Background(), src, restoreorder.Priorities{}, restoreorder.Filter{})
+			if err != nil {
+				return 0, err
+			}
+			return c.Total(), nil
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		archive func(b *testing.B) []byte
+		items   int
+	}{
+		{name: "tarball=realistic", archive: func(*testing.B) []byte { return realistic }, items: 5000},
+		{name: "tarball=million-entries", archive: millionEntries, items: 1_000_000},
+	} {
+		b.Run(tc.name+"/impl=archive-tar", func(b *testing.B) {
+			archive := tc.archive(b)
+			run(b, func() (int, error) { return readWithArchiveTar(archive) }, tc.items, nil)
+		})
+		b.Run(tc.name+"/impl=fromtargz", func(b *testing.B) {
+			archive := tc.archive(b)
+			run(b, fromTarGz(archive), tc.items, nil)
+		})
+	}
+	b.Run("tarball=million-entries/impl=fromtargz/limit=64MiB", func(b *testing.B) {
+		archive := millionEntries(b)
+		run(b, fromTarGz(archive, restoreorder.WithMaxBytes(64<<20)), 0, restoreorder.ErrTooLarge)
+	})
+
+	declared := func(size int64) []byte {
+		var raw bytes.Buffer
+		tw := tar.NewWriter(&raw)
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "resources/pods/cluster/x.json", Mode: 0o644, Size: size}); err != nil {
+			b.Fatal(err)
+		}
+		body := "{" + strings.Repeat(" ", 1<<20)
+		if _, err := tw.Write([]byte(body)); err != nil {
+			b.Fatal(err)
+		}
+		// The writer is not closed: the entry is cut after its bytes, honest or not.
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		if _, err := zw.Write(raw.Bytes()); err != nil {
+			b.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			b.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	b.Run("declared=1MiB+2", func(b *testing.B) {
+		run(b, fromTarGz(declared(1<<20+2), restoreorder.WithMaxBytes(0)), 0, restoreorder.ErrMalformed)
+	})
+	b.Run("declared=4GiB", func(b *testing.B) {
+		run(b, fromTarGz(declared(4<<30), restoreorder.WithMaxBytes(0)), 0, restoreorder.ErrMalformed)
+	})
 }

@@ -53,6 +53,10 @@
 // Label selectors need each candidate item's labels, which means reading the item:
 // [Collect] does so only when a selector is set, only for items that pass every other
 // rule, and decodes nothing but metadata.labels. A [LabelSource] can serve labels more
-// cheaply. [FromTarGz] holds all item bytes in memory (bounded by [WithMaxBytes]);
-// [FromFS] holds only names.
+// cheaply. [FromTarGz] holds all item bytes in memory, bounded by [WithMaxBytes], which
+// also counts every entry's path and 512 bytes for its header, so that an archive of
+// countless tiny entries is refused early; [FromFS] holds only names. FromTarGz reads a
+// tarball to its end-of-archive marker and fails with [ErrMalformed] if it is cut at
+// any byte before it, so a backup that was not written whole never restores a part of
+// its items silently.
 package restoreorder

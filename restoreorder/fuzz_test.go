@@ -298,30 +298,69 @@ func FuzzFromTarGz(f *testing.F) {
 	})
 }
 
-// FuzzFromTarGzCut cuts a backup of three items short, at a point of its tar and a point
-// of its gzip stream, and appends bytes after it: FromTarGz must then fail, or, if what
-// it reads is somehow a whole archive again, return all three items as they were. It
-// never returns fewer. The inputs it found are seeds in testdata/fuzz.
+// FuzzFromTarGzCut cuts a backup short, at a point of its tar and a point of its gzip
+// stream, and appends bytes after it; it may also overwrite bytes of the tar first, as a
+// hostile header would (a size of a TiB, a type, a pax record). The backups are those
+// of TestFromTarGzEveryCut: ustar, pax and GNU archives by archive/tar and by Python's
+// tarfile, with long paths that take pax and GNU headers, kind picking one. Cut or
+// followed by bytes, an archive must fail, or, if what FromTarGz reads is somehow a whole
+// archive again, give all its items as they were: never fewer. Overwritten, it may give
+// other items, but only JSON objects, or fail with the package's errors. Either way,
+// whatever its headers declare, FromTarGz may allocate no more than its limits allow
+// for the few kilobytes it reads. The inputs it found are seeds in testdata/fuzz.
 func FuzzFromTarGzCut(f *testing.F) {
-	files := []tarFile{
-		{name: "resources/pods/namespaces/a/x.json", body: obj},
-		{name: "resources/pods/namespaces/a/y.json", body: obj},
-		{name: "resources/pods/cluster/z.json", body: obj},
+	archives := cutArchives(f)
+	wants := make([]map[string]string, len(archives))
+	for i, a := range archives {
+		src, err := restoreorder.FromTarGz(bytes.NewReader(gz(f, a.tar)))
+		require.NoError(f, err)
+		wants[i] = itemContents(f, src)
 	}
-	whole := makeTar(f, files...)
-	n := uint(len(whole))
-	f.Add(n, ^uint(0), []byte(nil))             // the whole archive
-	f.Add(n-1024, ^uint(0), []byte(nil))        // cut before the end-of-archive marker
-	f.Add(n-512, ^uint(0), []byte(nil))         // one zero block
-	f.Add(n, uint(20), []byte(nil))             // the gzip stream cut
-	f.Add(n, ^uint(0), []byte("garbage"))       // bytes after the gzip stream
-	f.Add(n, ^uint(0), gz(f, make([]byte, 64))) // a second gzip member of zeros
-	f.Fuzz(func(t *testing.T, tarCut, gzCut uint, trailer []byte) {
-		tarCut = min(tarCut, n)
-		stream := gz(t, whole[:tarCut])
+	none := ^uint(0)
+	for kind, a := range archives {
+		k, n := uint8(kind), uint(a.markerEnd)
+		f.Add(k, n, none, []byte(nil), uint(0), []byte(nil))             // the whole archive
+		f.Add(k, n-1024, none, []byte(nil), uint(0), []byte(nil))        // cut before the end-of-archive marker
+		f.Add(k, n-512, none, []byte(nil), uint(0), []byte(nil))         // one zero block
+		f.Add(k, uint(2560), none, []byte(nil), uint(0), []byte(nil))    // after the headers of an entry, in pax and GNU
+		f.Add(k, n, uint(20), []byte(nil), uint(0), []byte(nil))         // the gzip stream cut
+		f.Add(k, n, none, []byte("garbage"), uint(0), []byte(nil))       // bytes after the gzip stream
+		f.Add(k, n, none, gz(f, make([]byte, 64)), uint(0), []byte(nil)) // a second gzip member of zeros
+	}
+	// Hostile headers over the item x.json: in the ustar archive, sizes of 4 GiB, of
+	// 8 GiB - 1 and of a TiB in base-256, and its type changed to a symbolic link; in
+	// the pax archive, its mtime record changed to a size record of a TiB.
+	const x = "resources/pods/namespaces/a/x.json\x00"
+	hdr := uint(bytes.Index(archives[0].tar, []byte(x)))
+	f.Add(uint8(0), none, none, []byte(nil), hdr+124, []byte("40000000000\x00"))
+	f.Add(uint8(0), none, none, []byte(nil), hdr+124, []byte("77777777777\x00"))
+	f.Add(uint8(0), none, none, []byte(nil), hdr+124, []byte("\x80\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00"))
+	f.Add(uint8(0), none, none, []byte(nil), hdr+156, []byte("2"))
+	pax := archives[1].tar
+	mtime := uint(bytes.LastIndex(pax[:bytes.Index(pax, []byte(x))], []byte("30 mtime=")))
+	f.Add(uint8(1), none, none, []byte(nil), mtime, []byte("30 size=000000001099511627776\n"))
+	f.Fuzz(func(t *testing.T, kind uint8, tarCut, gzCut uint, trailer []byte, at uint, patch []byte) {
+		a, want := archives[int(kind)%len(archives)], wants[int(kind)%len(archives)]
+		tarball := a.tar
+		patched := false
+		if len(patch) > 0 {
+			tarball = bytes.Clone(tarball)
+			at = at % uint(len(tarball))
+			patched = !bytes.Equal(tarball[at:min(at+uint(len(patch)), uint(len(tarball)))], patch[:min(uint(len(patch)), uint(len(tarball))-at)])
+			copy(tarball[at:], patch)
+		}
+		tarCut = min(tarCut, uint(len(tarball)))
+		stream := gz(t, tarball[:tarCut])
 		gzCut = min(gzCut, uint(len(stream)))
 		data := append(stream[:gzCut:gzCut], trailer...)
-		src, err := restoreorder.FromTarGz(bytes.NewReader(data))
+		var (
+			src restoreorder.Source
+			err error
+		)
+		// No limit: whatever a header declares, what FromTarGz allocates follows what it
+		// reads, a few kilobytes here (and what a trailer of gzip members may hold).
+		n := allocated(func() { src, err = restoreorder.FromTarGz(bytes.NewReader(data), restoreorder.WithMaxBytes(0)) })
+		require.LessOrEqualf(t, n, uint64(8<<20+64*1032*len(trailer)), "allocated %d bytes", n)
 		if err != nil {
 			// Bytes after a cut are decompressed as if they belonged there, so they may
 			// also make an item that is not JSON.
@@ -330,15 +369,25 @@ func FuzzFromTarGzCut(f *testing.F) {
 			}
 			return
 		}
-		require.False(t, len(trailer) == 0 && (tarCut < n || gzCut < uint(len(stream))), "a cut archive was accepted")
-		ctx := context.Background()
-		c, err := restoreorder.Collect(ctx, src, restoreorder.Priorities{}, restoreorder.Filter{})
-		require.NoError(t, err)
-		require.Equal(t, []string{"pods z", "pods a/x", "pods a/y"}, describeAll(c))
-		for it := range c.Items() {
-			b, err := restoreorder.ReadItem(ctx, src, it.Path)
-			require.NoError(t, err)
-			require.Equal(t, obj, string(b))
+		got := itemContents(t, src)
+		if patched {
+			for p, b := range got {
+				require.Equalf(t, byte('{'), bytes.TrimLeft([]byte(b), " \t\r\n")[0], "item %s", p)
+			}
+			return
+		}
+		require.False(t, len(trailer) == 0 && (tarCut < uint(a.markerEnd) || gzCut < uint(len(stream))), "a cut archive was accepted")
+		if len(trailer) > 0 {
+			// Gzip members after the cut may go on with entries of their own: the whole
+			// archive's items must be there, as they were, and others may be.
+			for p := range got {
+				if _, ok := want[p]; !ok {
+					delete(got, p)
+				}
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("items (-whole +read):\n%s", diff)
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -190,13 +191,27 @@ func gz(t testing.TB, b []byte) []byte {
 	return buf.Bytes()
 }
 
-// makeTar builds a tar of files, in order, ending with the end-of-archive marker.
+// makeTar builds a tar of files, in order, ending with the end-of-archive marker, in the
+// format archive/tar picks for each header.
 func makeTar(t testing.TB, files ...tarFile) []byte {
 	t.Helper()
+	return formatTar(t, tar.FormatUnknown, files...)
+}
+
+// formatTar builds a tar of files in format, as makeTar does. Pax archives carry
+// modification times with nanoseconds, as cmd/itemops writes them, so that every entry
+// has a pax header.
+func formatTar(t testing.TB, format tar.Format, files ...tarFile) []byte {
+	t.Helper()
+	mtime := time.Unix(1700000000, 0)
+	if format == tar.FormatPAX {
+		mtime = mtime.Add(123456789)
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range files {
-		hdr := &tar.Header{Name: f.name, Typeflag: f.typeflag, Mode: 0o644, Size: int64(len(f.body)), Linkname: f.linkname}
+		hdr := &tar.Header{Name: f.name, Typeflag: f.typeflag, Mode: 0o644, Size: int64(len(f.body)),
+			Linkname: f.linkname, ModTime: mtime, Format: format}
 		if hdr.Typeflag == 0 {
 			hdr.Typeflag = tar.TypeReg
 		}

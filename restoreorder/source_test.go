@@ -417,8 +417,9 @@ func allocated(f func()) uint64 {
 }
 
 // TestFromTarGzMemory holds FromTarGz to its limit: reading a big item allocates about
-// the item once, not a buffer that doubles its way up to it, and an entry that does not
-// start with "{" or holds fewer bytes than its header says fails before it is held.
+// the item once (its buffer doubles only until the item is at most 32 times what has
+// arrived, then takes the item's size), and an entry that does not start with "{" or
+// holds fewer bytes than its header says fails before it is held.
 func TestFromTarGzMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads a backup of a 32 MiB item several times; runs without -short")
@@ -431,7 +432,8 @@ func TestFromTarGzMemory(t *testing.T) {
 		err error
 	)
 	n := allocated(func() {
-		src, err = restoreorder.FromTarGz(bytes.NewReader(archive), restoreorder.WithMaxBytes(size))
+		// The limit counts the item, and 512 bytes and the path for its entry.
+		src, err = restoreorder.FromTarGz(bytes.NewReader(archive), restoreorder.WithMaxBytes(size+512+int64(len("resources/pods/cluster/big.json"))))
 	})
 	require.NoError(t, err)
 	require.NotNil(t, src)
@@ -458,15 +460,24 @@ func TestFromTarGzMemory(t *testing.T) {
 	require.LessOrEqual(t, n, uint64(4<<20), "allocated %d bytes for an entry that holds 10", n)
 }
 
+// TestFromTarGzLimit holds WithMaxBytes to what it counts: 512 bytes and the path of
+// every entry, files, directories and all, and the bytes of the items, not those of
+// other files.
 func TestFromTarGzLimit(t *testing.T) {
-	archive := makeTarGz(t,
-		tarFile{name: "resources/pods/cluster/x.json", body: obj},
-		tarFile{name: "resources/pods/cluster/y.json", body: obj},
-		tarFile{name: "metadata/big", body: string(bytes.Repeat([]byte("m"), 1000))}, // not an item: not counted
-	)
-	_, err := restoreorder.FromTarGz(bytes.NewReader(archive), restoreorder.WithMaxBytes(int64(2*len(obj))))
-	require.NoError(t, err, "items exactly at the limit")
-	_, err = restoreorder.FromTarGz(bytes.NewReader(archive), restoreorder.WithMaxBytes(int64(2*len(obj)-1)))
+	files := []tarFile{
+		{name: "resources/", typeflag: tar.TypeDir},
+		{name: "resources/pods/cluster/x.json", body: obj},
+		{name: "resources/pods/cluster/y.json", body: obj},
+		{name: "metadata/big", body: string(bytes.Repeat([]byte("m"), 1000))}, // not an item: its bytes are not counted
+	}
+	archive := makeTarGz(t, files...)
+	limit := int64(2 * len(obj))
+	for _, f := range files {
+		limit += 512 + int64(len(f.name))
+	}
+	_, err := restoreorder.FromTarGz(bytes.NewReader(archive), restoreorder.WithMaxBytes(limit))
+	require.NoError(t, err, "exactly at the limit")
+	_, err = restoreorder.FromTarGz(bytes.NewReader(archive), restoreorder.WithMaxBytes(limit-1))
 	require.ErrorIs(t, err, restoreorder.ErrTooLarge)
 	_, err = restoreorder.FromTarGz(bytes.NewReader(archive), restoreorder.WithMaxBytes(0))
 	require.NoError(t, err, "no limit")

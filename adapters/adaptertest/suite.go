@@ -326,8 +326,8 @@ func finished(t *testing.T, s subject, id string) operations.Progress {
 func checkReport(t *testing.T, id string, p operations.Progress) {
 	t.Helper()
 	switch {
-	case p.NCompleted < 0 || p.NTotal < 0:
-		t.Errorf("Progress(%q) returned %+v, with negative counts", id, p)
+	case p.Validate() != nil:
+		t.Errorf("Progress(%q) returned %+v: %v", id, p, p.Validate())
 	case !p.Completed && p.Err != "":
 		t.Errorf("Progress(%q) returned %+v, with Err set on an operation not completed", id, p)
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -45,4 +48,36 @@ func TestRewriteTarballRefusesCut(t *testing.T) {
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, cut, after, "the cut tarball was changed")
+}
+
+// TestBackupTarballCutAtAnyBlockFails cuts a backup tarball as the demo writes it (a pax
+// header before every entry, for its modification time to the nanosecond) at every
+// block of its tar, gzipped whole again as a tar that died under "tar | gzip" leaves
+// it: restoreorder must refuse every cut, and say where the tar ends.
+func TestBackupTarballCutAtAnyBlockFails(t *testing.T) {
+	var buf bytes.Buffer
+	out := newTarWriter(&buf, time.Unix(1700000000, 123456789))
+	for i := range 20 {
+		name := fmt.Sprintf("item-%02d", i)
+		body := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + name + `"}}`)
+		require.NoError(t, out.add("resources/pods/namespaces/a/"+name+".json", body))
+	}
+	require.NoError(t, out.close())
+	_, err := restoreorder.FromTarGz(bytes.NewReader(buf.Bytes()))
+	require.NoError(t, err)
+
+	zr, err := gzip.NewReader(&buf)
+	require.NoError(t, err)
+	whole, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	for cut := 0; cut < len(whole); cut += 512 {
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		_, err := zw.Write(whole[:cut])
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		_, err = restoreorder.FromTarGz(&gz)
+		require.ErrorIsf(t, err, restoreorder.ErrMalformed, "cut at byte %d of %d", cut, len(whole))
+		require.Containsf(t, err.Error(), fmt.Sprintf("the tar ends at byte %d,", cut), "cut at byte %d", cut)
+	}
 }

@@ -163,8 +163,9 @@ func TestHostileCorpusLibrary(t *testing.T) {
 		n := allocated(func() { _, ferr = restoreorder.FromTarGz(bytes.NewReader(b), restoreorder.WithMaxBytes(maxItems)) })
 		require.Truef(t, errors.Is(ferr, restoreorder.ErrMalformed) || errors.Is(ferr, restoreorder.ErrInvalidItem) || errors.Is(ferr, restoreorder.ErrTooLarge),
 			"%s: %v", path, ferr)
-		// FromTarGz holds the items it keeps (at most maxItems) and 1 MiB more while it
-		// reads one; the rest is gzip's and tar's buffers.
+		// FromTarGz holds the items it keeps (at most maxItems, with their entries), and
+		// its buffer for the item it reads grows by doubling, to at most that item; the
+		// rest is gzip's and tar's buffers.
 		require.LessOrEqualf(t, n, uint64(maxItems+(1<<20)+(4<<20)), "%s: allocated %d bytes", path, n)
 		t.Logf("%s: %v (allocated %.1f MiB)", filepath.Base(path), ferr, float64(n)/(1<<20))
 	}

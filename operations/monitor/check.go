@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/itemops/itemops/internal/timelimit"
 	"github.com/itemops/itemops/operations"
 )
 
@@ -389,10 +387,7 @@ func failOperation(op operations.Operation, msg string) operations.Operation {
 // poll. NCompleted above NTotal is kept as reported, as Velero keeps it: a plugin
 // whose total is an estimate may pass it.
 func checkProgress(p operations.Progress) error {
-	if p.NCompleted < 0 || p.NTotal < 0 {
-		return fmt.Errorf("progress: plugin reported negative progress (%d of %d)", p.NCompleted, p.NTotal)
-	}
-	if err := cmp.Or(timelimit.Check("started", p.Started), timelimit.Check("updated", p.Updated)); err != nil {
+	if err := p.Validate(); err != nil {
 		return fmt.Errorf("progress: plugin reported %w", err)
 	}
 	return nil

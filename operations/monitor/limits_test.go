@@ -107,7 +107,7 @@ func TestPluginTimesOutOfRange(t *testing.T) {
 					p.Updated = tm
 				}
 				answers[id], ids = p, append(ids, id)
-				wantErr[id] = fmt.Sprintf("progress: plugin reported %s time %s outside years 0000 to 9999 in UTC", field, tm.UTC().Format(time.RFC3339Nano))
+				wantErr[id] = fmt.Sprintf("progress: plugin reported %s time %s outside years 0000 to 9999 in UTC: invalid record", field, tm.UTC().Format(time.RFC3339Nano))
 			}
 		}
 	}

@@ -333,7 +333,7 @@ func TestPollMisbehavingPlugins(t *testing.T) {
 		"hangs":           "progress: no answer within 50ms",
 		"ignores-context": "progress: no answer within 50ms",
 		"panics":          "progress: plugin panicked: nil map write",
-		"negative":        "progress: plugin reported negative progress (-1 of 0)",
+		"negative":        "progress: plugin reported negative progress (-1 of 0): invalid record",
 		"unknown-id":      `p: operation "unknown-id": invalid operation ID`,
 		"not-async":       `p: operation "not-async": asynchronous operations not supported`,
 		"no-plugin":       `resolve plugin "velero.io/missing": no plugin registered as "velero.io/missing"`,

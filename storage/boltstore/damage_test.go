@@ -26,7 +26,8 @@ import (
 func storeFile(t testing.TB) []byte { return storeOf(t, 12, 40, false) }
 
 // storeOf writes a store of runs waiting backups of perRun operations each, closes it,
-// and returns its bytes. When complete is set, each run's first operation is then
+// and returns its bytes. Each operation's resource has a name of its own, so that the
+// bytes of its record are found in the file once. When complete is set, each run's first operation is then
 // written again Completed, so that the file's freelist holds pages.
 func storeOf(t testing.TB, runs, perRun int, complete bool) []byte {
 	t.Helper()
@@ -42,7 +43,7 @@ func storeOf(t testing.TB, runs, perRun int, complete bool) []byte {
 		var ops []operations.Operation
 		for j := 0; j < perRun; j++ {
 			ops = append(ops, operations.Operation{Owner: o, Action: "example.io/mover", ID: fmt.Sprintf("op-%03d", j),
-				Resource: operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: fmt.Sprint("pod-", j)},
+				Resource: operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: fmt.Sprintf("pod-%02d-%d", i, j)},
 				Status:   operations.Status{Phase: operations.OperationInProgress, NTotal: 100, Description: "moving data along", Created: t0}})
 		}
 		require.NoError(t, s.CreateRunWithOperations(ctx, r, ops))

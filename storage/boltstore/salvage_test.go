@@ -131,7 +131,7 @@ func TestSalvageOneBadOperationRecord(t *testing.T) {
 	orig := recordsOf(t, b)
 	o := operations.Owner{Kind: "Backup", Name: "backup-01"}
 	// The record of op-003 holds its ID after its UID, action and resource.
-	rec := inUse(t, b, "\x05uid-1\x10example.io/mover\x00\x04pods\x02ns\x05pod-3\x06op-003")
+	rec := inUse(t, b, "\x05uid-1\x10example.io/mover\x00\x04pods\x02ns\x08pod-01-3\x06op-003")
 	for at := rec; at < rec+40; at++ {
 		d := bytes.Clone(b)
 		d[at] ^= 0x5a
@@ -254,7 +254,8 @@ func TestSalvageEveryCut(t *testing.T) {
 		places = append(places, place{o, ""}, place{o, ""})
 		texts = append(texts, "rB"+o.Name, string(orig.runs[o].Phase)+"\x00"+o.Name)
 		for id, op := range ops {
-			// The record of an operation holds its ID after its resource's name.
+			// The record of an operation holds its ID after its resource's name, which
+			// storeOf makes unique.
 			places = append(places, place{o, id})
 			texts = append(texts, fmt.Sprintf("%c%s%c%s", len(op.Resource.Name), op.Resource.Name, len(id), id))
 		}

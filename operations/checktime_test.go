@@ -1,4 +1,4 @@
-package timelimit
+package operations
 
 import (
 	"encoding/json"
@@ -19,9 +19,9 @@ func marshals(t time.Time) bool {
 	return err == nil
 }
 
-// TestCheckAgreesWithJSON checks Check against encoding/json at and around both ends
+// TestCheckTimeAgreesWithJSON checks checkTime against encoding/json at and around both ends
 // of the range, in several zones, and at the extremes of time.Time.
-func TestCheckAgreesWithJSON(t *testing.T) {
+func TestCheckTimeAgreesWithJSON(t *testing.T) {
 	var times []time.Time
 	for _, edge := range []time.Time{first, last, {}} {
 		for _, d := range []time.Duration{-time.Hour, -time.Second, -1, 0, 1, time.Second, time.Hour} {
@@ -33,36 +33,36 @@ func TestCheckAgreesWithJSON(t *testing.T) {
 	for _, tm := range times {
 		for _, z := range zones {
 			tm := tm.In(z)
-			err := Check("started", tm)
+			err := checkTime("started", tm)
 			if want := marshals(tm); (err == nil) != want {
-				t.Errorf("Check(%s) = %v, want an error: %v", tm.Format(time.RFC3339Nano), err, !want)
+				t.Errorf("checkTime(%s) = %v, want an error: %v", tm.Format(time.RFC3339Nano), err, !want)
 			}
 			if err != nil && (!strings.HasPrefix(err.Error(), "started time "+tm.UTC().Format(time.RFC3339Nano)) || !strings.HasSuffix(err.Error(), "outside years 0000 to 9999 in UTC")) {
-				t.Errorf("Check(%s) = %q, want the field, the time in UTC and the range", tm.Format(time.RFC3339Nano), err)
+				t.Errorf("checkTime(%s) = %q, want the field, the time in UTC and the range", tm.Format(time.RFC3339Nano), err)
 			}
 		}
 	}
-	if err := Check("created", time.Time{}); err != nil {
-		t.Errorf("Check(the zero time) = %v, want nil", err)
+	if err := checkTime("created", time.Time{}); err != nil {
+		t.Errorf("checkTime(the zero time) = %v, want nil", err)
 	}
-	if err := Check("created", last.Add(1)); err == nil {
-		t.Errorf("Check(%s) = nil, want an error", last.Add(1).Format(time.RFC3339Nano))
+	if err := checkTime("created", last.Add(1)); err == nil {
+		t.Errorf("checkTime(%s) = nil, want an error", last.Add(1).Format(time.RFC3339Nano))
 	}
-	if err := Check("created", first.Add(-1)); err == nil {
-		t.Errorf("Check(%s) = nil, want an error", first.Add(-1).Format(time.RFC3339Nano))
+	if err := checkTime("created", first.Add(-1)); err == nil {
+		t.Errorf("checkTime(%s) = nil, want an error", first.Add(-1).Format(time.RFC3339Nano))
 	}
 }
 
-// FuzzCheck checks Check against encoding/json for any instant, in a zone of any
+// FuzzCheckTime checks checkTime against encoding/json for any instant, in a zone of any
 // offset that time.FixedZone takes.
-func FuzzCheck(f *testing.F) {
+func FuzzCheckTime(f *testing.F) {
 	f.Add(first.Unix(), int64(0), int32(3600))
 	f.Add(last.Unix(), int64(999999999), int32(-3600))
 	f.Add(last.Unix()+1, int64(0), int32(0))
 	f.Fuzz(func(t *testing.T, sec, nsec int64, offset int32) {
 		tm := time.Unix(sec, nsec).In(time.FixedZone("", int(offset%(24*3600))))
-		if err := Check("updated", tm); (err == nil) != marshals(tm) {
-			t.Errorf("Check(%s) = %v, but encoding/json marshals it: %v", tm.Format(time.RFC3339Nano), err, marshals(tm))
+		if err := checkTime("updated", tm); (err == nil) != marshals(tm) {
+			t.Errorf("checkTime(%s) = %v, but encoding/json marshals it: %v", tm.Format(time.RFC3339Nano), err, marshals(tm))
 		}
 	})
 }
