@@ -3,6 +3,10 @@ package itemops_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
@@ -205,4 +209,62 @@ func TestImportLayers(t *testing.T) {
 // internal package (internal/..., or an internal/ directory of a package below).
 func isInternal(rel string) bool {
 	return strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/")
+}
+
+// TestNoGoroutineIdentity keeps a rule of docs/architecture.md "Concurrency": no code of
+// itemops tells goroutines apart, by their stacks or otherwise, so that what a call does
+// never depends on which function called it. It parses every non-test Go file of the
+// repository, of every module, and fails on each call of runtime.Caller, Callers,
+// CallersFrames or Stack.
+func TestNoGoroutineIdentity(t *testing.T) {
+	banned := map[string]bool{"Caller": true, "Callers": true, "CallersFrames": true, "Stack": true}
+	var found []string
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		files++
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		local := "" // the name the file gives package runtime
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"runtime"` {
+				local = "runtime"
+				if imp.Name != nil {
+					local = imp.Name.Name
+				}
+			}
+		}
+		if local == "" || local == "_" {
+			return nil
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == local && banned[sel.Sel.Name] {
+				found = append(found, fmt.Sprintf("%s: runtime.%s", fset.Position(sel.Pos()), sel.Sel.Name))
+			}
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, files, 100, "non-test Go files parsed")
+	require.Empty(t, found, "code that reads goroutine stacks (docs/architecture.md \"Concurrency\")")
 }

@@ -30,14 +30,16 @@ import (
 //   - A run changes only through UpdateRun, an atomic read-modify-write: update gets a
 //     copy of the stored run and may be called more than once (the store retries after
 //     a concurrent write of the run), so it must not have effects outside the run it is
-//     given that a second call would repeat. It is never called with a lock of the store
-//     held: it may call the Store, to read anything and to write other runs or the
-//     operations of its own run, but a write of its own run (UpdateRun, DeleteRun) from
-//     inside it makes it run again, until UpdateRun fails with [ErrConflict]. A nil
-//     update fails with [ErrInvalid]. The result is checked with [ValidateRunUpdate]
-//     before it is written, so a terminal run can never be moved back; when update
-//     returns an error, nothing is written and UpdateRun returns that error as it is.
-//     No write is lost to a concurrent one.
+//     given that a second call would repeat. update works on that copy alone and does
+//     not call the Store: a store may hold the run's other writes back until update
+//     returns (the engine of storage/kv does), so a write of the run from inside update
+//     may wait for itself until its context ends. To write operations as well, call
+//     PutOperations before or after UpdateRun; a run and its first operations are
+//     created together by [RunStarter]. While update runs, the reads of every run and
+//     the writes of other runs go on. A nil update fails with [ErrInvalid]. The result
+//     is checked with [ValidateRunUpdate] before it is written, so a terminal run can
+//     never be moved back; when update returns an error, nothing is written and
+//     UpdateRun returns that error as it is. No write is lost to a concurrent one.
 //   - Operations belong to a run: PutOperations on an owner without a run fails with
 //     [ErrNotFound], and DeleteRun deletes the run's operations with it, atomically.
 //   - PutOperations writes one batch atomically, whatever its size (there is no maximum:
@@ -61,8 +63,8 @@ type Store interface {
 	// GetRun returns the run of o, or [ErrNotFound].
 	GetRun(ctx context.Context, o Owner) (Run, error)
 	// UpdateRun applies update to the run of o atomically and returns the run as
-	// stored. It fails with [ErrNotFound], with update's own error, or with the error of
-	// [ValidateRunUpdate].
+	// stored. update must not call the Store (see above). It fails with [ErrNotFound],
+	// with update's own error, or with the error of [ValidateRunUpdate].
 	UpdateRun(ctx context.Context, o Owner, update func(*Run) error) (Run, error)
 	// ListRuns returns the runs f selects, by kind (Backup, Restore, then kinds of one's
 	// own by name), then name.

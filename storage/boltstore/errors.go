@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/kv"
 )
 
 // ErrLocked is returned by [Open] when another [Store], in this process or another, holds
@@ -34,5 +35,6 @@ var ErrPageReachedTwice = errors.New("reached twice")
 // ErrReadOnly is returned by every write of a [Store] opened with [Options.ReadOnly].
 var ErrReadOnly = errors.New("store is opened read-only")
 
-// ErrClosed is returned by every method of a [Store] after [Store.Close].
-var ErrClosed = errors.New("store is closed")
+// ErrClosed is returned by every method of a [Store] after [Store.Close], and of the
+// zero Store. It is kv.ErrClosed, which the engine returns for a Store without one.
+var ErrClosed = kv.ErrClosed

@@ -210,6 +210,9 @@ func TestCloseIsIdempotentAndLaterCallsFail(t *testing.T) {
 	require.NoError(t, opened.Close())
 	require.NoError(t, opened.Close(), "second Close")
 	storetest.RunClosed(t, opened, ErrClosed)
+	// The zero Store's methods are the engine's too, which fails them with ErrClosed.
+	var zero Store
+	t.Run("zero", func(t *testing.T) { storetest.RunClosed(t, &zero, ErrClosed) })
 }
 
 // fileBytes returns the content of path.

@@ -61,11 +61,12 @@ func (b *backend) Commit(ctx context.Context, conds []kv.Condition, writes []kv.
 	if err := checkDuplicates(conds); err != nil {
 		return err
 	}
-	lim, size := b.Limits(), 0
+	if err := b.Limits().Check(conds, writes); err != nil {
+		return fmt.Errorf("etcdstore: %w", err)
+	}
 	cmps := make([]clientv3.Cmp, len(conds))
 	for i, c := range conds {
 		cmps[i] = clientv3.Compare(clientv3.ModRevision(b.key(c.Key)), "=", int64(c.Version))
-		size += len(c.Key)
 	}
 	ops := make([]clientv3.Op, len(writes))
 	for i, w := range writes {
@@ -77,10 +78,6 @@ func (b *backend) Commit(ctx context.Context, conds []kv.Condition, writes []kv.
 		default:
 			ops[i] = clientv3.OpDelete(b.key(w.Key))
 		}
-		size += len(w.Key) + len(w.Value) + len(w.End)
-	}
-	if n := len(conds) + len(writes); n > lim.MaxOps || size > lim.MaxBytes {
-		return fmt.Errorf("etcdstore: commit of %d operations and %d bytes, beyond %d and %d: %w", n, size, lim.MaxOps, lim.MaxBytes, kv.ErrTooLarge)
 	}
 	var resp *clientv3.TxnResponse
 	err := b.rpc(ctx, func(ctx context.Context) (err error) {

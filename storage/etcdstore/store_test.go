@@ -295,17 +295,18 @@ func TestLimitsAboveServer(t *testing.T) {
 	require.NoError(t, err, "Open with the server's limit")
 }
 
-// TestRecordSize writes an operation whose record takes most of a request, which fits,
-// and one larger than a request, which the engine refuses with operations.ErrInvalid.
-// Every field is within operations' limits: the records are made large by their number
-// of post-operation items.
+// TestRecordSize writes an operation whose record takes half a request, which fits,
+// and one larger than a request, which the store refuses with operations.ErrInvalid
+// (operations.MaxSpecBytes, less than a request, refuses it before the engine's limits
+// do). Every field is within operations' limits: the records are made large by their
+// number of post-operation items.
 func TestRecordSize(t *testing.T) {
 	s := openStore(t, newClient(t, testServer), newPrefix(), nil)
 	o := backup("b")
 	createWaiting(t, s, o)
 	ok := newOps(o, "ok-", 1, operations.OperationNew)
-	ok[0].PostOperationItems = items(DefaultMaxRequestBytes * 2 / 3)
-	require.NoError(t, s.PutOperations(bg, o, ok), "a record of 2/3 of a request")
+	ok[0].PostOperationItems = items(DefaultMaxRequestBytes / 2)
+	require.NoError(t, s.PutOperations(bg, o, ok), "a record of half a request")
 	got, err := s.GetOperation(bg, o, "ok-0000")
 	require.NoError(t, err)
 	require.Equal(t, ok[0].PostOperationItems, got.PostOperationItems)

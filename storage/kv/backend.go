@@ -1,6 +1,9 @@
 package kv
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // A Backend is the small transactional key-value store the engine runs on. A driver
 // (storage/memstore, storage/boltstore, storage/etcdstore, or a user's own) implements
@@ -82,4 +85,34 @@ type Limits struct {
 	// MaxBytes is the most bytes of keys and values one Commit may hold (etcd's
 	// default --max-request-bytes is 1.5 MiB).
 	MaxBytes int
+}
+
+// Check returns nil when l takes one [Backend.Commit] of conds and writes, and otherwise
+// an error wrapping [ErrTooLarge] that gives the Commit's size and l. A Commit counts
+// its conditions plus its writes against MaxOps, and the bytes of their keys, values
+// and range ends against MaxBytes. A driver calls Check in Commit before it writes
+// anything, so that every driver counts as the engine does when it splits a batch.
+func (l Limits) Check(conds []Condition, writes []Write) error {
+	ops, bytes := commitSize(conds, writes)
+	if l.allows(ops, bytes) {
+		return nil
+	}
+	return fmt.Errorf("commit of %d operations and %d bytes, limits %d operations and %d bytes: %w", ops, bytes, l.MaxOps, l.MaxBytes, ErrTooLarge)
+}
+
+// allows reports whether l takes a Commit of ops conditions and writes holding bytes
+// bytes (see [Limits.Check]).
+func (l Limits) allows(ops, bytes int) bool {
+	return (l.MaxOps <= 0 || ops <= l.MaxOps) && (l.MaxBytes <= 0 || bytes <= l.MaxBytes)
+}
+
+// commitSize returns what a Commit of conds and writes counts against [Limits].
+func commitSize(conds []Condition, writes []Write) (ops, bytes int) {
+	for _, c := range conds {
+		bytes += len(c.Key)
+	}
+	for _, w := range writes {
+		bytes += len(w.Key) + len(w.Value) + len(w.End)
+	}
+	return len(conds) + len(writes), bytes
 }

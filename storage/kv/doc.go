@@ -91,9 +91,11 @@
 // The writes of one Store to one run (UpdateRun, PutOperations, DeleteRun) take turns,
 // in the order they are called, so that goroutines of one process do not make each
 // other retry; writers in other processes still race. A write waiting for its turn ends
-// with ctx.Err() when ctx is done. While UpdateRun calls its update function it lends
-// its turn to the writes made from inside an update function (on its goroutine, below
-// the call), as the operations.Store contract lets update write: they go ahead instead
-// of waiting for an UpdateRun that waits for them. A write from anywhere else, another
-// goroutine of the caller or one that update starts, waits for its turn.
+// with ctx.Err() when ctx is done. UpdateRun holds its turn while it calls its update
+// function, so every other write of that run waits until update has returned and its
+// result is committed. Reads take no turn, and writes of other runs wait only for their
+// own. An update function therefore must not call the Store, as the operations.Store
+// contract says: a write of its own run would wait for the UpdateRun that calls it,
+// until the write's ctx ends, and two update functions that wrote each other's runs
+// would wait for each other.
 package kv

@@ -51,10 +51,10 @@ type committer struct {
 // its goroutine is to write the next group itself, false when its commit was written
 // (then err is its outcome).
 type queued struct {
-	c    Commit
-	size int
-	err  error
-	turn chan bool
+	c          Commit
+	ops, bytes int // what c counts against the backend's Limits
+	err        error
+	turn       chan bool
 }
 
 func newCommitter(b Backend) *committer {
@@ -76,7 +76,8 @@ func (c *committer) commit(ctx context.Context, conds []Condition, writes []Writ
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	q := &queued{c: Commit{Conds: conds, Writes: writes}, size: commitSize(conds, writes), turn: make(chan bool, 1)}
+	q := &queued{c: Commit{Conds: conds, Writes: writes}, turn: make(chan bool, 1)}
+	q.ops, q.bytes = commitSize(conds, writes)
 	c.mu.Lock()
 	c.queue = append(c.queue, q)
 	lead := !c.leading
@@ -97,15 +98,12 @@ func (c *committer) commit(ctx context.Context, conds []Condition, writes []Writ
 // the caller's commit alone is written as Backend.Commit writes it, under ctx.
 func (c *committer) writeGroup(ctx context.Context) {
 	c.mu.Lock()
-	n, ops, size := 0, 0, 0
+	n, ops, bytes := 0, 0, 0
 	for _, q := range c.queue {
-		qops := len(q.c.Conds) + len(q.c.Writes)
-		if n > 0 && (n == maxGroup ||
-			c.limits.MaxOps > 0 && ops+qops > c.limits.MaxOps ||
-			c.limits.MaxBytes > 0 && size+q.size > c.limits.MaxBytes) {
+		if n > 0 && (n == maxGroup || !c.limits.allows(ops+q.ops, bytes+q.bytes)) {
 			break
 		}
-		n, ops, size = n+1, ops+qops, size+q.size
+		n, ops, bytes = n+1, ops+q.ops, bytes+q.bytes
 	}
 	group := c.queue[:n:n]
 	c.queue = c.queue[n:]
@@ -140,16 +138,4 @@ func (c *committer) writeGroup(ctx context.Context) {
 	for _, q := range group[1:] {
 		q.turn <- false
 	}
-}
-
-// commitSize is about the bytes a commit takes of a backend's limit.
-func commitSize(conds []Condition, writes []Write) int {
-	n := 0
-	for _, cd := range conds {
-		n += len(cd.Key) + 8
-	}
-	for _, w := range writes {
-		n += len(w.Key) + len(w.End) + len(w.Value) + 8
-	}
-	return n
 }

@@ -66,7 +66,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
 	metaKey := opsKey(prefix, opsMeta)
-	err = s.writeRun(ctx, rk, func(turn) error {
+	err = s.writeRun(ctx, rk, func() error {
 		var runVer, metaVer Version
 		var meta opsMetaValue
 		found := make([]idEntry, len(ops)) // seq 0: not stored yet

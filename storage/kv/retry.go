@@ -64,13 +64,13 @@ func backoff(ctx context.Context, n int) error {
 }
 
 // writeRun waits for the turn of the run whose key is rk (see [turns]), then calls try
-// as retry does, giving it the turn, which it may lend (see [turn.lend]). It fails as
-// retry does, and with ctx.Err() when ctx ends while the write waits for its turn.
-func (s *Store) writeRun(ctx context.Context, rk []byte, try func(w turn) error) error {
+// as retry does, holding the turn until the last try returns. It fails as retry does,
+// and with ctx.Err() when ctx ends while the write waits for its turn.
+func (s *Store) writeRun(ctx context.Context, rk []byte, try func() error) error {
 	w, err := s.turns.wait(ctx, string(rk))
 	if err != nil {
 		return err
 	}
 	defer w.done()
-	return s.retry(ctx, func() error { return try(w) })
+	return s.retry(ctx, try)
 }

@@ -13,20 +13,7 @@ import (
 
 // fits reports whether one Commit of conds and writes is within the backend's limits.
 func (s *Store) fits(conds []Condition, writes []Write) bool {
-	if s.limits.MaxOps > 0 && len(conds)+len(writes) > s.limits.MaxOps {
-		return false
-	}
-	if s.limits.MaxBytes <= 0 {
-		return true
-	}
-	n := 0
-	for _, c := range conds {
-		n += len(c.Key)
-	}
-	for _, w := range writes {
-		n += len(w.Key) + len(w.Value) + len(w.End)
-	}
-	return n <= s.limits.MaxBytes
+	return s.limits.allows(commitSize(conds, writes))
 }
 
 // stagedPrefix is the prefix of the staged chunks of one batch of a run.

@@ -205,9 +205,10 @@ func (s *Store) getRun(ctx context.Context, o operations.Owner) (run operations.
 
 // UpdateRun applies update to the run of o atomically and returns the run as stored.
 // update gets a copy of the stored run, and is called again, with a fresh copy, when a
-// concurrent write of the run commits first; it is called outside every transaction of
-// the backend, so it may read the Store, but a write of the same run from inside it
-// makes it run again, until UpdateRun fails with [operations.ErrConflict].
+// write of another Store on the same backend commits first. It is called outside every
+// transaction of the backend, but while UpdateRun holds the run's turn (see the package
+// documentation), so it must not call the Store: a write of the same run from inside it
+// waits for UpdateRun to end, which never comes, until that write's ctx ends.
 //
 // UpdateRun fails, writing nothing, with an error wrapping [operations.ErrInvalid] when
 // update is nil, with [operations.ErrNotFound] or [operations.ErrUIDMismatch] as
@@ -226,13 +227,13 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	}
 	var after operations.Run
 	fromUpdate := false // err is update's own, returned as it is
-	err := s.writeRun(ctx, runKey(o), func(w turn) error {
+	err := s.writeRun(ctx, runKey(o), func() error {
 		before, ver, err := s.getRun(ctx, o)
 		if err != nil {
 			return err
 		}
 		work := before.Clone()
-		if err := w.lend(func() error { return update(&work) }); err != nil {
+		if err := update(&work); err != nil {
 			fromUpdate = true
 			return err
 		}
@@ -350,7 +351,7 @@ func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
 		return fmt.Errorf("delete run %s: %w", o, err)
 	}
 	rk, prefix := runKey(o), opsPrefix(o)
-	err := s.writeRun(ctx, rk, func(turn) error {
+	err := s.writeRun(ctx, rk, func() error {
 		run, ver, err := s.getRun(ctx, o)
 		if err != nil {
 			return err

@@ -224,7 +224,7 @@ func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value 
 }
 
 func (b *backend) Commit(ctx context.Context, conds []kv.Condition, writes []kv.Write) error {
-	if err := b.check(conds, writes); err != nil {
+	if err := b.limits.Check(conds, writes); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -251,21 +251,6 @@ func (b *backend) Commit(ctx context.Context, conds []kv.Condition, writes []kv.
 		default:
 			b.deleteRange(w.Key, nil)
 		}
-	}
-	return nil
-}
-
-// check refuses a commit beyond the backend's limits.
-func (b *backend) check(conds []kv.Condition, writes []kv.Write) error {
-	n := 0
-	for _, c := range conds {
-		n += len(c.Key)
-	}
-	for _, w := range writes {
-		n += len(w.Key) + len(w.Value) + len(w.End)
-	}
-	if (b.limits.MaxOps > 0 && len(conds)+len(writes) > b.limits.MaxOps) || (b.limits.MaxBytes > 0 && n > b.limits.MaxBytes) {
-		return fmt.Errorf("commit of %d operations and %d bytes, limits %+v: %w", len(conds)+len(writes), n, b.limits, kv.ErrTooLarge)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ import (
 
 // A Store is an [operations.Store] in memory: the engine of storage/kv over the backend
 // of [NewBackend]. Create one with [New]; the zero Store is not usable. A Store is safe
-// for concurrent use. Its update functions may read the Store (see
+// for concurrent use. Its update functions must not call the Store (see
 // [kv.Store.UpdateRun]).
 type Store struct {
 	*kv.Store

@@ -54,32 +54,6 @@ func newStore(t *testing.T) *memstore.Store {
 	return s
 }
 
-// The update function runs without the Store's lock, so it may read the Store and write
-// operations.
-func TestUpdateRunMayUseTheStore(t *testing.T) {
-	s := newStore(t)
-	got, err := s.UpdateRun(bg, owner, func(r *operations.Run) error {
-		if _, err := s.GetRun(bg, owner); err != nil {
-			return err
-		}
-		if _, err := s.ListRuns(bg, operations.RunFilter{}); err != nil {
-			return err
-		}
-		op := operations.Operation{Owner: owner, ID: "op-1", Status: operations.Status{Phase: operations.OperationNew}}
-		if err := s.PutOperations(bg, owner, []operations.Operation{op}); err != nil {
-			return err
-		}
-		pending, err := s.ListOperations(bg, owner, operations.OperationFilter{})
-		if err != nil {
-			return err
-		}
-		r.ItemsTotal = len(pending)
-		return nil
-	})
-	require.NoError(t, err)
-	require.Equal(t, 1, got.ItemsTotal)
-}
-
 // twoStores returns two engines over one backend in memory, holding the run of owner,
 // as two processes sharing etcd are: the writes of one Store to a run take turns, so a
 // write that races an update function comes from the other.

@@ -56,39 +56,73 @@ func testNilUpdate(t tb, s operations.Store) {
 	wantRun(t, s, newRun(o))
 }
 
-// testUpdateMayUseTheStore checks the rule of the contract on update functions: they
-// may read the Store and write other records, the operations of their own run too,
-// without deadlock, and the update still applies.
-func testUpdateMayUseTheStore(t tb, s operations.Store) {
+// testUpdateHoldsBackNoOtherCall checks the rule of the contract on update functions:
+// while one runs (it waits here until the check lets it go), every read, of its run
+// too, and the writes of other runs go on from other goroutines, and the update then
+// applies. The calls the update function waits for are made by the check's goroutine;
+// update itself calls nothing of the Store, as the contract says.
+func testUpdateHoldsBackNoOtherCall(t tb, s operations.Store) {
 	o, other := backup("b"), restore("r")
 	mustCreate(t, s, newRun(o), newRun(other))
-	// A store whose update functions deadlock on the Store would hang here; the
+	op := newOp(o, "op-1", operations.OperationNew)
+	mustPut(t, s, o, []operations.Operation{op})
+
+	inUpdate, release := make(chan struct{}), make(chan struct{})
+	type result struct {
+		run operations.Run
+		err error
+	}
+	updated := make(chan result, 1)
+	go func() {
+		first := true
+		r, err := s.UpdateRun(bg, o, func(r *operations.Run) error {
+			if first {
+				first = false
+				close(inUpdate)
+				<-release
+			}
+			r.ItemsTotal = 7
+			return nil
+		})
+		updated <- result{r, err}
+	}()
+	released := false
+	letGo := func() {
+		if !released {
+			released = true
+			close(release)
+		}
+	}
+	defer func() { // no goroutine outlives the check, whatever stops it
+		letGo()
+		<-updated
+	}()
+	<-inUpdate
+
+	// A store that holds these calls back while update runs would hang here; the
 	// context ends the wait with a clear failure instead.
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
-	got, err := s.UpdateRun(ctx, o, func(r *operations.Run) error {
-		if _, err := s.GetRun(ctx, o); err != nil {
-			return err
-		}
-		if _, err := s.ListRuns(ctx, operations.RunFilter{}); err != nil {
-			return err
-		}
-		if err := s.PutOperations(ctx, o, []operations.Operation{newOp(o, "op-1", operations.OperationNew)}); err != nil {
-			return err
-		}
-		if _, err := s.UpdateRun(ctx, other, func(r *operations.Run) error { r.Warnings = 2; return nil }); err != nil {
-			return err
-		}
-		ops, err := s.ListOperations(ctx, o, operations.OperationFilter{})
-		if err != nil {
-			return err
-		}
-		r.ItemsTotal = len(ops)
-		return nil
-	})
-	noError(t, err, "UpdateRun whose update function uses the Store")
-	wantEqual(t, 1, got.ItemsTotal, "ItemsTotal of the run UpdateRun(%s) returned", o)
-	wantRun(t, s, got)
+	got, err := s.GetRun(ctx, o)
+	noError(t, err, "GetRun(%s) while an update of it runs", o)
+	wantEqual(t, newRun(o), got, "GetRun(%s) while an update of it runs", o)
+	_, err = s.ListRuns(ctx, operations.RunFilter{})
+	noError(t, err, "ListRuns while an update runs")
+	_, err = s.GetOperation(ctx, o, op.ID)
+	noError(t, err, "GetOperation(%s, %q) while an update of its run runs", o, op.ID)
+	_, err = s.ListOperations(ctx, o, operations.OperationFilter{})
+	noError(t, err, "ListOperations(%s) while an update of its run runs", o)
+	_, err = s.UpdateRun(ctx, other, func(r *operations.Run) error { r.Warnings = 2; return nil })
+	noError(t, err, "UpdateRun(%s) while an update of %s runs", other, o)
+	noError(t, s.PutOperations(ctx, other, []operations.Operation{newOp(other, "op-1", operations.OperationNew)}),
+		"PutOperations(%s) while an update of %s runs", other, o)
+
+	letGo()
+	res := <-updated
+	updated <- res // for the deferred wait
+	noError(t, res.err, "UpdateRun(%s) let go after the other calls", o)
+	wantEqual(t, 7, res.run.ItemsTotal, "ItemsTotal of the run UpdateRun(%s) returned", o)
+	wantRun(t, s, res.run)
 }
 
 // testAtomicStart checks the optional operations.RunStarter ability, which Run expects

@@ -58,7 +58,9 @@
 //   - UpdateRun: its result is what GetRun returns; an update that fails, or that
 //     [operations.ValidateRunUpdate] refuses, writes nothing, so a terminal run stays
 //     terminal (phase.ErrInvalidTransition) and a phase never changes without a history
-//     entry; a missing run never reaches the update function.
+//     entry; a missing run never reaches the update function. While an update
+//     function runs, the reads of every run and the writes of other runs go on
+//     (Runs/UpdateHoldsBackNoOtherCall).
 //   - Batches: PutOperations writes all of a batch or none of it: a batch refused by
 //     [operations.ValidateBatch] or [operations.ValidateOperationUpdate] (its 500th
 //     operation invalid, a finished operation moved back) leaves even its valid

@@ -17,7 +17,7 @@ func runChecks(cfg config) []check {
 		{"CreateAndGet", testCreateAndGet},
 		{"UIDMismatch", testUIDMismatch},
 		{"NilUpdate", testNilUpdate},
-		{"UpdateMayUseTheStore", testUpdateMayUseTheStore},
+		{"UpdateHoldsBackNoOtherCall", testUpdateHoldsBackNoOtherCall},
 		start,
 		{"CancelRequest", testCancelRequest},
 		{"CreateExisting", testCreateExisting},

@@ -217,8 +217,8 @@ func (s *simpleStore) GetRun(ctx context.Context, o operations.Owner) (operation
 	return s.out(sr.run), nil
 }
 
-// UpdateRun reads the run, calls update without the lock held (update functions may use
-// the Store), and writes the result if no other update wrote the run meanwhile, or
+// UpdateRun reads the run, calls update without the lock held (other calls go on while
+// it runs), and writes the result if no other update wrote the run meanwhile, or
 // starts over. With the unlockedUpdate fault it writes without that check.
 func (s *simpleStore) UpdateRun(ctx context.Context, o operations.Owner, update func(*operations.Run) error) (operations.Run, error) {
 	if err := s.ctxErr(ctx); err != nil {
