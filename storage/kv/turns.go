@@ -13,9 +13,9 @@ import (
 // turns. But when several goroutines of one process write one run at once, each write
 // that commits makes the others' reads stale: they read again, and a writer can lose
 // race after race until its retries run out (operations.ErrConflict) while the others
-// go on: over etcd, of eight goroutines putting operations to one run, one lost 87 races
-// in a row. With turns only writers in other processes still race, and the retries are
-// for them. docs/BENCHMARKS.md has the figures, of the cost too.
+// go on. With turns only writers in other processes still race, and the retries are
+// for them. docs/BENCHMARKS.md ("Writes of one run from several goroutines: turns")
+// has the figures, of the cost too.
 //
 // A turn is held for the whole write, and UpdateRun holds it while it calls the
 // caller's update function. The turns know nothing of who waits: a write of the run
