@@ -117,14 +117,22 @@ func (p *pending) what() string {
 
 // call makes a plugin call for operation i on tracker in the worker's goroutine: Cancel
 // of op when cancel is set, else Progress of op. If the call is given up, the operation
-// is failed from op (see pending); now is when the check started. The call's context
-// ends after the Monitor's call timeout (see work). It returns the plugin's answer; the
-// error Progress returned, as it is (Velero records a plugin's error text alone); or an
-// error that names the call when Cancel failed, or the plugin panicked or had not
-// answered by the deadline. A call whose deadline has passed when it returns counts as
-// unanswered, so that each call ends one way. When the poll's ctx ends first, it returns ctx.Err(). ok
-// is false when the call was given up (see pending.giveUp): the operation is settled, and
-// the caller must leave the poll alone.
+// is failed from op (see pending); now is when the check started. It returns the
+// plugin's answer; the error Progress returned, as it is (Velero records a plugin's error
+// text alone); or an error that names the call when Cancel failed, or the plugin panicked
+// or had not answered by the deadline. A call whose deadline has passed when it returns
+// counts as unanswered, so that each call ends one way. When the poll's ctx ends first,
+// it returns ctx.Err(). ok is false when the call was given up (see pending.giveUp): the
+// operation is settled, and the caller must leave the poll alone.
+//
+// The call is made under context.WithTimeout(poll's ctx, call timeout), and
+// context.AfterFunc on that context gives the call up when it outlasts its deadline or
+// the poll ends first. The call's state (calling, returned, given up), changed by
+// CompareAndSwap, decides who settles the operation: call when the plugin returns in
+// time, else pending.giveUp. A plugin that ignores its context thus keeps only the
+// goroutine it hangs in, never a worker: when it returns at last, call sees that the call
+// was given up and drops the answer. A panic in the plugin is recovered around the call
+// and becomes the operation's error.
 //
 // When an earlier call for the operation was given up and has not returned, call makes
 // no call: it reports [CallHung] to the Observer and returns the error of a call given

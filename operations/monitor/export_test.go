@@ -18,3 +18,10 @@ func (m *Monitor) StreakRuns() int {
 // HungCalls returns how many plugin calls the Monitor gave up whose plugin has not
 // returned.
 func (m *Monitor) HungCalls() int { return int(m.hung.n.Load()) }
+
+// PollsQueued returns how many polls have operations no worker has taken.
+func (m *Monitor) PollsQueued() int {
+	m.queueMu.Lock()
+	defer m.queueMu.Unlock()
+	return len(m.queue)
+}
