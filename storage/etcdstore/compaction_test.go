@@ -55,8 +55,9 @@ func TestDatabaseStaysFlat(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, runs*perRun, st.Operations, "operations polled")
 	}
-	// Warm up for three compaction periods (on a loaded machine two left the database
-	// still filling: it grew 1.51 times after them, once), then measure over six more.
+	// Warm up for three compaction periods (on a loaded machine two can leave the
+	// database still filling, so that it keeps growing after them; docs/BENCHMARKS.md,
+	// "Revisions and database growth per pass"), then measure over six more.
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 		pass()
 	}
