@@ -169,11 +169,11 @@ func demoLikeStore(t *testing.T) []byte {
 }
 
 // TestCheckAndSalvageSeeChangedBytes changes one byte (XOR 0x5a) of a demo-like store
-// where check used to call the file sound and salvage exit 0 with data lost: a leaf
-// entry's position field (two operations vanished), a run key (the backup renamed, its
-// operations orphaned), the freelist (the next write failed) and the magic of the meta
-// page of the last transaction (silently rolled back). check must fail, saying the file
-// is damaged, and salvage must exit 1.
+// at places whose damage bbolt itself reads without an error: a leaf entry's position
+// field (two operations vanish), a run key (the backup is renamed, its operations
+// orphaned), the freelist (the next write fails) and the magic of the meta page of the
+// last transaction (the file silently rolls back). check must fail, saying the file is
+// damaged, and salvage must exit 1.
 func TestCheckAndSalvageSeeChangedBytes(t *testing.T) {
 	good := demoLikeStore(t)
 	const pageSize = boltfault.PageSize

@@ -101,7 +101,7 @@ func goldenCases() []goldenCase {
 	escDecoded[0].Status.Error = "bad byte \ufffd and \ufffd\ufffd end" // invalid UTF-8 does not survive
 
 	return []goldenCase{
-		{name: "issue example", golden: "backup.json", ops: []operations.Operation{goldenOp()}, kind: phase.Backup},
+		{name: "one backup operation", golden: "backup.json", ops: []operations.Operation{goldenOp()}, kind: phase.Backup},
 		{name: "restore with every status field", golden: "restore.json", ops: restoreOps, decoded: restoreDecoded, kind: phase.Restore},
 		{name: "nil, empty and listed post-operation items", golden: "backup-items.json", ops: itemOps, kind: phase.Backup},
 		{name: "HTML, control characters, U+2028, invalid UTF-8", golden: "escaping.json", ops: escOps, decoded: escDecoded, kind: phase.Backup},

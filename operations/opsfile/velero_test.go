@@ -215,7 +215,7 @@ func encode(t testing.TB, ops []operations.Operation) []byte {
 	return buf.Bytes()
 }
 
-// goldenOp is the backup operation of the golden example.
+// goldenOp is the backup operation of the golden file testdata/backup.json.
 func goldenOp() operations.Operation {
 	return operations.Operation{
 		Owner:    operations.Owner{Kind: phase.Backup, Name: "backup-1", UID: "f8c72709-0f73-46e1-a071-116bc4a76b07"},

@@ -355,8 +355,8 @@ func changeDetected(t testing.TB, dir string, b []byte, off int, x byte) (bool, 
 }
 
 // TestCheckFindsEveryChangedLiveByte changes every byte of a store that bbolt reads
-// for its last transaction, one at a time, with two XOR masks (0x5a as the issue that
-// found the damage did, and 0x01, a single bit), and asserts that a read-only Open with
+// for its last transaction, one at a time, with two XOR masks (0x5a, which changes
+// four bits, and 0x01, a single bit), and asserts that a read-only Open with
 // Check, as itemops check does, reports every one. In -short mode it tries every
 // seventh byte.
 func TestCheckFindsEveryChangedLiveByte(t *testing.T) {

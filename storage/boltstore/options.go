@@ -33,9 +33,9 @@ type Options struct {
 	// SkipCheck makes Open skip the check of the file that it makes by default before
 	// it reads anything else (see [Store.Check]). With the check, a damaged file fails
 	// Open with [ErrCorrupt], unchanged: the check reads every page that holds data, and
-	// both meta pages, which costs about 0.5 ms per MiB from the page cache, and a read of
-	// the file from disk when it is not cached (see docs/BENCHMARKS.md, "boltstore: the
-	// check of a file"). Skip it only for a file known to be sound, such as one this
+	// both meta pages, at a cost in CPU per MiB of the file, and a read of the file from
+	// disk when it is not cached (docs/BENCHMARKS.md, "boltstore: the check of a file",
+	// has the figures). Skip it only for a file known to be sound, such as one this
 	// process wrote, when opening it must not read it whole. Without the check, a file
 	// whose pages were damaged so that they form a cycle makes bbolt loop forever at the
 	// first read that meets the cycle, a rolled-back last transaction goes unseen, a

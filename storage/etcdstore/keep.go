@@ -293,9 +293,9 @@ func (k *keeper) full() bool {
 // must end the claim with add, or with untake when it does not make it.
 //
 // The claims under way count toward the share: a pass claims many runs at once, and
-// without them a session that joined took every free run it found, beyond its share,
-// and handed the surplus back at the end of its pass, for another replica that joined
-// with it to take an interval later. When the claims under way alone would fill the
+// without them a session that joined would take every free run it found, beyond its
+// share, and hand the surplus back at the end of its pass, for another replica that
+// joined with it to take an interval later. When the claims under way alone would fill the
 // share, mayTake waits for them (each takes at most Options.RequestTimeout): one that
 // fails, another replica having taken its run first, leaves room for this run.
 func (k *keeper) mayTake(lease clientv3.LeaseID, free time.Time, ss *session, now time.Time) bool {
