@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -300,10 +302,25 @@ func TestSalvageEveryCut(t *testing.T) {
 	for p := pages / 10; p <= pages*9/10; p++ {
 		cuts = append(cuts, p*pageSize, p*pageSize+pageSize/2)
 	}
+	// storeOf rewrote each run's op-000 Completed after writing it InProgress. Without
+	// the freelist, which a cut usually takes, salvage cannot tell the page that held
+	// the first copy from a page in use, and says so in a finding of Damage; it may then
+	// save that older copy when the newer one is past the cut. Only those records may
+	// differ, and only with that finding.
+	older := recordsOf(t, b)
+	for o := range older.ops {
+		op := older.ops[o]["op-000"]
+		op.Status.Phase = operations.OperationInProgress
+		older.ops[o]["op-000"] = op
+	}
 	for _, cut := range cuts {
 		got, err := salvageBytes(t, b[:cut])
 		require.NoError(t, err, "cut at %d", cut)
-		saved := savedOf(t, got, orig)
+		expect := orig
+		if slices.ContainsFunc(got.Damage, func(d string) bool { return strings.HasPrefix(d, "without the freelist") }) {
+			expect = newestOrOlder(orig, older, got)
+		}
+		saved := savedOf(t, got, expect)
 		whole := cut / pageSize // the pages that remain whole
 		want := 0
 		for o, ops := range orig.ops {
@@ -329,6 +346,25 @@ func TestSalvageEveryCut(t *testing.T) {
 		require.NotEmpty(t, got.Damage, "cut at %d", cut)
 		t.Logf("cut at %d bytes (%d of %d pages whole): saved %d runs (%d rebuilt) and %d of %d operations (%d on whole pages), %d named lost", cut, whole, pages, len(saved.runs), rebuilt, n, runs*perRun, want, len(got.Lost))
 	}
+}
+
+// newestOrOlder returns orig with each operation that got saved as it is in older
+// (and not as in orig) taken from older: the records that salvage may read from a
+// stale copy.
+func newestOrOlder(orig, older records, got *boltstore.Salvaged) records {
+	want := records{runs: orig.runs, ops: map[operations.Owner]map[string]operations.Operation{}}
+	for o, ops := range orig.ops {
+		want.ops[o] = maps.Clone(ops)
+	}
+	for _, r := range got.Runs {
+		o := operations.Owner{Kind: r.Run.Owner.Kind, Name: r.Run.Owner.Name}
+		for _, op := range r.Operations {
+			if old, ok := older.ops[o][op.ID]; ok && cmp.Equal(old, op) && !cmp.Equal(orig.ops[o][op.ID], op) {
+				want.ops[o][op.ID] = old
+			}
+		}
+	}
+	return want
 }
 
 // FuzzSalvage damages a real store file at fuzzed offsets, cuts it at a fuzzed size,
