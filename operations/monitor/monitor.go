@@ -14,9 +14,9 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// TimedOut is the error an operation records when it ran past its timeout, as Velero
-// writes it.
-const TimedOut = "Asynchronous action timed out"
+// TimeoutMessage is the error message an operation records when it ran past its
+// timeout, as Velero writes it.
+const TimeoutMessage = "Asynchronous action timed out"
 
 // CancelledPrefix begins the error an operation records when its run was cancelled (the
 // cancel request's reason follows) or failed on a restart. Velero's operations have no
@@ -112,7 +112,7 @@ type PollResult struct {
 //     with that error (once [WithProgressErrorTolerance] is used up);
 //   - Progress reports completion: Completed, or Failed with the reported error;
 //   - still running past Created plus the run's OperationTimeout (or the default): Cancel
-//     is called once and the operation fails with [TimedOut];
+//     is called once and the operation fails with [TimeoutMessage];
 //   - still running with a start time reported: New becomes InProgress.
 //
 // Counters, units, description and times are copied from every report; NCompleted
