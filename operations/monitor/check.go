@@ -324,7 +324,7 @@ func (c *checks) progressFailed(op operations.Operation, now time.Time, err erro
 func (c *checks) cancelled(op operations.Operation, cancelErr error) operations.Operation {
 	msg := TimeoutMessage
 	if c.cancelReason != "" {
-		msg = CancelledPrefix + c.cancelReason
+		msg = CanceledPrefix + c.cancelReason
 	}
 	if cancelErr != nil {
 		c.m.cfg.logger.WarnContext(c.ctx, "cancel failed", "run", op.Owner.String(), "operation", op.ID, "error", cancelErr)

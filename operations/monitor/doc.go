@@ -25,7 +25,7 @@
 // Monitor's next pass: it cancels every unfinished operation of the run through its
 // plugin, bounded like any plugin call (a plugin that does not support cancelling, errors
 // or hangs does not hold it up), writes them Failed with an error that begins with
-// [CancelledPrefix] (Velero's operations have no Canceled phase, so its files stay as
+// [CanceledPrefix] (Velero's operations have no Canceled phase, so its files stay as
 // Velero reads them), and moves the run to Failed with the request's reason; a
 // finalizing run is failed the same way. [Monitor.Recover] likewise cancels the
 // operations of each run it fails after a restart, so that no data mover keeps running

@@ -18,10 +18,10 @@ import (
 // timeout, as Velero writes it.
 const TimeoutMessage = "Asynchronous action timed out"
 
-// CancelledPrefix begins the error an operation records when its run was cancelled (the
+// CanceledPrefix begins the error an operation records when its run was cancelled (the
 // cancel request's reason follows) or failed on a restart. Velero's operations have no
 // Canceled phase, so such an operation is Failed, and its error says why.
-const CancelledPrefix = "Canceled: "
+const CanceledPrefix = "Canceled: "
 
 // A Monitor watches the unfinished operations of waiting runs, records what their plugins
 // report, and moves each run to its next phase, as Velero's backup and restore operations
@@ -358,7 +358,7 @@ func (m *Monitor) failCancelled(ctx context.Context, run operations.Run) (int, p
 		r.Errors += newErrors
 		r.FailedOperations += newErrors
 		r.FailureReason = r.Cancel.Reason
-		return r.SetPhase(phase.Failed, CancelledPrefix+r.Cancel.Reason, now)
+		return r.SetPhase(phase.Failed, CanceledPrefix+r.Cancel.Reason, now)
 	})
 	switch {
 	case errors.Is(err, errNoChange):
