@@ -11,11 +11,11 @@
 // changed in one batch and moves the run along with the rules of package phase.
 // [Monitor.Run] does that for every waiting run once per interval and finalizes the runs
 // whose operations have all ended ([WithFinalizer], each call bounded by
-// [WithFinalizeTimeout]), working on a bounded number of runs at once
-// ([WithStoreConcurrency]). A plugin that errors, hangs or panics fails only its own
-// operation; one that hangs past its context is not called again for that operation
-// until it returns, so it holds one goroutine per operation (see [WithCallTimeout] and
-// [CallHung]). After a restart, [Recover] fails the runs that were InProgress, as Velero
+// [WithFinalizeTimeout]), working on at most as many runs at once as it has workers, so
+// that a pass over many runs makes at most that many store calls at a time. A plugin that
+// errors, hangs or panics fails only its own operation; one that hangs past its context
+// is not called again for that operation until it returns, so it holds one goroutine per
+// operation (see [WithCallTimeout] and [CallHung]). After a restart, [Recover] fails the runs that were InProgress, as Velero
 // does ([Monitor.Recover] cancels their operations first), and the Monitor resumes the
 // rest where they were.
 //

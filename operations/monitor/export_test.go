@@ -14,3 +14,7 @@ func (m *Monitor) StreakRuns() int {
 // HungCalls returns how many plugin calls the Monitor gave up whose plugin has not
 // returned.
 func (m *Monitor) HungCalls() int { return int(m.hung.n.Load()) }
+
+// WithStoreConcurrency bounds how many runs a pass works on at once (see
+// withStoreConcurrency).
+func WithStoreConcurrency(n int) Option { return withStoreConcurrency(n) }
