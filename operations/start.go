@@ -71,8 +71,8 @@ type MainRun struct {
 //   - Otherwise the run is created InProgress before main runs, and the operations and
 //     the phase are written after it. A failure in between leaves the run InProgress, and
 //     the next call runs main again and writes its operations (inserting or replacing by
-//     ID). After a process restart, the Recover of package operations/monitor fails such
-//     a run instead, as Velero fails a backup it finds InProgress.
+//     ID). After a process restart, Monitor.Recover (package operations/monitor) fails
+//     such a run instead, as Velero fails a backup it finds InProgress.
 //
 // Since main may run more than once for one run, the operation IDs it returns should be
 // derived from the run and the item (as Velero's data movers do), or its plugins should

@@ -15,9 +15,9 @@
 // that a pass over many runs makes at most that many store calls at a time. A plugin that
 // errors, hangs or panics fails only its own operation; one that hangs past its context
 // is not called again for that operation until it returns, so it holds one goroutine per
-// operation (see [WithCallTimeout] and [CallHung]). After a restart, [Recover] fails the runs that were InProgress, as Velero
-// does ([Monitor.Recover] cancels their operations first), and the Monitor resumes the
-// rest where they were.
+// operation (see [WithCallTimeout] and [CallHung]). After a restart, [Monitor.Recover]
+// fails the runs that were InProgress, as Velero does, cancelling their operations first,
+// and the Monitor resumes the rest where they were.
 //
 // # Cancelling a run
 //

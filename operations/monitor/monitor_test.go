@@ -866,7 +866,7 @@ func TestRecover(t *testing.T) {
 	// Idempotent: a second run fails nothing more and changes nothing.
 	snapshot, err := e.store.ListRuns(context.Background(), operations.RunFilter{})
 	require.NoError(t, err)
-	again, err := monitor.Recover(context.Background(), e.store)
+	again, err := m.Recover(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, again.Failed)
 	require.Empty(t, again.Reasons)
