@@ -57,7 +57,7 @@ func runSalvage(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sum := salvageSummary{From: from, To: to, Lost: []salvageLoss{}, Damage: append([]string{}, got.Damage...)}
+	sum := salvageSummary{From: from, To: to, Rebuilt: []salvageRebuilt{}, Lost: []salvageLoss{}, Damage: append([]string{}, got.Damage...)}
 	for _, l := range got.Lost {
 		sum.Lost = append(sum.Lost, salvageLoss{Run: ownerText(l.Owner), Operation: l.ID, Why: l.Why})
 	}
@@ -69,6 +69,9 @@ func runSalvage(args []string, stdout, stderr io.Writer) error {
 			}
 			sum.Saved.Runs++
 			sum.Saved.Operations += len(r.Operations)
+			if r.Rebuilt {
+				sum.Rebuilt = append(sum.Rebuilt, salvageRebuilt{Run: ownerText(r.Run.Owner), Operations: len(r.Operations)})
+			}
 		}
 		return nil
 	})
@@ -86,15 +89,20 @@ func runSalvage(args []string, stdout, stderr io.Writer) error {
 		for _, d := range sum.Damage {
 			fmt.Fprintf(stdout, "damaged: %s\n", clean(d))
 		}
+		for _, r := range sum.Rebuilt {
+			fmt.Fprintf(stdout, "rebuilt: %s\n", clean(r.String()))
+		}
 		for _, l := range sum.Lost {
 			fmt.Fprintf(stdout, "lost: %s\n", clean(l.String()))
 		}
 	}
+	// A rebuilt run's record is lost, though its operations are saved.
+	lost := len(sum.Lost) + len(sum.Rebuilt)
 	switch {
-	case len(sum.Lost) > 0 && len(sum.Damage) > 0:
-		return fmt.Errorf("%s is damaged (%s): %d records could not be read from it; what could be read was saved", from, sum.Damage[0], len(sum.Lost))
-	case len(sum.Lost) > 0:
-		return fmt.Errorf("%d records could not be read from %s; what could be read was saved", len(sum.Lost), from)
+	case lost > 0 && len(sum.Damage) > 0:
+		return fmt.Errorf("%s is damaged (%s): %d records could not be read from it; what could be read was saved", from, sum.Damage[0], lost)
+	case lost > 0:
+		return fmt.Errorf("%d records could not be read from %s; what could be read was saved", lost, from)
 	case len(sum.Damage) > 0:
 		return fmt.Errorf("%s is damaged (%s); every record that could be read was saved", from, sum.Damage[0])
 	}
@@ -109,28 +117,40 @@ damaged or cut short, into the new store NEW, and says what was lost. DB is read
 page, without bbolt, and never written; each entry of a store carries a checksum, so an
 entry that is read is the one written. A run is saved with those of its operations that
 remain, each operation on its own: a run whose operations are partly lost is saved as it
-was, with the operations that remain, and each lost one is named. NEW is written to a
-temporary file beside it, synced, and linked into place: an interrupted salvage leaves
-no NEW (perhaps a stray .NEW.build-* file), and NEW is never written over.
+was, with the operations that remain, and each lost one is named. A run whose record
+is lost (with its copy in the phase index), some of whose operations remain, is rebuilt
+from them and saved as Failed, with a failure reason that says its record was lost and
+how many operations were saved: its phase, counts and history are unknown, and Failed
+is a terminal phase, which no Monitor polls and nothing reports as Completed. A run of a
+kind of one's own is rebuilt only when other runs of its kind remain and agree on its
+profile. NEW is written
+to a temporary file beside it, synced, and linked into place: an interrupted salvage
+leaves no NEW (perhaps a stray .NEW.build-* file), and NEW is never written over.
 
 It prints, on lines:
   NEW: saved R runs and M operations from DB
+                         (R and M count the rebuilt runs and their operations too)
   damaged: WHAT          for each damage found in the file
+  rebuilt: KIND/NAME: its record was lost; saved as Failed with N operations
+                         for each run rebuilt; its record, which is lost, is not
+                         also on a lost: line, and its operations are saved
   lost: KIND/NAME operation "ID": WHY
                          for each record that could not be read back (without
                          'operation "ID"' when the record is a run's, or its ID unknown)
 
 With -json it prints one JSON object instead:
   {"from": "DB", "to": "NEW", "saved": {"runs": R, "operations": M},
-   "damage": ["WHAT", ...], "lost": [{"run": "KIND/NAME", "operation": "ID", "why": "WHY"}, ...]}
-where "damage" and "lost" are lists, empty when nothing was found, and "operation" or
-"run" is "" when unknown. Text from the store is escaped for the terminal: in lines as
-visible escapes (\x1b, \u202e), in JSON as \u escapes, which a JSON reader decodes to
-the stored text (but for a byte that is not UTF-8, which JSON cannot hold: it becomes
-U+FFFD).
+   "damage": ["WHAT", ...], "rebuilt": [{"run": "KIND/NAME", "operations": N}, ...],
+   "lost": [{"run": "KIND/NAME", "operation": "ID", "why": "WHY"}, ...]}
+where "damage", "rebuilt" and "lost" are lists, empty when nothing was found, and
+"operation" or "run" is "" when unknown. Text from the store is escaped for the
+terminal: in lines as visible escapes (\x1b, \u202e), in JSON as \u escapes, which a
+JSON reader decodes to the stored text (but for a byte that is not UTF-8, which JSON
+cannot hold: it becomes U+FFFD).
 
 Exit status: 0 when the file is sound and everything was saved; 1 when records were lost
-or damage was found (what could be read is saved in NEW), or when nothing could be read.
+(a rebuilt run's record among them) or damage was found (what could be read is saved in
+NEW), or when nothing could be read.
 A file of schema 1 or 2, whose entries carry no checksums, is refused.
 `
 
@@ -142,8 +162,20 @@ type salvageSummary struct {
 		Runs       int `json:"runs"`
 		Operations int `json:"operations"`
 	} `json:"saved"`
-	Damage []string      `json:"damage"`
-	Lost   []salvageLoss `json:"lost"`
+	Damage  []string         `json:"damage"`
+	Rebuilt []salvageRebuilt `json:"rebuilt"`
+	Lost    []salvageLoss    `json:"lost"`
+}
+
+// salvageRebuilt is one run salvage rebuilt from its operations, its record lost.
+type salvageRebuilt struct {
+	Run        string `json:"run"`
+	Operations int    `json:"operations"`
+}
+
+// String is the run as a rebuilt: line shows it.
+func (r salvageRebuilt) String() string {
+	return fmt.Sprintf("%s: its record was lost; saved as Failed with %d operations", r.Run, r.Operations)
 }
 
 // salvageLoss is one record salvage lost.

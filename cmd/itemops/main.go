@@ -50,6 +50,9 @@
 // (boltstore.Salvage), each operation on its own; it names each record it lost, by run
 // and operation ID, and says what damage it found, in lines or, with -json, in one JSON
 // object (exit status 1 when either is not empty; its usage, salvage -h, documents both).
+// A run whose record is lost but some of whose operations remain is rebuilt from them,
+// as Failed with a reason that says its record was lost, and named on a rebuilt: line
+// (in -json, "rebuilt"), so that every operation that remains is saved.
 // It writes the new file beside its name and links it into place once whole, so an
 // interrupted salvage leaves none. inspect, cancel and demo check a store when they open
 // it, so a damaged file gives one error line, not a crash, and is never written to.

@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/internal/boltfault"
@@ -130,6 +132,10 @@ func TestSalvageJSON(t *testing.T) {
 		for _, d := range sum.Damage {
 			lines = append(lines, "damaged: "+clean(d))
 		}
+		require.NotNil(t, sum.Rebuilt)
+		for _, r := range sum.Rebuilt {
+			lines = append(lines, fmt.Sprintf("rebuilt: %s: its record was lost; saved as Failed with %d operations", clean(r.Run), r.Operations))
+		}
 		for _, l := range sum.Lost {
 			what := l.Run
 			if l.Operation != "" {
@@ -200,14 +206,24 @@ func TestSalvageKilledLeavesNoNew(t *testing.T) {
 }
 
 // TestSalvageCutStore cuts a store file at each tenth of the pages it uses, from 1/10
-// to 9/10: salvage saves every operation whose record's leaf page remains whole, with
-// its run (whose record, or its copy in the phase index, remains whole too), and the
-// saved store is sound. Which page holds a record is found apart from salvage, by the
-// record's bytes in a leaf page that bbolt reads (inLeaf).
+// to 9/10: salvage saves every operation whose record's leaf page remains whole, as it
+// was, with its run as it was when the run's record (or its copy in the phase index)
+// remains whole too, and otherwise under a run rebuilt as Failed, which it names on a
+// rebuilt: line and in -json's "rebuilt"; and the saved store is sound. Which page holds a record
+// is found apart from salvage, by the record's bytes in a leaf page that bbolt reads
+// (inLeaf).
 func TestSalvageCutStore(t *testing.T) {
 	sound, _, _ := damagedStores(t)
 	b, err := os.ReadFile(sound)
 	require.NoError(t, err)
+	orig := map[string]operations.Operation{} // by run name and ID
+	origRuns := map[string]operations.Run{}   // by name
+	for _, r := range storeRecords(t, sound) {
+		origRuns[r.run.Owner.Name] = r.run
+		for _, op := range r.ops {
+			orig[r.run.Owner.Name+"/"+op.ID] = op
+		}
+	}
 	const pageSize = boltfault.PageSize
 	pages := boltfault.LastMeta(b).Pages
 	b = b[:pages*pageSize]
@@ -238,7 +254,7 @@ func TestSalvageCutStore(t *testing.T) {
 		want := map[string]bool{}
 		for i := range 30 {
 			for j := range 20 {
-				if runPage[i] < whole && opPage[i][j] < whole {
+				if opPage[i][j] < whole {
 					want[fmt.Sprintf("restore-%02d/op-%02d", i, j)] = true
 				}
 			}
@@ -249,25 +265,60 @@ func TestSalvageCutStore(t *testing.T) {
 		status, out, errOut := runCLI("salvage", path, to)
 		require.Equal(t, 1, status, "%s%s", out, errOut)
 		require.Contains(t, errOut, "cut short")
+		jstatus, js, _ := runCLI("salvage", "-json", path, filepath.Join(dir, "json.db"))
+		require.Equal(t, 1, jstatus)
+		var sum salvageSummary
+		require.NoError(t, json.Unmarshal([]byte(js), &sum), "%s", js)
 		status, _, errOut = runCLI("check", to)
 		require.Equal(t, 0, status, "check of the salvaged store: %s", errOut)
-		s, err := boltstore.Open(to, &boltstore.Options{ReadOnly: true})
-		require.NoError(t, err)
-		runs, err := s.ListRuns(context.Background(), operations.RunFilter{})
-		require.NoError(t, err)
+
 		got := map[string]bool{}
-		for _, r := range runs {
-			ops, err := s.ListOperations(context.Background(), r.Owner, operations.OperationFilter{})
+		var rebuilt []salvageRebuilt
+		var lines []string
+		for _, r := range storeRecords(t, to) {
+			i, err := strconv.Atoi(strings.TrimPrefix(r.run.Owner.Name, "restore-"))
 			require.NoError(t, err)
-			for _, op := range ops {
-				require.Equal(t, fmt.Sprintf("marker-%s-%s", r.Owner.Name[len("restore-"):], op.ID[len("op-"):]), op.Status.Description, "a saved operation as it was")
-				got[r.Owner.Name+"/"+op.ID] = true
+			for _, op := range r.ops {
+				key := r.run.Owner.Name + "/" + op.ID
+				if diff := cmp.Diff(orig[key], op); diff != "" {
+					t.Fatalf("cut at %d/10: %s was saved other than it was (-original +saved):\n%s", k, key, diff)
+				}
+				got[key] = true
 			}
+			// A run whose record or copy remains whole is saved as it was; one whose record
+			// is past the cut may be too, from a stale copy on a page that, without the
+			// freelist, salvage cannot tell from one in use.
+			if r.run.Phase != phase.Failed {
+				if diff := cmp.Diff(origRuns[r.run.Owner.Name], r.run); diff != "" {
+					t.Fatalf("cut at %d/10: %s was saved other than it was (-original +saved):\n%s", k, r.run.Owner, diff)
+				}
+				continue
+			}
+			require.GreaterOrEqual(t, runPage[i], whole, "cut at %d/10: %s was rebuilt, though its record remains", k, r.run.Owner)
+			require.Equal(t, fmt.Sprintf("salvage: the run's record was lost; its phase, counts and history are unknown; %d of its operations were saved", len(r.ops)), r.run.FailureReason)
+			rebuilt = append(rebuilt, salvageRebuilt{Run: "Restore/" + r.run.Owner.Name, Operations: len(r.ops)})
+			lines = append(lines, fmt.Sprintf("rebuilt: Restore/%s: its record was lost; saved as Failed with %d operations", r.run.Owner.Name, len(r.ops)))
 		}
-		require.NoError(t, s.Close())
 		for op := range want {
-			require.True(t, got[op], "cut at %d/10 (%d of %d pages whole): %s, whose pages remain, was not saved", k, whole, pages, op)
+			require.True(t, got[op], "cut at %d/10 (%d of %d pages whole): %s, whose page remains, was not saved", k, whole, pages, op)
 		}
-		t.Logf("cut at %d/10 (%d of %d pages whole): saved %d operations, %d expected at least", k, whole, pages, len(got), len(want))
+		if diff := cmp.Diff(rebuilt, sum.Rebuilt, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("cut at %d/10: the runs rebuilt (-in the store +in -json):\n%s", k, diff)
+		}
+		if diff := cmp.Diff(lines, linesWith(out, "rebuilt: ")); diff != "" {
+			t.Errorf("cut at %d/10: the rebuilt: lines (-want +got):\n%s", k, diff)
+		}
+		t.Logf("cut at %d/10 (%d of %d pages whole): saved %d operations (%d on whole pages) and rebuilt %d runs", k, whole, pages, len(got), len(want), len(rebuilt))
 	}
+}
+
+// storeRecords reads every run of the sound store at path, with its operations.
+func storeRecords(t *testing.T, path string) []readRun {
+	t.Helper()
+	s, err := boltstore.Open(path, &boltstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer s.Close()
+	got := readAll(context.Background(), s)
+	require.Empty(t, got.lost)
+	return got.runs
 }

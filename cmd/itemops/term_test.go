@@ -234,8 +234,8 @@ func hostileStore(t *testing.T) (string, []operations.Owner) {
 func TestCommandsEscapeStoredText(t *testing.T) {
 	path, owners := hostileStore(t)
 	text := hostileText()
-	// A copy cut at half its pages: salvage names its lost records, hostile names and
-	// IDs included.
+	// A copy cut at half its pages: salvage names its lost records and the runs it
+	// rebuilt, hostile names and IDs included.
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	cut := filepath.Join(t.TempDir(), "cut.db")
@@ -264,8 +264,10 @@ func TestCommandsEscapeStoredText(t *testing.T) {
 			var sum salvageSummary
 			require.NoError(t, json.Unmarshal([]byte(out), &sum))
 			stored := map[string]bool{}
-			for _, c := range chunks(text, 1500) {
-				stored[strings.ToValidUTF8("op-"+c, "\uFFFD")] = true // JSON holds UTF-8 only
+			for i, c := range chunks(text, 1500) {
+				// JSON holds UTF-8 only.
+				stored[strings.ToValidUTF8("op-"+c, "\uFFFD")] = true
+				stored[strings.ToValidUTF8(owners[i].String(), "\uFFFD")] = true
 			}
 			named := 0
 			for _, l := range sum.Lost {
@@ -274,7 +276,11 @@ func TestCommandsEscapeStoredText(t *testing.T) {
 					named++
 				}
 			}
-			require.Positive(t, named, "no operation named lost")
+			for _, r := range sum.Rebuilt {
+				require.True(t, stored[r.Run], "run %q is named rebuilt other than as it was stored", r.Run)
+			}
+			t.Logf("salvage -json: %d operations named lost, %d runs rebuilt", named, len(sum.Rebuilt))
+			require.Positive(t, named+len(sum.Rebuilt), "no operation named lost and no run rebuilt")
 		}
 	}
 }

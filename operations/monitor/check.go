@@ -11,8 +11,8 @@ import (
 	"github.com/itemops/itemops/operations"
 )
 
-// checks is the work of one poll: the run's unfinished operations, checked by workers
-// (see work).
+// checks is the work of one poll: the run's unfinished operations, checked by the
+// Monitor's workers (see Monitor.check).
 type checks struct {
 	m       *Monitor
 	ctx     context.Context
@@ -22,70 +22,11 @@ type checks struct {
 	// cancelReason, when set, makes every check cancel its operation instead of asking
 	// for its progress: the run's cancel was requested, or the run failed on a restart.
 	cancelReason string
-	next         atomic.Int64   // the index of the next operation to check
-	workers      sync.WaitGroup // the workers of the poll
-	// want is how many workers the poll takes: one for each operation, at most the
-	// Monitor's worker count. got counts those it has had, guarded by the Monitor's
-	// takeMu; joined receives a signal when a worker of another poll joins it while it
-	// takes them (see Monitor.take and Monitor.handOff).
-	want   int
-	got    int
-	joined chan struct{}
-}
-
-// work is a worker of a poll: it checks operations one after another, making each
-// plugin call itself, in the worker's goroutine, until none is left or the poll's ctx
-// ends; then it leaves the poll's workers and moves to another poll, or gives back its
-// token (see the last paragraph). The caller holds the token and has counted the worker
-// in c.workers.
-//
-// A call is made under context.WithTimeout(poll's ctx, call timeout), and
-// context.AfterFunc on that context gives the call up when it outlasts its deadline or
-// the poll ends first. An atomic state per call (calling, returned, given up) decides,
-// by CompareAndSwap, who settles the operation: the worker when the plugin returns in
-// time, or the give-up function, which records the operation's failure ("progress: no
-// answer within ..." or "cancel: ...") and starts a new worker goroutine that takes over
-// the token and the WaitGroup slot and goes on with the remaining operations; when the
-// poll's ctx ended, it records nothing and gives back the token and the slot itself. A
-// plugin that ignores its context thus keeps only the goroutine it hangs in, never a
-// token: when it returns at last, that goroutine sees the call was given up and leaves
-// without touching the poll, and its answer is dropped. Until then the call is listed
-// in the Monitor's hung calls, and no other call is made for its operation (see
-// hungCalls), so that the goroutines a hung plugin holds are at most one per operation.
-// A panic in the plugin is recovered around the call and becomes the operation's error.
-//
-// The calls are made in long-lived workers rather than in a goroutine each because a new
-// goroutine regrows its stack through a plugin client's deep call chain: with real
-// Velero plugins over gRPC (BenchmarkRealPlugins in integrations/velero), a pool that
-// made each call in a new goroutine spent 1.14x (plugins answering at once) and 1.16x
-// (answering in 2 ms) the client CPU of this worker pool (docs/BENCHMARKS.md).
-//
-// A worker whose poll has no operation left moves, with its token, to the poll that is
-// taking workers at that moment, if one wants more (see Monitor.handOff), and leaves
-// only when none does. In a pass the workers thus live from one run to the next, and one
-// run at a time gets the workers that free up, so that its operations are checked
-// together and it writes its batch while the calls of other runs go on. (Were the freed
-// tokens given to the waiting polls in turn, every run of a pass would have a worker or
-// two, and all would end, and write, at the end of the pass: on etcd, passes of 2,500
-// operations at 20 ms took 50 to 80 ms more. The store's requests then come one run at a
-// time rather than in bursts, which costs more CPU per call when calls are slow; the
-// figures are in docs/BENCHMARKS.md, "Replicas sharing a store".)
-func (c *checks) work() {
-	w := worker{c: c}
-	for {
-		for w.c.ctx.Err() == nil {
-			i := int(w.c.next.Add(1) - 1)
-			if i >= len(w.c.ops) {
-				break
-			}
-			if !w.check(i) {
-				return // a call was given up: another worker took over
-			}
-		}
-		if w.c = w.c.m.handOff(w.c); w.c == nil {
-			return
-		}
-	}
+	// next is the index of the next operation to check, guarded by the Monitor's
+	// queueMu; unchecked counts the operations not yet checked or dropped (see
+	// Monitor.check).
+	next      int
+	unchecked sync.WaitGroup
 }
 
 // A worker is what one worker goroutine keeps between its checks.
@@ -94,12 +35,6 @@ type worker struct {
 	// spare is a call record that no give-up can reach any more, reused for the next
 	// call to spare an allocation per call.
 	spare *pending
-}
-
-// leave gives back the worker's token and leaves the poll's workers.
-func (c *checks) leave() {
-	<-c.m.tokens
-	c.workers.Done()
 }
 
 // check asks the plugin about operation i and stores the operation as it should be
@@ -182,14 +117,22 @@ func (p *pending) what() string {
 
 // call makes a plugin call for operation i on tracker in the worker's goroutine: Cancel
 // of op when cancel is set, else Progress of op. If the call is given up, the operation
-// is failed from op (see pending); now is when the check started. The call's context
-// ends after the Monitor's call timeout (see work). It returns the plugin's answer; the
-// error Progress returned, as it is (Velero records a plugin's error text alone); or an
-// error that names the call when Cancel failed, or the plugin panicked or had not
-// answered by the deadline. A call whose deadline has passed when it returns counts as
-// unanswered, so that each call ends one way. When the poll's ctx ends first, it returns ctx.Err(). ok
-// is false when the call was given up (see pending.giveUp): the operation is settled, and
-// the caller must leave the poll alone.
+// is failed from op (see pending); now is when the check started. It returns the
+// plugin's answer; the error Progress returned, as it is (Velero records a plugin's error
+// text alone); or an error that names the call when Cancel failed, or the plugin panicked
+// or had not answered by the deadline. A call whose deadline has passed when it returns
+// counts as unanswered, so that each call ends one way. When the poll's ctx ends first,
+// it returns ctx.Err(). ok is false when the call was given up (see pending.giveUp): the
+// operation is settled, and the caller must leave the poll alone.
+//
+// The call is made under context.WithTimeout(poll's ctx, call timeout), and
+// context.AfterFunc on that context gives the call up when it outlasts its deadline or
+// the poll ends first. The call's state (calling, returned, given up), changed by
+// CompareAndSwap, decides who settles the operation: call when the plugin returns in
+// time, else pending.giveUp. A plugin that ignores its context thus keeps only the
+// goroutine it hangs in, never a worker: when it returns at last, call sees that the call
+// was given up and drops the answer. A panic in the plugin is recovered around the call
+// and becomes the operation's error.
 //
 // When an earlier call for the operation was given up and has not returned, call makes
 // no call: it reports [CallHung] to the Observer and returns the error of a call given
@@ -279,27 +222,27 @@ func (c *checks) notCalled(h *pending, op operations.Operation, cancel bool) err
 }
 
 // giveUp runs when the context of call p ends. If the call is still running, it gives
-// the call up and lists it among the Monitor's hung calls until it returns: when the
-// deadline passed, it records the operation's failure and starts a new worker that takes
-// over the token and the WaitGroup slot of the hung one; when the poll's ctx ended, it
-// leaves the operation as it is and gives back the token.
+// the call up and lists it among the Monitor's hung calls until it returns. When the
+// deadline passed, it records the operation's failure; when the poll's ctx ended, it
+// leaves the operation as it is. Either way the operation counts as checked, and a new
+// worker takes the place of the one the plugin holds.
 func (p *pending) giveUp() {
 	c := p.c
 	if !c.m.hung.giveUp(p) {
 		return // the call returned: its worker settles it
 	}
-	if c.ctx.Err() != nil {
-		c.leave() // the poll ended: no operation is written
-		return
+	if c.ctx.Err() == nil {
+		c.observeCall(p, CallTimedOut)
+		err := fmt.Errorf("%s: no answer within %s", p.what(), c.m.cfg.callTimeout)
+		if p.cancel {
+			c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, err), true
+		} else {
+			c.ops[p.i], c.changed[p.i] = c.progressFailed(p.op, p.now, err)
+		}
 	}
-	c.observeCall(p, CallTimedOut)
-	err := fmt.Errorf("%s: no answer within %s", p.what(), c.m.cfg.callTimeout)
-	if p.cancel {
-		c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, err), true
-	} else {
-		c.ops[p.i], c.changed[p.i] = c.progressFailed(p.op, p.now, err)
+	if next, i, ok := c.m.checked(c); ok {
+		go c.m.work(next, i)
 	}
-	go c.work()
 }
 
 // progressFailed returns op as a Progress error err at now leaves it, and whether it

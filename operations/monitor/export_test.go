@@ -1,8 +1,12 @@
 package monitor
 
-// TokensHeld returns how many of the Monitor's worker tokens are held: none once every
+// WorkersBusy returns how many operations the Monitor's workers hold: none once every
 // poll has returned.
-func (m *Monitor) TokensHeld() int { return len(m.tokens) }
+func (m *Monitor) WorkersBusy() int {
+	m.queueMu.Lock()
+	defer m.queueMu.Unlock()
+	return m.busy
+}
 
 // StreakRuns returns how many runs the Monitor counts Progress errors of.
 func (m *Monitor) StreakRuns() int {
@@ -14,6 +18,13 @@ func (m *Monitor) StreakRuns() int {
 // HungCalls returns how many plugin calls the Monitor gave up whose plugin has not
 // returned.
 func (m *Monitor) HungCalls() int { return int(m.hung.n.Load()) }
+
+// PollsQueued returns how many polls have operations no worker has taken.
+func (m *Monitor) PollsQueued() int {
+	m.queueMu.Lock()
+	defer m.queueMu.Unlock()
+	return len(m.queue)
+}
 
 // WithStoreConcurrency bounds how many runs a pass works on at once (see
 // withStoreConcurrency).

@@ -42,14 +42,10 @@ type Monitor struct {
 	keeper   operations.ClaimKeeper // the store, when it is one; else nil
 	resolver operations.Resolver
 	cfg      config
-	// tokens holds a token for each operation being checked (see check): at most
-	// cfg.workers across all polls.
-	tokens chan struct{}
-	// taking is held by the poll that is taking workers (see check); takeMu guards
-	// taker, that poll, and its count of workers.
-	taking  chan struct{}
-	takeMu  sync.Mutex
-	taker   *checks
+	// queueMu guards queue and busy, the Monitor's workers (see check).
+	queueMu sync.Mutex
+	queue   []*checks // the polls with operations no worker has taken, first come first
+	busy    int       // the operations the workers hold, at most cfg.workers
 	streaks *streaks
 	hung    hungCalls
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
@@ -86,8 +82,6 @@ func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 		keeper:   keeper,
 		resolver: r,
 		cfg:      cfg,
-		tokens:   make(chan struct{}, cfg.workers),
-		taking:   make(chan struct{}, 1),
 		streaks:  &streaks{tolerance: cfg.tolerance, runs: make(map[runKey]map[string]int)},
 		wake:     make(chan struct{}, 1),
 	}
@@ -228,94 +222,118 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 }
 
 // check checks ops, asking each plugin for progress, or, when cancelReason is set,
-// cancelling each operation. Up to the Monitor's worker count of workers check them (see
-// checks.work), one operation after another; each holds one of the Monitor's tokens,
-// shared by all the runs polled at once, and the polls take their workers one at a time
-// (see take). A worker never waits on a plugin for longer than the call timeout, so a
-// plugin that hangs never holds a token. check returns when every worker has ended, with
-// ctx.Err() when ctx ended first; the operations are then not all checked.
+// cancelling each operation, and returns when every operation is checked, or, when ctx
+// ends first, with ctx.Err() once the calls in flight have returned or been given up;
+// the operations are then not all checked.
+//
+// The Monitor's workers are shared by every poll in flight, first come first served:
+// check puts the poll at the end of the Monitor's queue, and a worker always takes the
+// next operation of the first poll in the queue (see Monitor.work). The first poll thus
+// gets as many workers as it has operations, up to the worker count, and the workers
+// that free up go to the next poll only once all its operations are taken. Runs polled
+// at once so end one after another, and each writes its batch while the calls of the
+// others go on; were the workers shared among the polls in turn, every run of a pass
+// would end, and write, at its end, and a pass on a shared store such as etcd would wait
+// for all those writes (docs/BENCHMARKS.md, "Replicas sharing a store").
+//
+// A worker is a goroutine that lives while the queue has operations, checking one after
+// another, so that a plugin client's call chain runs on a stack already grown
+// (BenchmarkRealPlugins in integrations/velero, docs/BENCHMARKS.md). check starts a
+// worker for each operation it can take, up to the worker count; a worker that finds the
+// queue empty ends. A call given up after the call timeout no longer counts: the
+// goroutine the plugin hangs in leaves when it returns, and a new worker takes its place
+// (see pending.giveUp).
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
-	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason,
-		want: min(len(ops), m.cfg.workers), joined: make(chan struct{}, 1)}
-	if c.want > 0 { // else nothing to check: no need to wait for the poll taking workers
-		select {
-		case m.taking <- struct{}{}:
-			m.take(c)
-			<-m.taking
-		case <-ctx.Done():
-		}
+	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
+	if len(ops) == 0 {
+		return c, ctx.Err()
 	}
-	c.workers.Wait()
+	c.unchecked.Add(len(ops))
+	m.queueMu.Lock()
+	m.queue = append(m.queue, c)
+	for m.busy < m.cfg.workers {
+		next, i, ok := m.takeLocked()
+		if !ok {
+			break
+		}
+		go m.work(next, i)
+	}
+	m.queueMu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		m.queueMu.Lock()
+		m.dropLocked(c)
+		m.queueMu.Unlock()
+	})
+	c.unchecked.Wait()
+	stop()
 	return c, ctx.Err()
 }
 
-// take gives c its workers, the caller holding m.taking: a worker of another poll that
-// has no operation left joins it (see handOff), or a token that frees up starts a new
-// one, until c has as many as it takes, every operation has been taken, or c's ctx ends.
-func (m *Monitor) take(c *checks) {
-	m.takeMu.Lock()
-	m.taker = c
-	m.takeMu.Unlock()
-	defer func() {
-		m.takeMu.Lock()
-		m.taker = nil
-		m.takeMu.Unlock()
-	}()
+// work is a worker: it checks c.ops[i], then the next operations of the queue, one after
+// another, making each plugin call itself, in the worker's goroutine, until the queue is
+// empty. It leaves at once when a call is given up (see pending.giveUp), which starts
+// another worker in its place.
+func (m *Monitor) work(c *checks, i int) {
+	var (
+		w  worker
+		ok bool
+	)
 	for {
-		m.takeMu.Lock()
-		enough := !c.wants()
-		m.takeMu.Unlock()
-		if enough {
-			return
+		w.c = c
+		if !w.check(i) {
+			return // a call was given up: another worker took over
 		}
-		select {
-		case m.tokens <- struct{}{}:
-			m.takeMu.Lock()
-			started := c.wants()
-			if started {
-				c.got++
-				c.workers.Add(1)
-			}
-			m.takeMu.Unlock()
-			if !started {
-				<-m.tokens // the workers c has took every operation
-				return
-			}
-			go c.work()
-		case <-c.joined:
-		case <-c.ctx.Done():
+		if c, i, ok = m.checked(c); !ok {
 			return
 		}
 	}
 }
 
-// wants reports whether c wants one more worker: it has fewer than it takes, an
-// operation no worker has taken is left, and its ctx has not ended. The caller holds
-// c.m.takeMu.
-func (c *checks) wants() bool {
-	return c.got < c.want && c.next.Load() < int64(len(c.ops)) && c.ctx.Err() == nil
+// checked counts an operation of c as checked and returns the next operation to check,
+// if any (see takeLocked). The next is taken before c counts the operation, so that when
+// the poll of c returns, its workers are counted in m.busy only for operations they hold.
+func (m *Monitor) checked(c *checks) (next *checks, i int, ok bool) {
+	m.queueMu.Lock()
+	m.busy--
+	next, i, ok = m.takeLocked()
+	m.queueMu.Unlock()
+	c.unchecked.Done()
+	return next, i, ok
 }
 
-// handOff takes the worker of c, which has no operation left for it, out of c: it joins
-// the poll that is taking workers, keeping its token, when that poll wants one more, and
-// handOff returns that poll; else it gives back its token and handOff returns nil.
-func (m *Monitor) handOff(c *checks) *checks {
-	m.takeMu.Lock()
-	t := m.taker
-	if t != nil && t.wants() {
-		t.got++
-		t.workers.Add(1)
-		m.takeMu.Unlock()
-		select {
-		case t.joined <- struct{}{}:
-		default:
+// takeLocked returns the next operation to check, next.ops[i], of the first poll in the
+// queue, counts it in m.busy, and takes the poll out of the queue when that was its last
+// operation. It drops the polls whose ctx has ended, and reports false when the queue is
+// empty. The caller holds m.queueMu.
+func (m *Monitor) takeLocked() (next *checks, i int, ok bool) {
+	for len(m.queue) > 0 {
+		next = m.queue[0]
+		if next.ctx.Err() != nil {
+			m.dropLocked(next)
+			continue
 		}
-		c.workers.Done()
-		return t
+		i = next.next
+		next.next++
+		if next.next == len(next.ops) {
+			m.queue[0] = nil
+			m.queue = m.queue[1:]
+		}
+		m.busy++
+		return next, i, true
 	}
-	m.takeMu.Unlock()
-	c.leave()
-	return nil
+	return nil, 0, false
+}
+
+// dropLocked takes poll c, whose ctx has ended, out of the queue, and counts the
+// operations no worker has taken as checked, leaving them as they are. The caller holds
+// m.queueMu.
+func (m *Monitor) dropLocked(c *checks) {
+	if c.next == len(c.ops) {
+		return // every operation taken: c is no longer queued
+	}
+	m.queue = slices.DeleteFunc(m.queue, func(q *checks) bool { return q == c })
+	c.unchecked.Add(c.next - len(c.ops))
+	c.next = len(c.ops)
 }
 
 // cancelOperations cancels the unfinished operations of the run of o, for reason, and

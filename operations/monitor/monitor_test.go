@@ -441,7 +441,7 @@ func TestPollHungPluginsHoldNoWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, monitor.PollResult{Completed: 3, Failed: 2, NewErrors: 2, Phase: phase.FinalizingPartiallyFailed}, res)
 	require.Equal(t, int32(2), stuck.Load(), "both plugin calls are still hanging")
-	require.Zero(t, m.TokensHeld(), "the hanging calls hold no worker")
+	require.Zero(t, m.WorkersBusy(), "the hanging calls hold no worker")
 	for _, id := range []string{"stuck-1", "stuck-2"} {
 		require.Equal(t, "progress: no answer within 20ms", e.op(o, id).Status.Error, id)
 	}
@@ -514,7 +514,7 @@ func TestPollCancelledWhilePluginHangs(t *testing.T) {
 	<-entered
 	cancel()
 	require.ErrorIs(t, <-polled, context.Canceled)
-	require.Zero(t, m.TokensHeld())
+	require.Zero(t, m.WorkersBusy())
 	require.Equal(t, phase.WaitingForPluginOperations, e.get(o).Phase)
 	for _, id := range []string{"a", "stuck"} {
 		require.Equal(t, operations.OperationNew, e.op(o, id).Status.Phase, id)
@@ -559,7 +559,7 @@ func TestPollAnswersAtTheDeadline(t *testing.T) {
 	}
 	require.Equal(t, [2]int{res.Completed, res.Failed}, [2]int{completed, failed})
 	require.Equal(t, failed, e.get(o).Errors)
-	require.Zero(t, m.TokensHeld(), "every worker came back")
+	require.Zero(t, m.WorkersBusy(), "every worker came back")
 }
 
 func TestProgressErrorTolerance(t *testing.T) {

@@ -3,6 +3,7 @@ package monitor_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,4 +140,114 @@ func TestPollWithNothingToCheckDoesNotWait(t *testing.T) {
 	close(release)
 	require.NoError(t, <-polled)
 	require.NoError(t, <-polled)
+}
+
+// queued waits until m has n polls queued for its workers, or fails when ctx ends.
+func queued(ctx context.Context, t *testing.T, m *monitor.Monitor, n int) {
+	t.Helper()
+	for m.PollsQueued() != n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d polls queued, want %d", m.PollsQueued(), n)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// TestPollsTakeWorkersInTheirOrder queues three polls, in an order that is not their
+// runs' names, behind a call that holds the one worker: when it is let go, the worker
+// checks their operations in the order the polls came.
+func TestPollsTakeWorkersInTheirOrder(t *testing.T) {
+	e := newEnv(t)
+	calls := make(chan string)
+	release := make(chan struct{})
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+		calls <- op.Owner.Name
+		<-release
+		return done, nil
+	}}
+	order := []string{"a", "d", "b", "c"}
+	for _, name := range order {
+		e.run(phase.Backup, name, phase.WaitingForPluginOperations, phase.Profile{}, ops("op-1")...)
+	}
+	m := e.monitor(monitor.WithWorkers(1), monitor.WithCallTimeout(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	polled := make(chan error, len(order))
+	for i, name := range order {
+		go func() {
+			_, err := m.Poll(ctx, operations.Owner{Kind: phase.Backup, Name: name})
+			polled <- err
+		}()
+		if i == 0 {
+			require.Equal(t, "a", <-calls) // a's call holds the worker
+		} else {
+			queued(ctx, t, m, i)
+		}
+	}
+	var got []string
+	for range order[1:] {
+		release <- struct{}{}
+		got = append(got, <-calls)
+	}
+	release <- struct{}{}
+	require.Equal(t, order[1:], got)
+	for range order {
+		require.NoError(t, <-polled)
+	}
+	require.Zero(t, m.WorkersBusy())
+}
+
+// TestPollCancelledWhileQueued ends a poll that waits for the one worker, which a hung
+// call holds: the poll returns at once with the context's error, and its operation is
+// never called, not even when the worker frees up.
+func TestPollCancelledWhileQueued(t *testing.T) {
+	e := newEnv(t)
+	var (
+		mu     sync.Mutex
+		called []string
+	)
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+		mu.Lock()
+		called = append(called, op.Owner.Name)
+		mu.Unlock()
+		if op.Owner.Name == "a" {
+			close(entered)
+			<-release
+		}
+		return done, nil
+	}}
+	a := e.run(phase.Backup, "a", phase.WaitingForPluginOperations, phase.Profile{}, ops("op-1")...)
+	b := e.run(phase.Backup, "b", phase.WaitingForPluginOperations, phase.Profile{}, ops("op-1", "op-2")...)
+	m := e.monitor(monitor.WithWorkers(1), monitor.WithCallTimeout(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	polledA := make(chan error, 1)
+	go func() { _, err := m.Poll(ctx, a); polledA <- err }()
+	<-entered
+	bctx, bcancel := context.WithCancel(ctx)
+	polledB := make(chan error, 1)
+	go func() { _, err := m.Poll(bctx, b); polledB <- err }()
+	queued(ctx, t, m, 1)
+	bcancel()
+	select {
+	case err := <-polledB:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-ctx.Done():
+		t.Fatal("b's poll went on waiting for the worker after its context ended")
+	}
+	require.Zero(t, m.PollsQueued())
+	close(release)
+	require.NoError(t, <-polledA)
+	require.Zero(t, m.WorkersBusy())
+	mu.Lock()
+	require.Equal(t, []string{"a"}, called)
+	mu.Unlock()
+	require.Equal(t, phase.WaitingForPluginOperations, e.get(b).Phase)
+	for _, id := range []string{"op-1", "op-2"} {
+		require.Equal(t, operations.OperationNew, e.op(b, id).Status.Phase, id)
+	}
+	require.Equal(t, phase.Finalizing, e.get(a).Phase)
 }

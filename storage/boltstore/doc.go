@@ -121,6 +121,13 @@
 // named; [Build] writes what was read to a new file that shows at its path only whole.
 // The itemops command's salvage is the two together.
 //
+// bbolt writes each page that a transaction changes anew, on a page it takes fresh,
+// often at the end of the file. A run's record and its copy in the phase index change
+// at each change of the run's phase, so a file cut short has often lost both, while
+// most of its operations' records remain on pages written earlier. kv.Salvage then
+// rebuilds the run from those records, Failed, with a FailureReason that says its
+// record was lost, and marks it Rebuilt, so that every operation record read is saved.
+//
 // # Limits
 //
 // Run names and operation IDs may be up to 8 KiB (bbolt keys hold at most 32 KiB, and a

@@ -285,38 +285,21 @@ func TestMonitorStopsAtChangedIDKey(t *testing.T) {
 // after their headers (their elements, keys and values), one at a time, with two XOR
 // masks (0x5a and 0x01), opens the file without the check at Open
 // (Options.SkipCheck), so that what is tried is the checks of every read, and uses it
-// as a controller and its Monitor do (see useAsMonitor): each call returns what it returns
-// on the sound store, or damage is reported and nothing more is written (see
-// useDamagedAsMonitor). In -short mode it tries every 31st byte.
+// as a controller and its Monitor do (see changeEachByte): each call returns what it
+// returns on the sound store, or damage is reported and nothing more is written.
 func TestMonitorOnEveryChangedKVByte(t *testing.T) {
 	t.Parallel()
 	b, sound := soundMonitorSteps(t, monitorRuns)
 	changes := kvLeafBytes(t, b)
 	require.Greater(t, len(changes), 2000, "bytes of the kv bucket's leaf pages")
-	stride := 1
-	if testing.Short() {
-		stride = 31
-	}
-	dir := t.TempDir()
-	tried, damaged := 0, 0
-	for i := 0; i < len(changes); i += stride {
-		for _, x := range []byte{0x5a, 0x01} {
-			lb := changes[i]
-			b[lb.off] ^= x
-			tried++
-			if useDamagedAsMonitor(t, dir, fmt.Sprintf("byte %d of %s XOR %#02x", lb.off, lb.what, x), b, &boltstore.Options{SkipCheck: true}, monitorRuns, sound) {
-				damaged++
-			}
-			b[lb.off] ^= x
-		}
-	}
+	tried, damaged := changeEachByte(t, b, changes, &boltstore.Options{SkipCheck: true}, sound)
 	t.Logf("%d changes of the %d bytes of the kv bucket's leaf pages after their headers: %d reported as damage, %d read as on the sound store", tried, len(changes), damaged, tried-damaged)
 }
 
 // TestMonitorRunStopsOnDamage changes a byte of an operation's record, opens the file
-// without the check at Open, and the first pass of Monitor.Run finds it damaged: Run must report that pass to the observer and
-// return an error wrapping ErrCorrupt, rather than try again each interval until its
-// context ends.
+// without the check at Open, and the first pass of Monitor.Run finds it damaged: Run
+// must report that pass to the observer and return an error wrapping ErrCorrupt,
+// rather than try again each interval until its context ends.
 func TestMonitorRunStopsOnDamage(t *testing.T) {
 	runs := monitorRuns[:1]
 	path, _ := changedStore(t, runs, "pod-2", 4, '7')                   // op-2's resource name
@@ -340,31 +323,39 @@ func TestMonitorRunStopsOnDamage(t *testing.T) {
 // transaction of a Monitor's store (both meta pages, the freelist, every branch and leaf
 // page in use: see liveBytes), one at a time, with two XOR masks (0x5a and 0x01), opens
 // the file with the default options and uses it as a controller and its Monitor do
-// (see useAsMonitor): each call returns what it returns on the sound store, or damage is
-// reported and nothing more is written (see useDamagedAsMonitor). A change that leaves
-// the file readable but different (a page header's count, a branch key, a meta page)
-// must be found by the check that Open makes by default. In -short mode it tries every
-// 31st byte.
+// (see changeEachByte): each call returns what it returns on the sound store, or damage
+// is reported and nothing more is written. A change that leaves the file readable but
+// different (a page header's count, a branch key, a meta page) must be found by the
+// check that Open makes by default.
 func TestDefaultOpenOnEveryChangedLiveByte(t *testing.T) {
 	t.Parallel()
 	b, sound := soundMonitorSteps(t, monitorRuns)
 	changes := liveBytes(t, b)
+	tried, damaged := changeEachByte(t, b, changes, nil, sound)
+	t.Logf("%d changes of the %d live bytes: %d reported as damage, %d read as on the sound store", tried, len(changes), damaged, tried-damaged)
+}
+
+// changeEachByte changes each byte of b that changes names, one at a time, with two XOR
+// masks (0x5a and 0x01), and uses the file, opened with opts, as useDamagedAsMonitor
+// does, against the steps of the sound store. In -short mode it changes every 31st
+// byte. It returns how many changes it tried and how many of them met damage.
+func changeEachByte(t *testing.T, b []byte, changes []liveByte, opts *boltstore.Options, sound []step) (tried, damaged int) {
+	t.Helper()
 	stride := 1
 	if testing.Short() {
 		stride = 31
 	}
 	dir := t.TempDir()
-	tried, damaged := 0, 0
 	for i := 0; i < len(changes); i += stride {
 		for _, x := range []byte{0x5a, 0x01} {
 			lb := changes[i]
 			b[lb.off] ^= x
 			tried++
-			if useDamagedAsMonitor(t, dir, fmt.Sprintf("byte %d of %s XOR %#02x", lb.off, lb.what, x), b, nil, monitorRuns, sound) {
+			if useDamagedAsMonitor(t, dir, fmt.Sprintf("byte %d of %s XOR %#02x", lb.off, lb.what, x), b, opts, monitorRuns, sound) {
 				damaged++
 			}
 			b[lb.off] ^= x
 		}
 	}
-	t.Logf("%d changes of the %d live bytes: %d reported as damage, %d read as on the sound store", tried, len(changes), damaged, tried-damaged)
+	return tried, damaged
 }

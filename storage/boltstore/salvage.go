@@ -17,7 +17,9 @@ import (
 
 // Salvaged is what [Salvage] read back from a file.
 type Salvaged struct {
-	// Runs are the runs read back, each with those of its operations that were.
+	// Runs are the runs read back, each with those of its operations that were, and the
+	// runs rebuilt from their operations when their records were lost (see
+	// [kv.Salvage] and [kv.SalvagedRun].Rebuilt).
 	Runs []kv.SalvagedRun
 	// Lost are the records that could not be read back (see [kv.Salvage]).
 	Lost []kv.Loss

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -17,6 +18,10 @@ import (
 type SalvagedRun struct {
 	Run        operations.Run
 	Operations []operations.Operation
+	// Rebuilt is set when the run's record and its copy were both lost and Run was
+	// rebuilt from its operations' records (see [Salvage]): its phase, counts and
+	// history are not the ones it had.
+	Rebuilt bool
 }
 
 // A Loss is a record that [Salvage] could not read back. Owner is the run it belongs
@@ -36,12 +41,29 @@ type Loss struct {
 // applies a batch that was committed but not yet applied (see the package
 // documentation, "Batches larger than one commit"), as a reader of the store would.
 //
+// A run whose record and copy are both lost, but some of whose operations' records are
+// read, is rebuilt from them, so that no operation read is lost with its run's record,
+// and marked [SalvagedRun.Rebuilt]. Its owner is the operations' kind and name, with the
+// UID of the first of them; its phase is [phase.Failed], reached from [phase.New] by
+// [operations.Run.SetPhase], with a FailureReason that says the record was lost and how
+// many operations were saved; its counts are zero. Failed because its state is unknown:
+// it must not be finalized, resumed or reported Completed, and a controller, a Monitor
+// and a person all read Failed as a run to look at, with the reason beside it. Its
+// Created is the earliest Created of those operations, and the move to Failed is dated
+// the latest time they hold (Created or Updated), the last time the store shows the run
+// in use; Salvage reads no clock, so the same records always give the same run. A run of
+// a kind of one's own is rebuilt with the profile of the other runs of its kind that
+// were read, when there are some and they all agree; without that profile the kind's
+// machine is unknown, the run is not rebuilt, and each of its operations is a Loss that
+// says why.
+//
 // Every record it cannot read back is a [Loss]: an operation whose ID index entry
 // remains but whose record is gone or does not decode (named by that ID), an operation
-// whose run is gone (named by its record's ID), a run record that does not decode and
-// has no copy, and a key of no form of the layout. An index entry whose operation's
-// record is read is not a loss, though the entry itself is gone: a store that the runs
-// are written to again rebuilds it.
+// whose run is gone and cannot be rebuilt (named by its record's ID), a run record that
+// does not decode, has no copy and is not rebuilt, and a key of no form of the layout. A
+// rebuilt run's record is not a Loss: Rebuilt says it was lost. An index entry whose
+// operation's record is read is not a loss, though the entry itself is gone: a store
+// that the runs are written to again rebuilds it.
 //
 // Salvage fails only with ctx.Err() or r's own error; the runs come in the order of
 // [Store.ListRuns], the losses in the order of their keys.
@@ -139,13 +161,19 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 	for o := range ops {
 		owners = append(owners, o)
 	}
-	for o, err := range undecoded {
-		if _, ok := copies[o]; !ok {
-			lost = append(lost, Loss{Owner: o, Why: fmt.Sprintf("its run record does not decode, and no copy of it remains: %v", err)})
-		}
-	}
 	slices.SortFunc(owners, func(a, b operations.Owner) int { return bytes.Compare(runKey(a), runKey(b)) })
 	owners = slices.Compact(owners)
+
+	// The profiles of the kinds of one's own, from the runs read: a run rebuilt needs
+	// its kind's, which no key or operation record holds.
+	profiles := map[phase.Kind][]phase.Profile{}
+	for _, m := range []map[operations.Owner]operations.Run{runs, copies} {
+		for o, r := range m {
+			if !slices.Contains(profiles[o.Kind], r.Profile) {
+				profiles[o.Kind] = append(profiles[o.Kind], r.Profile)
+			}
+		}
+	}
 
 	var out []SalvagedRun
 	for _, o := range owners {
@@ -182,23 +210,70 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 				continue
 			}
 			op, err := decodeOperation(o, rec)
-			switch {
-			case err != nil:
+			if err != nil {
 				lost = append(lost, Loss{Owner: o, ID: id, Why: fmt.Sprintf("its record does not decode: %v", err)})
-			case !ok:
-				lost = append(lost, Loss{Owner: o, ID: op.ID, Why: "its run's record is gone, and no copy of it remains"})
-			default:
-				kept = append(kept, op)
+				continue
 			}
+			kept = append(kept, op)
 		}
 		if ok {
 			out = append(out, SalvagedRun{Run: run, Operations: kept})
+			continue
+		}
+		if len(kept) > 0 {
+			run, err := rebuildRun(o, kept, profiles[o.Kind])
+			if err == nil {
+				out = append(out, SalvagedRun{Run: run, Operations: kept, Rebuilt: true})
+				continue
+			}
+			for _, op := range kept {
+				lost = append(lost, Loss{Owner: o, ID: op.ID, Why: fmt.Sprintf("its run's record is gone, no copy of it remains, and the run cannot be rebuilt: %v", err)})
+			}
+		}
+		if err, bad := undecoded[o]; bad {
+			lost = append(lost, Loss{Owner: o, Why: fmt.Sprintf("its run record does not decode, and no copy of it remains: %v", err)})
 		}
 	}
 	slices.SortStableFunc(lost, func(a, b Loss) int {
 		return cmp.Or(bytes.Compare(runKey(a.Owner), runKey(b.Owner)), cmp.Compare(a.ID, b.ID))
 	})
 	return out, lost, nil
+}
+
+// rebuildRun returns a run for owner o, whose record and copy are lost, from its
+// operations ops (at least one), as [Salvage] describes; profiles are those of the runs
+// of o's kind that were read. It fails with an error wrapping phase.ErrUnknownKind when
+// o's kind is one of one's own and profiles is not exactly one profile, and with the
+// error of [operations.Run.SetPhase] or [operations.Run.Validate] when the run is not
+// valid.
+func rebuildRun(o operations.Owner, ops []operations.Operation, profiles []phase.Profile) (operations.Run, error) {
+	run := operations.Run{Owner: operations.Owner{Kind: o.Kind, Name: o.Name, UID: ops[0].Owner.UID}, Phase: phase.New}
+	if o.Kind != phase.Backup && o.Kind != phase.Restore {
+		if len(profiles) != 1 {
+			return operations.Run{}, fmt.Errorf("its kind is one of one's own, and %d profiles of it were read (one is needed): %w", len(profiles), phase.ErrUnknownKind)
+		}
+		run.Profile = profiles[0]
+	}
+	var last time.Time
+	for i, op := range ops {
+		if i == 0 || op.Status.Created.Before(run.Created) {
+			run.Created = op.Status.Created
+		}
+		for _, t := range []time.Time{op.Status.Created, op.Status.Updated} {
+			if t.After(last) {
+				last = t
+			}
+		}
+	}
+	reason := fmt.Sprintf("salvage: the run's record was lost; its phase, counts and history are unknown; %d of its operations were saved", len(ops))
+	if err := run.SetPhase(phase.Failed, reason, last); err != nil {
+		return operations.Run{}, err
+	}
+	run.FailureReason = reason
+	if err := run.Validate(); err != nil {
+		return operations.Run{}, err
+	}
+	return run, nil
 }
 
 // applyStaged applies, in all, each run's batch that its operations metadata names as
