@@ -195,8 +195,8 @@ type Finalizer interface {
 	// caused by ctx ending leaves the run for the next pass, and a call that outlasts
 	// the finalize timeout is given up as an error ([WithFinalizeTimeout]). Two Monitors
 	// may finalize the same run at once (only one advances it), so Finalize must be
-	// idempotent; and a Monitor finalizes several runs at once (up to
-	// [WithStoreConcurrency]), so Finalize must be safe for concurrent use.
+	// idempotent; and a Monitor finalizes several runs at once (up to its worker count,
+	// [WithWorkers]), so Finalize must be safe for concurrent use.
 	Finalize(ctx context.Context, r operations.Run, items []operations.ResourceIdentifier) error
 }
 
