@@ -247,9 +247,9 @@ func TestNoGoroutineIdentity(t *testing.T) {
 	require.Empty(t, found, "code that reads goroutine stacks (docs/architecture.md \"Concurrency\")")
 }
 
-// parseSources parses every non-test Go file of the repository, of every module (outside
-// testdata, vendor and hidden directories), calls fn with each, and returns how many it
-// parsed. A file that does not parse fails the test.
+// parseSources parses every non-test Go file of the repository, with its comments, of
+// every module (outside testdata, vendor and hidden directories), calls fn with each, and
+// returns how many it parsed. A file that does not parse fails the test.
 func parseSources(t *testing.T, fn func(path string, fset *token.FileSet, f *ast.File)) int {
 	t.Helper()
 	files := 0
@@ -269,7 +269,7 @@ func parseSources(t *testing.T, fn func(path string, fset *token.FileSet, f *ast
 		}
 		files++
 		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/token"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -93,6 +94,115 @@ func TestExportedNames(t *testing.T) {
 	}
 	slices.Sort(shared)
 	require.Empty(t, shared, "constants or variables named as a field or method (docs/architecture.md \"Names\")")
+}
+
+// TestDocLinks keeps a rule of docs/architecture.md "Names" through renames: a doc link
+// of a package's comments to a name of its own ([Monitor.Recover], [WithWorkers]) names
+// something the package declares, so that a name renamed or removed leaves no link
+// behind. It parses every non-test Go file of every module and fails on each link to a
+// top-level name, or to a field or method of a type (through the types it embeds), that
+// the package does not declare. Links to other packages ([phase.Set]) are left to their
+// own package.
+func TestDocLinks(t *testing.T) {
+	link := regexp.MustCompile(`\[([A-Z][A-Za-z0-9_]*)(?:\.([A-Z][A-Za-z0-9_]*))?\]`)
+	type pkgDecls struct {
+		top      map[string]bool     // top-level names
+		members  map[string]bool     // "Type.Name" of each field and method
+		embedded map[string][]string // the types each struct or interface embeds
+		links    []string            // "position: [Name]" or "position: [Type.Name]"
+	}
+	pkgs := map[string]*pkgDecls{} // by directory
+	parseSources(t, func(path string, fset *token.FileSet, f *ast.File) {
+		dir := filepath.Dir(path)
+		p := pkgs[dir]
+		if p == nil {
+			p = &pkgDecls{top: map[string]bool{}, members: map[string]bool{}, embedded: map[string][]string{}}
+			pkgs[dir] = p
+		}
+		fields := func(typ string, list *ast.FieldList) {
+			for _, field := range list.List {
+				for _, id := range field.Names {
+					p.members[typ+"."+id.Name] = true
+				}
+				if len(field.Names) == 0 {
+					if id := baseType(field.Type); id != "" {
+						p.embedded[typ] = append(p.embedded[typ], id)
+					}
+				}
+			}
+		}
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if decl.Recv == nil {
+					p.top[decl.Name.Name] = true
+				} else {
+					p.members[baseType(decl.Recv.List[0].Type)+"."+decl.Name.Name] = true
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					switch spec := spec.(type) {
+					case *ast.TypeSpec:
+						p.top[spec.Name.Name] = true
+						switch typ := spec.Type.(type) {
+						case *ast.StructType:
+							fields(spec.Name.Name, typ.Fields)
+						case *ast.InterfaceType:
+							fields(spec.Name.Name, typ.Methods)
+						}
+					case *ast.ValueSpec:
+						for _, id := range spec.Names {
+							p.top[id.Name] = true
+						}
+					}
+				}
+			}
+		}
+		for _, c := range f.Comments {
+			for _, m := range link.FindAllStringSubmatch(c.Text(), -1) {
+				name := m[1]
+				if m[2] != "" {
+					name += "." + m[2]
+				}
+				p.links = append(p.links, fmt.Sprintf("%s: [%s]", fset.Position(c.Pos()), name))
+			}
+		}
+	})
+	var dangling []string
+	for _, p := range pkgs {
+		var declares func(typ, name string) bool
+		declares = func(typ, name string) bool {
+			if p.members[typ+"."+name] {
+				return true
+			}
+			return slices.ContainsFunc(p.embedded[typ], func(e string) bool { return declares(e, name) })
+		}
+		for _, l := range p.links {
+			name := l[strings.LastIndex(l, "[")+1 : len(l)-1]
+			typ, member, ok := strings.Cut(name, ".")
+			if ok && !declares(typ, member) || !ok && !p.top[name] {
+				dangling = append(dangling, l)
+			}
+		}
+	}
+	slices.Sort(dangling)
+	require.Empty(t, dangling, "doc links to names their package does not declare")
+}
+
+// baseType returns the name of the type that a receiver or an embedded field denotes
+// (T for *T, T[K] or T), or "" for a type of another package.
+func baseType(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.StarExpr:
+		return baseType(e.X)
+	case *ast.IndexExpr:
+		return baseType(e.X)
+	case *ast.IndexListExpr:
+		return baseType(e.X)
+	case *ast.Ident:
+		return e.Name
+	}
+	return ""
 }
 
 // repeatsPackage reports whether name begins with the package name pkg, in any case,
