@@ -219,6 +219,39 @@ func isInternal(rel string) bool {
 func TestNoGoroutineIdentity(t *testing.T) {
 	banned := map[string]bool{"Caller": true, "Callers": true, "CallersFrames": true, "Stack": true}
 	var found []string
+	files := parseSources(t, func(path string, fset *token.FileSet, f *ast.File) {
+		local := "" // the name the file gives package runtime
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"runtime"` {
+				local = "runtime"
+				if imp.Name != nil {
+					local = imp.Name.Name
+				}
+			}
+		}
+		if local == "" || local == "_" {
+			return
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == local && banned[sel.Sel.Name] {
+				found = append(found, fmt.Sprintf("%s: runtime.%s", fset.Position(sel.Pos()), sel.Sel.Name))
+			}
+			return true
+		})
+	})
+	require.Greater(t, files, 100, "non-test Go files parsed")
+	require.Empty(t, found, "code that reads goroutine stacks (docs/architecture.md \"Concurrency\")")
+}
+
+// parseSources parses every non-test Go file of the repository, with its comments, of
+// every module (outside testdata, vendor and hidden directories), calls fn with each, and
+// returns how many it parsed. A file that does not parse fails the test.
+func parseSources(t *testing.T, fn func(path string, fset *token.FileSet, f *ast.File)) int {
+	t.Helper()
 	files := 0
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -236,35 +269,13 @@ func TestNoGoroutineIdentity(t *testing.T) {
 		}
 		files++
 		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
 		if err != nil {
 			return err
 		}
-		local := "" // the name the file gives package runtime
-		for _, imp := range f.Imports {
-			if imp.Path.Value == `"runtime"` {
-				local = "runtime"
-				if imp.Name != nil {
-					local = imp.Name.Name
-				}
-			}
-		}
-		if local == "" || local == "_" {
-			return nil
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			if x, ok := sel.X.(*ast.Ident); ok && x.Name == local && banned[sel.Sel.Name] {
-				found = append(found, fmt.Sprintf("%s: runtime.%s", fset.Position(sel.Pos()), sel.Sel.Name))
-			}
-			return true
-		})
+		fn(path, fset, f)
 		return nil
 	})
 	require.NoError(t, err)
-	require.Greater(t, files, 100, "non-test Go files parsed")
-	require.Empty(t, found, "code that reads goroutine stacks (docs/architecture.md \"Concurrency\")")
+	return files
 }

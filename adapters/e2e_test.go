@@ -244,7 +244,7 @@ func TestEndToEndOperationsThatFail(t *testing.T) {
 	}{
 		{name: "operation of an adapted v1 action", action: "example.io/v1", wantErr: "asynchronous operations not supported"},
 		{name: "operation of an unknown plugin", action: "example.io/gone", wantErr: "unknown plugin"},
-		{name: "operation past its timeout", action: "example.io/data-mover", timeout: 5 * time.Second, advance: 6 * time.Second, wantErr: monitor.TimedOut, wantCancelled: true},
+		{name: "operation past its timeout", action: "example.io/data-mover", timeout: 5 * time.Second, advance: 6 * time.Second, wantErr: monitor.TimeoutMessage, wantCancelled: true},
 		{name: "operation within its timeout", action: "example.io/data-mover", timeout: time.Hour, advance: 6 * time.Second},
 	}
 	for _, tc := range tests {

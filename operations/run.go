@@ -62,12 +62,14 @@ const EventCancelRequested phase.Event = "cancel-requested"
 // CancelRequested reports whether a cancel of r was requested.
 func (r Run) CancelRequested() bool { return r.Cancel.Reason != "" || !r.Cancel.At.IsZero() }
 
-// RequestCancel records a request to cancel r, for reason (who asked and why) at time
-// at, and appends it to r's History. A run in a terminal phase cannot be cancelled:
-// RequestCancel returns an error wrapping [ErrRunEnded] and leaves r as it was. A run
-// whose cancel was already requested keeps its first request, and RequestCancel returns
-// nil. A reason longer than [MaxTextBytes] is refused with an error wrapping
-// [ErrInvalid]. Store it with UpdateRun, or call [RequestCancel].
+// RequestCancel records a request to cancel r in r itself, for reason (who asked and why)
+// at time at, and appends it to r's History; it writes nothing to a store. A run in a
+// terminal phase cannot be cancelled: RequestCancel returns an error wrapping
+// [ErrRunEnded] and leaves r as it was. A run whose cancel was already requested keeps
+// its first request, and RequestCancel returns nil. A reason longer than [MaxTextBytes]
+// is refused with an error wrapping [ErrInvalid]. It is the change that the function
+// [RequestCancel] stores; call it within an update function of UpdateRun to request a
+// cancel in a write of one's own.
 func (r *Run) RequestCancel(reason string, at time.Time) error {
 	if phase.IsTerminal(r.Phase) || r.Phase == phase.Deleting {
 		return fmt.Errorf("run %s is %s: %w", r.Owner, r.Phase, ErrRunEnded)

@@ -57,9 +57,13 @@ type MainRun struct {
 // owner of its kind and name), while the Kubernetes integration always sets it, so that
 // an object created again under a deleted one's name never gets the old run.
 // template.Created, when set, is the time stamped on the run, its history and its
-// operations; else the system clock's current time is. A program whose Monitor runs on
-// another clock (monitor.WithClock) calls the Monitor's StartRun instead, which stamps
-// the Monitor's time, so that an operation's age is never counted across two clocks.
+// operations; else the system clock's current time is.
+//
+// StartRun needs only the store. A program that runs a Monitor (package
+// operations/monitor) calls the Monitor's StartRun instead, which calls this one on the
+// Monitor's store, stamps a template without a Created time with the Monitor's clock (so
+// that an operation's age is never counted across two clocks) and wakes the Monitor, so
+// that the new operations are polled at once.
 //
 // StartRun is idempotent, so a reconcile can call it every time:
 //
@@ -71,8 +75,8 @@ type MainRun struct {
 //   - Otherwise the run is created InProgress before main runs, and the operations and
 //     the phase are written after it. A failure in between leaves the run InProgress, and
 //     the next call runs main again and writes its operations (inserting or replacing by
-//     ID). After a process restart, the Recover of package operations/monitor fails such
-//     a run instead, as Velero fails a backup it finds InProgress.
+//     ID). After a process restart, Monitor.Recover (package operations/monitor) fails
+//     such a run instead, as Velero fails a backup it finds InProgress.
 //
 // Since main may run more than once for one run, the operation IDs it returns should be
 // derived from the run and the item (as Velero's data movers do), or its plugins should
@@ -237,6 +241,11 @@ func endMainRun(r *Run, res MainRun, pending int, now time.Time) error {
 // Failed; a controller whose main run is still going learns it from
 // [Run.CancelRequested]. It fails as UpdateRun does, and with an error wrapping
 // [ErrRunEnded] for a run already in a terminal phase. A second request keeps the first.
+//
+// RequestCancel needs only the store, as in a tool that runs apart from the Monitor (the
+// cancel command of cmd/itemops). A program that runs a Monitor calls the Monitor's
+// RequestCancel instead, which calls this one with the Monitor's clock and wakes the
+// Monitor, so that the operations are cancelled at once.
 func RequestCancel(ctx context.Context, s Store, o Owner, reason string, at time.Time) (Run, error) {
 	return s.UpdateRun(ctx, o, func(r *Run) error { return r.RequestCancel(reason, at) })
 }

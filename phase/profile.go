@@ -25,7 +25,7 @@ type Profile struct {
 	// Phases, when not empty, are the phases of a kind of one's own declared with
 	// [WithPhases]: its machine is the base's transitions among them, and Queue and
 	// RestoreFinalizing are unset. It is empty for Backup and Restore.
-	Phases PhaseSet `json:"phases,omitempty"`
+	Phases Set `json:"phases,omitempty"`
 }
 
 func (p Profile) apply(to Profile) Profile {

@@ -16,6 +16,7 @@ import (
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/progress"
 )
@@ -28,6 +29,7 @@ type host struct {
 	reg    *adapters.Registry[*backupObject, *restoreObject]
 	bucket bucket
 	clock  clock.Clock
+	mon    *monitor.Monitor // requests cancels, and wakes itself for them
 	cfg    demoConfig
 	ui     *display
 }

@@ -151,6 +151,7 @@ func demo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) error {
 		monitor.WithWorkers(8),
 		monitor.WithCallTimeout(2*time.Second),
 		monitor.WithFinalizer(monitor.FinalizerFunc(h.finalize)))
+	h.mon = m
 	rec, err := m.Recover(ctx)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -216,7 +217,7 @@ func (h *host) cancelLatest(ctx context.Context) {
 			continue // runs list restores after backups: the first unfinished from the end is the latest
 		}
 		reason := fmt.Sprintf("cancelled by the demo (-cancel-after %s)", h.cfg.cancelAfter)
-		if _, err := operations.RequestCancel(ctx, h.store, r.Owner, reason, h.clock.Now()); err == nil {
+		if _, err := h.mon.RequestCancel(ctx, r.Owner, reason); err == nil {
 			h.ui.printf("%s %s: cancel requested; the Monitor cancels its operations and fails it", r.Owner.Kind, r.Owner.Name)
 		}
 		return

@@ -184,7 +184,7 @@ func TestDemoFailRate(t *testing.T) {
 			reasons[op.Status.Error]++
 		}
 	}
-	require.Positive(t, reasons[monitor.TimedOut], "some operations stalled and timed out: %v", reasons)
+	require.Positive(t, reasons[monitor.TimeoutMessage], "some operations stalled and timed out: %v", reasons)
 	require.Positive(t, reasons["connection to the object store reset (failure injected by -fail-rate)"], "some failed: %v", reasons)
 }
 

@@ -228,7 +228,7 @@ func TestEndToEnd(t *testing.T) {
 							require.Equal(t, op.Status, later.Status, "%s: operation %s had ended", name, id)
 						} else {
 							require.Equal(t, operations.OperationFailed, later.Status.Phase, "%s: operation %s left %s under a failed run", name, id, later.Status.Phase)
-							require.True(t, strings.HasPrefix(later.Status.Error, monitor.CancelledPrefix), "%s: operation %s: %q", name, id, later.Status.Error)
+							require.True(t, strings.HasPrefix(later.Status.Error, monitor.CanceledPrefix), "%s: operation %s: %q", name, id, later.Status.Error)
 						}
 					}
 				}

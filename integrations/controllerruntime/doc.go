@@ -8,7 +8,7 @@
 // # Setup
 //
 // [New] builds the [Monitor] and adds it to the manager. It runs only on the elected
-// leader. When it starts it applies the restart rules ([monitor.Recover]) before
+// leader. When it starts it applies the restart rules ([monitor.Monitor.Recover]) before
 // anything else, and the reconcilers wrapped with [Gate] wait for that, so that Recover
 // never fails a run a reconcile has just started. Then the Monitor polls until the
 // manager stops, and [Monitor.Source] enqueues the objects whose runs it changed.

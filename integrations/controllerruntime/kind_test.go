@@ -42,7 +42,7 @@ func TestDeclareKind(t *testing.T) {
 		phase.WaitingForPluginOperationsPartiallyFailed, phase.Completed, phase.PartiallyFailed, phase.Failed}
 	k, err = DeclareKind("Migration", phase.Backup, phase.WithPhases(fewest...))
 	require.NoError(t, err)
-	require.Empty(t, cmp.Diff(Kind{Name: "Migration", Profile: phase.Profile{Base: phase.Backup, Phases: phase.PhaseSetOf(fewest...)}}, k))
+	require.Empty(t, cmp.Diff(Kind{Name: "Migration", Profile: phase.Profile{Base: phase.Backup, Phases: phase.SetOf(fewest...)}}, k))
 	_, err = DeclareKind("Migration", phase.Backup, phase.WithPhases(fewest[1:]...))
 	require.ErrorIs(t, err, phase.ErrUnknownPhase)
 	require.ErrorContains(t, err, "lack New")

@@ -265,9 +265,9 @@ func (c *checks) progressFailed(op operations.Operation, now time.Time, err erro
 // not cancel (ErrAsyncOperationsNotSupported, an error, a call given up) fails the
 // operation all the same, with what it said appended.
 func (c *checks) cancelled(op operations.Operation, cancelErr error) operations.Operation {
-	msg := TimedOut
+	msg := TimeoutMessage
 	if c.cancelReason != "" {
-		msg = CancelledPrefix + c.cancelReason
+		msg = CanceledPrefix + c.cancelReason
 	}
 	if cancelErr != nil {
 		c.m.cfg.logger.WarnContext(c.ctx, "cancel failed", "run", op.Owner.String(), "operation", op.ID, "error", cancelErr)

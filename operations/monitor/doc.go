@@ -11,13 +11,13 @@
 // changed in one batch and moves the run along with the rules of package phase.
 // [Monitor.Run] does that for every waiting run once per interval and finalizes the runs
 // whose operations have all ended ([WithFinalizer], each call bounded by
-// [WithFinalizeTimeout]), working on a bounded number of runs at once
-// ([WithStoreConcurrency]). A plugin that errors, hangs or panics fails only its own
-// operation; one that hangs past its context is not called again for that operation
-// until it returns, so it holds one goroutine per operation (see [WithCallTimeout] and
-// [CallHung]). After a restart, [Recover] fails the runs that were InProgress, as Velero
-// does ([Monitor.Recover] cancels their operations first), and the Monitor resumes the
-// rest where they were.
+// [WithFinalizeTimeout]), working on at most as many runs at once as it has workers, so
+// that a pass over many runs makes at most that many store calls at a time. A plugin that
+// errors, hangs or panics fails only its own operation; one that hangs past its context
+// is not called again for that operation until it returns, so it holds one goroutine per
+// operation (see [WithCallTimeout] and [CallHung]). After a restart, [Monitor.Recover]
+// fails the runs that were InProgress, as Velero does, cancelling their operations first,
+// and the Monitor resumes the rest where they were.
 //
 // # Cancelling a run
 //
@@ -25,7 +25,7 @@
 // Monitor's next pass: it cancels every unfinished operation of the run through its
 // plugin, bounded like any plugin call (a plugin that does not support cancelling, errors
 // or hangs does not hold it up), writes them Failed with an error that begins with
-// [CancelledPrefix] (Velero's operations have no Canceled phase, so its files stay as
+// [CanceledPrefix] (Velero's operations have no Canceled phase, so its files stay as
 // Velero reads them), and moves the run to Failed with the request's reason; a
 // finalizing run is failed the same way. [Monitor.Recover] likewise cancels the
 // operations of each run it fails after a restart, so that no data mover keeps running

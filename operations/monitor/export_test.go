@@ -25,3 +25,7 @@ func (m *Monitor) PollsQueued() int {
 	defer m.queueMu.Unlock()
 	return len(m.queue)
 }
+
+// WithStoreConcurrency bounds how many runs a pass works on at once (see
+// withStoreConcurrency).
+func WithStoreConcurrency(n int) Option { return withStoreConcurrency(n) }

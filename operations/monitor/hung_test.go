@@ -158,8 +158,8 @@ func TestHungCallIsNotRepeated(t *testing.T) {
 	require.Equal(t, 2, m.HungCalls())
 	require.Equal(t, phase.Failed, e.get(o).Phase)
 	for id, want := range map[string]string{
-		"hangs":   monitor.CancelledPrefix + "jane: wrong namespace; cancel: no answer within 250ms",
-		"answers": monitor.CancelledPrefix + "jane: wrong namespace; cancel: no answer within 250ms",
+		"hangs":   monitor.CanceledPrefix + "jane: wrong namespace; cancel: no answer within 250ms",
+		"answers": monitor.CanceledPrefix + "jane: wrong namespace; cancel: no answer within 250ms",
 	} {
 		op := e.op(o, id)
 		require.Equal(t, operations.OperationFailed, op.Status.Phase, id)

@@ -24,9 +24,8 @@ import (
 // trusted with what a pass would write; see [Monitor.RunOnce] for how to look at the
 // pass's error. The first pass starts at once.
 //
-// Run does not apply the restart rules: call [Monitor.Recover] (or [Recover]) once before
-// the first Run after a process starts. [Monitor.Wake] starts the next pass before the
-// interval is over.
+// Run does not apply the restart rules: call [Monitor.Recover] once before the first Run
+// after a process starts. [Monitor.Wake] starts the next pass before the interval is over.
 //
 // When the store is an [operations.ClaimKeeper] (storage/etcdstore is), Run keeps its
 // claims in a [operations.ClaimSession] that it starts with its interval and

@@ -14,14 +14,14 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// TimedOut is the error an operation records when it ran past its timeout, as Velero
-// writes it.
-const TimedOut = "Asynchronous action timed out"
+// TimeoutMessage is the error message an operation records when it ran past its
+// timeout, as Velero writes it.
+const TimeoutMessage = "Asynchronous action timed out"
 
-// CancelledPrefix begins the error an operation records when its run was cancelled (the
+// CanceledPrefix begins the error an operation records when its run was cancelled (the
 // cancel request's reason follows) or failed on a restart. Velero's operations have no
 // Canceled phase, so such an operation is Failed, and its error says why.
-const CancelledPrefix = "Canceled: "
+const CanceledPrefix = "Canceled: "
 
 // A Monitor watches the unfinished operations of waiting runs, records what their plugins
 // report, and moves each run to its next phase, as Velero's backup and restore operations
@@ -106,7 +106,7 @@ type PollResult struct {
 //     with that error (once [WithProgressErrorTolerance] is used up);
 //   - Progress reports completion: Completed, or Failed with the reported error;
 //   - still running past Created plus the run's OperationTimeout (or the default): Cancel
-//     is called once and the operation fails with [TimedOut];
+//     is called once and the operation fails with [TimeoutMessage];
 //   - still running with a start time reported: New becomes InProgress.
 //
 // Counters, units, description and times are copied from every report; NCompleted
@@ -376,7 +376,7 @@ func (m *Monitor) failCancelled(ctx context.Context, run operations.Run) (int, p
 		r.Errors += newErrors
 		r.FailedOperations += newErrors
 		r.FailureReason = r.Cancel.Reason
-		return r.SetPhase(phase.Failed, CancelledPrefix+r.Cancel.Reason, now)
+		return r.SetPhase(phase.Failed, CanceledPrefix+r.Cancel.Reason, now)
 	})
 	switch {
 	case errors.Is(err, errNoChange):

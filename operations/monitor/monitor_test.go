@@ -409,10 +409,10 @@ func TestPollCancelMisbehaves(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, monitor.PollResult{Failed: 4, NewErrors: 4, Phase: phase.FinalizingPartiallyFailed}, res)
 	for id, want := range map[string]string{
-		"cancel-errors": monitor.TimedOut + "; cancel: permission denied",
-		"cancel-hangs":  monitor.TimedOut + "; cancel: no answer within 50ms",
-		"cancel-panics": monitor.TimedOut + "; cancel: plugin panicked: boom",
-		"cancel-ok":     monitor.TimedOut,
+		"cancel-errors": monitor.TimeoutMessage + "; cancel: permission denied",
+		"cancel-hangs":  monitor.TimeoutMessage + "; cancel: no answer within 50ms",
+		"cancel-panics": monitor.TimeoutMessage + "; cancel: plugin panicked: boom",
+		"cancel-ok":     monitor.TimeoutMessage,
 	} {
 		require.Equal(t, want, e.op(o, id).Status.Error, id)
 		require.Equal(t, 1, tr.CancelCalls(id), id)
@@ -866,7 +866,7 @@ func TestRecover(t *testing.T) {
 	// Idempotent: a second run fails nothing more and changes nothing.
 	snapshot, err := e.store.ListRuns(context.Background(), operations.RunFilter{})
 	require.NoError(t, err)
-	again, err := monitor.Recover(context.Background(), e.store)
+	again, err := m.Recover(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, again.Failed)
 	require.Empty(t, again.Reasons)

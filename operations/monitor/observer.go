@@ -27,7 +27,7 @@ type Observer struct {
 	// short by the end of the poll's context.
 	Call func(CallStats)
 	// TimedOut is called when an operation is failed for running past its timeout (see
-	// [TimedOut]), before its plugin's Cancel.
+	// [TimeoutMessage]), before its plugin's Cancel.
 	TimedOut func(operations.Operation)
 	// Finalized is called after each call of the [Finalizer].
 	Finalized func(FinalizeStats)

@@ -76,7 +76,9 @@ func WithInterval(d time.Duration) Option {
 // polls; a call given up after the call timeout (see [WithCallTimeout]) no longer
 // counts. The runs polled at once take the workers one run at a time, in the order they
 // ask: a run gets as many as it has operations to check, up to n, before the next gets
-// any, so that its poll ends, and writes, while the others' calls go on. The default is
+// any, so that its poll ends, and writes, while the others' calls go on. A pass of
+// [Monitor.Run] also works on at most n runs at once, each making its store calls one
+// after another, so n bounds the pass's store calls in flight too. The default is
 // [DefaultWorkers]; a value ≤ 0 keeps it.
 func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) {
@@ -169,12 +171,12 @@ func WithFinalizeTimeout(d time.Duration) Option {
 	})
 }
 
-// WithStoreConcurrency bounds how many runs a pass of [Monitor.Run] (or [Monitor.RunOnce])
+// withStoreConcurrency bounds how many runs a pass of [Monitor.Run] (or [Monitor.RunOnce])
 // polls or finalizes at once. Each run's store calls are made one after another, so this
-// also bounds the pass's store calls in flight: a pass over 1,000 waiting runs makes at
-// most n store calls at a time rather than 1,000. The default is the worker count (see
-// [WithWorkers]); a value ≤ 0 keeps it.
-func WithStoreConcurrency(n int) Option {
+// also bounds the pass's store calls in flight. The default is the worker count (see
+// [WithWorkers]); a value ≤ 0 keeps it. Only tests set it, to hold the pass to fewer
+// runs than workers.
+func withStoreConcurrency(n int) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
 			c.storeWork = n
@@ -193,8 +195,8 @@ type Finalizer interface {
 	// caused by ctx ending leaves the run for the next pass, and a call that outlasts
 	// the finalize timeout is given up as an error ([WithFinalizeTimeout]). Two Monitors
 	// may finalize the same run at once (only one advances it), so Finalize must be
-	// idempotent; and a Monitor finalizes several runs at once (up to
-	// [WithStoreConcurrency]), so Finalize must be safe for concurrent use.
+	// idempotent; and a Monitor finalizes several runs at once (up to its worker count,
+	// [WithWorkers]), so Finalize must be safe for concurrent use.
 	Finalize(ctx context.Context, r operations.Run, items []operations.ResourceIdentifier) error
 }
 

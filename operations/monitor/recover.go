@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
 
-// RecoverResult is what [Recover] did: the runs it failed because they were InProgress
-// when the process stopped, with the reason each was given, and the waiting or
-// finalizing runs it left for a Monitor to resume.
+// RecoverResult is what [Monitor.Recover] did: the runs it failed because they were
+// InProgress when the process stopped, with the reason each was given, and the waiting or
+// finalizing runs it left for the Monitor to resume.
 type RecoverResult struct {
 	Failed []operations.Owner
 	// Reasons[i] is the FailureReason Recover gave the run of Failed[i] (Velero's text),
@@ -24,42 +23,30 @@ type RecoverResult struct {
 // Recover applies the restart rules of [phase.OnRestart] to every stored run, as Velero
 // does when its server starts: a run InProgress cannot be resumed and becomes Failed, with
 // Velero's reason as its FailureReason and in its history; waiting and finalizing runs are
-// left for a [Monitor] to resume; the rest (New, Queued, terminal) are untouched. Recover
-// is idempotent. The operations of a failed run are left as they are, as Velero leaves
-// them: no longer monitored; [Monitor.Recover] cancels them first.
+// left for the Monitor to resume; the rest (New, Queued, terminal) are untouched. Before
+// it fails a run, it cancels the run's unfinished operations through their plugins and
+// writes them Failed ([CanceledPrefix] and the restart reason), so that no data mover
+// keeps running for a run that has failed (Velero leaves them running, no longer
+// monitored). A plugin that does not cancel, or hangs past the call timeout, does not
+// stop it. Records are stamped with the Monitor's clock ([WithClock]).
 //
-// It stops at the first store error, or when ctx ends, returning what it did so far;
-// running it again finishes the work.
-func Recover(ctx context.Context, s operations.Store) (RecoverResult, error) {
-	return recoverRuns(ctx, s, clock.System{}, nil)
-}
-
-// Recover is [Recover] with the Monitor's store and clock, and with no orphans: before
-// it fails a run found InProgress, it cancels the run's unfinished operations through
-// their plugins and writes them Failed ("Canceled: " and the restart reason), so that no
-// data mover keeps running for a run that has failed. A plugin that does not cancel, or
-// hangs past the call timeout, does not stop it. A crash in between leaves the run
-// InProgress, and the next Recover does the rest.
+// Recover is idempotent. It stops at the first store error, or when ctx ends, returning
+// what it did so far; a crash in between leaves a run InProgress, and running Recover
+// again finishes the work.
 func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
-	return recoverRuns(ctx, m.store, m.cfg.clock, m.cancelOperations)
-}
-
-func recoverRuns(ctx context.Context, s operations.Store, clk clock.Clock, cancel func(context.Context, operations.Owner, string) error) (RecoverResult, error) {
 	var res RecoverResult
-	stuck, err := s.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.InProgress}})
+	stuck, err := m.store.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.InProgress}})
 	if err != nil {
 		return res, err
 	}
 	for _, r := range stuck {
-		if cancel != nil {
-			_, reason, _ := phase.OnRestart(r.Owner.Kind, r.Phase, r.Profile)
-			if err := cancel(ctx, r.Owner, reason); err != nil {
-				return res, fmt.Errorf("cancel the operations of %s: %w", r.Owner, err)
-			}
+		_, why, _ := phase.OnRestart(r.Owner.Kind, r.Phase, r.Profile)
+		if err := m.cancelOperations(ctx, r.Owner, why); err != nil {
+			return res, fmt.Errorf("cancel the operations of %s: %w", r.Owner, err)
 		}
-		now := stamp(clk)
+		now := stamp(m.cfg.clock)
 		var reason string
-		_, err := s.UpdateRun(ctx, r.Owner, func(r *operations.Run) error {
+		_, err := m.store.UpdateRun(ctx, r.Owner, func(r *operations.Run) error {
 			var (
 				next    phase.Phase
 				changed bool
@@ -81,7 +68,7 @@ func recoverRuns(ctx context.Context, s operations.Store, clk clock.Clock, cance
 		}
 	}
 	resumable := operations.RunFilter{Phases: append(append([]phase.Phase{}, waiting.Phases...), finalizing.Phases...)}
-	runs, err := s.ListRuns(ctx, resumable)
+	runs, err := m.store.ListRuns(ctx, resumable)
 	if err != nil {
 		return res, err
 	}

@@ -130,7 +130,7 @@ func TestStartRunAfterRecover(t *testing.T) {
 		return operations.MainRun{}, errors.New("crash")
 	})
 	require.Error(t, err)
-	res, err := monitor.Recover(ctx, s)
+	res, err := monitor.New(s, operationstest.Resolver(nil)).Recover(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []operations.Owner{o}, res.Failed)
 	r, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {

@@ -8,8 +8,8 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// StartRun starts a run as [operations.StartRun] does, on the Monitor's store, with two
-// differences that matter when the run is started in the process that runs the Monitor:
+// StartRun starts a run as [operations.StartRun] does, on the Monitor's store; the process
+// that runs the Monitor calls it rather than operations.StartRun, for two differences:
 //
 //   - A template without a Created time is stamped with the Monitor's clock
 //     ([WithClock]), so that the run's history and its operations' ages are counted on
@@ -41,7 +41,8 @@ func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main fu
 
 // RequestCancel asks that the run of o be cancelled, as [operations.RequestCancel] does
 // on the Monitor's store, stamped with the Monitor's clock, and wakes [Monitor.Run] so
-// that the next pass cancels the run's operations at once. It fails as
+// that the next pass cancels the run's operations at once. The process that runs the
+// Monitor calls it rather than operations.RequestCancel. It fails as
 // operations.RequestCancel does (an error wrapping [operations.ErrRunEnded] for a run
 // already ended). It is safe for concurrent use.
 func (m *Monitor) RequestCancel(ctx context.Context, o operations.Owner, reason string) (operations.Run, error) {

@@ -205,7 +205,7 @@ func TestCancelSurvivesKill(t *testing.T) {
 		}
 		for _, op := range all {
 			require.Equal(t, operations.OperationFailed, op.Status.Phase, "round %d: %s", i, op.ID)
-			require.True(t, strings.HasPrefix(op.Status.Error, monitor.CancelledPrefix+cancelReason), "round %d: %s: %q", i, op.ID, op.Status.Error)
+			require.True(t, strings.HasPrefix(op.Status.Error, monitor.CanceledPrefix+cancelReason), "round %d: %s: %q", i, op.ID, op.Status.Error)
 			want := 0
 			if wasLeft[op.ID] {
 				want = 1

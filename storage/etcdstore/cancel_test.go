@@ -69,7 +69,7 @@ func waitCancelled(t *testing.T, s operations.Store, owners []operations.Owner, 
 		require.Len(t, ops, perRun)
 		for _, op := range ops {
 			require.Equal(t, operations.OperationFailed, op.Status.Phase, "%s/%s", o, op.ID)
-			require.True(t, strings.HasPrefix(op.Status.Error, monitor.CancelledPrefix+reason), "%s/%s: %q", o, op.ID, op.Status.Error)
+			require.True(t, strings.HasPrefix(op.Status.Error, monitor.CanceledPrefix+reason), "%s/%s: %q", o, op.ID, op.Status.Error)
 		}
 	}
 }

@@ -506,7 +506,7 @@ func (d *decoder) run(o operations.Owner) (operations.Run, error) {
 		if set == 0 || set > math.MaxUint16 {
 			d.fail("phases %#x out of range", set)
 		}
-		r.Profile.Phases = phase.PhaseSet(set)
+		r.Profile.Phases = phase.Set(set)
 	}
 	r.OperationTimeout = time.Duration(d.varint())
 	r.ItemsTotal = d.intv()

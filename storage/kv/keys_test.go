@@ -92,11 +92,11 @@ func TestRunRecordKeepsTheBase(t *testing.T) {
 	got, err := decodeRun(r.Owner, appendRun(nil, &r))
 	require.NoError(t, err)
 	require.Empty(t, cmp.Diff(r, got))
-	for _, set := range []phase.PhaseSet{0, phase.PhaseSetOf(phase.New, phase.Completed)} {
-		rec := appendRun(nil, &operations.Run{Owner: r.Owner, Phase: phase.New, Profile: phase.Profile{Base: phase.Backup, Phases: phase.PhaseSetOf(few...)}})
+	for _, set := range []phase.Set{0, phase.SetOf(phase.New, phase.Completed)} {
+		rec := appendRun(nil, &operations.Run{Owner: r.Owner, Phase: phase.New, Profile: phase.Profile{Base: phase.Backup, Phases: phase.SetOf(few...)}})
 		flags := len(appendString(appendString([]byte{runFormat1}, "u"), "New"))
 		require.Equal(t, byte(profileBaseBackup|profilePhases), rec[flags])
-		n := len(binary.AppendUvarint(nil, uint64(phase.PhaseSetOf(few...))))
+		n := len(binary.AppendUvarint(nil, uint64(phase.SetOf(few...))))
 		rec = append(append(rec[:flags+1:flags+1], binary.AppendUvarint(nil, uint64(set))...), rec[flags+1+n:]...)
 		_, err = decodeRun(r.Owner, rec)
 		require.ErrorIs(t, err, operations.ErrCorrupt, "phases %s", set)

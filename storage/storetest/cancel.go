@@ -69,7 +69,7 @@ func cancelFixture(t tb, s operations.Store, p phase.Phase) (operations.Owner, o
 }
 
 // wantCancelled checks that every operation of o is Failed with an error that starts
-// with monitor.CancelledPrefix+reason, and that Cancel was called once for each. after
+// with monitor.CanceledPrefix+reason, and that Cancel was called once for each. after
 // names what happened before the read, for the failure messages.
 func wantCancelled(t tb, s operations.Store, o operations.Owner, reason, after string, trackers map[string]*operationstest.Tracker) []operations.Operation {
 	t.Helper()
@@ -77,9 +77,9 @@ func wantCancelled(t tb, s operations.Store, o operations.Owner, reason, after s
 	noError(t, err, "ListOperations(%s) after %s", o, after)
 	wantEqual(t, 6, len(ops), "number of operations ListOperations(%s) returned after %s", o, after)
 	for _, op := range ops {
-		if op.Status.Phase != operations.OperationFailed || !strings.HasPrefix(op.Status.Error, monitor.CancelledPrefix+reason) {
+		if op.Status.Phase != operations.OperationFailed || !strings.HasPrefix(op.Status.Error, monitor.CanceledPrefix+reason) {
 			t.Errorf("ListOperations(%s) after %s returned operation %s %s with error %q, want it Failed with an error that starts with %q",
-				o, after, op.ID, op.Status.Phase, op.Status.Error, monitor.CancelledPrefix+reason)
+				o, after, op.ID, op.Status.Phase, op.Status.Error, monitor.CanceledPrefix+reason)
 		}
 		if n := trackers[op.Action].CancelCalls(op.ID); n != 1 {
 			t.Errorf("after %s, the plugin %q had Cancel called %d times for operation %s, want once", after, op.Action, n, op.ID)

@@ -39,7 +39,7 @@ func TestDeclaredPhasesMakeTheirMachine(t *testing.T) {
 					named = append(named, g...)
 				}
 			}
-			set := phase.PhaseSetOf(named...)
+			set := phase.SetOf(named...)
 			t.Run(fmt.Sprintf("%s-like/%s", base, set), func(t *testing.T) {
 				const kind phase.Kind = "Snapshot"
 				profile, err := phase.Declare(kind, base, phase.WithPhases(named...))
@@ -208,7 +208,7 @@ func TestDeclaredPhasesRefused(t *testing.T) {
 
 	// A profile whose phases were never declared, as a damaged record could hold it,
 	// is refused wherever it is used, and never panics.
-	bad := phase.Profile{Base: phase.Backup, Phases: phase.PhaseSetOf(phase.New, phase.Completed)}
+	bad := phase.Profile{Base: phase.Backup, Phases: phase.SetOf(phase.New, phase.Completed)}
 	if _, err := phase.NewMachine("Snapshot", phase.New, bad); !errors.Is(err, phase.ErrUnknownPhase) {
 		t.Errorf("NewMachine with undeclared phases = %v, want ErrUnknownPhase", err)
 	}
@@ -216,11 +216,11 @@ func TestDeclaredPhasesRefused(t *testing.T) {
 		t.Errorf("AfterMainRun with undeclared phases = %q, want the empty phase", got)
 	}
 	// Bits that name no phase, beside every phase a machine needs.
-	stray := phase.Profile{Base: phase.Backup, Phases: phase.PhaseSetOf(required...) | 1<<13}
+	stray := phase.Profile{Base: phase.Backup, Phases: phase.SetOf(required...) | 1<<13}
 	if _, err := phase.NewMachine("Snapshot", phase.New, stray); !errors.Is(err, phase.ErrUnknownPhase) {
 		t.Errorf("NewMachine with a bit that names no phase = %v, want ErrUnknownPhase", err)
 	}
-	if got := stray.Phases.String(); got != phase.PhaseSetOf(required...).String()+"+?" {
+	if got := stray.Phases.String(); got != phase.SetOf(required...).String()+"+?" {
 		t.Errorf("String() of a set with a bit that names no phase = %q, want it to end with +?", got)
 	}
 	// Backup ignores the phases outside Declare, as it ignores the other variants that
@@ -232,7 +232,7 @@ func TestDeclaredPhasesRefused(t *testing.T) {
 
 // A profile with phases goes through JSON as the names of its phases, and a name that is
 // not a phase is refused on the way back.
-func TestPhaseSetJSON(t *testing.T) {
+func TestSetJSON(t *testing.T) {
 	profile, err := phase.Declare("Snapshot", phase.Restore, phase.WithPhases(required...))
 	if err != nil {
 		t.Fatal(err)

@@ -8,23 +8,23 @@ import (
 	"sync"
 )
 
-// A PhaseSet is a set of phases, as [WithPhases] declares them for a kind of one's own.
+// A Set is a set of phases, as [WithPhases] declares them for a kind of one's own.
 // Its zero value is the empty set. Each phase is one bit, in the order of [Phases], so a
-// PhaseSet can be stored as a number; in JSON it is the list of the phases' names.
-type PhaseSet uint16
+// Set can be stored as a number; in JSON it is the list of the phases' names.
+type Set uint16
 
 // unknownPhases is the bit WithPhases sets for a name that is not a phase, so that the
 // set is refused wherever it is used, as is any set with a bit outside knownPhases (a
 // damaged record's).
 const (
-	unknownPhases PhaseSet = 1 << 15
-	knownPhases   PhaseSet = 1<<numPhases - 1
+	unknownPhases Set = 1 << 15
+	knownPhases   Set = 1<<numPhases - 1
 )
 
-// PhaseSetOf returns the set of ps. A string that is not a phase makes a set that every
+// SetOf returns the set of ps. A string that is not a phase makes a set that every
 // function of this package refuses with an error wrapping [ErrUnknownPhase].
-func PhaseSetOf(ps ...Phase) PhaseSet {
-	var s PhaseSet
+func SetOf(ps ...Phase) Set {
+	var s Set
 	for _, p := range ps {
 		if i := p.index(); i >= 0 {
 			s |= 1 << i
@@ -36,13 +36,13 @@ func PhaseSetOf(ps ...Phase) PhaseSet {
 }
 
 // Has reports whether p is in s.
-func (s PhaseSet) Has(p Phase) bool {
+func (s Set) Has(p Phase) bool {
 	i := p.index()
 	return i >= 0 && s&(1<<i) != 0
 }
 
 // Phases returns the phases of s in Velero's order.
-func (s PhaseSet) Phases() []Phase {
+func (s Set) Phases() []Phase {
 	var out []Phase
 	for i, p := range allPhases {
 		if s&(1<<i) != 0 {
@@ -54,7 +54,7 @@ func (s PhaseSet) Phases() []Phase {
 
 // String joins the names of the phases of s with "+", in Velero's order; a set holding
 // something that is not a phase ends with "+?".
-func (s PhaseSet) String() string {
+func (s Set) String() string {
 	var b strings.Builder
 	for _, p := range s.Phases() {
 		if b.Len() > 0 {
@@ -69,7 +69,7 @@ func (s PhaseSet) String() string {
 }
 
 // MarshalJSON writes s as the list of its phases' names.
-func (s PhaseSet) MarshalJSON() ([]byte, error) {
+func (s Set) MarshalJSON() ([]byte, error) {
 	if s&^knownPhases != 0 {
 		return nil, fmt.Errorf("phase: %w in the set %s", ErrUnknownPhase, s)
 	}
@@ -82,7 +82,7 @@ func (s PhaseSet) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a list of phase names. A name that is not a phase gives an error
 // wrapping [ErrUnknownPhase].
-func (s *PhaseSet) UnmarshalJSON(b []byte) error {
+func (s *Set) UnmarshalJSON(b []byte) error {
 	var names []Phase
 	if err := json.Unmarshal(b, &names); err != nil {
 		return err
@@ -92,7 +92,7 @@ func (s *PhaseSet) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("phase: %w %q", ErrUnknownPhase, p)
 		}
 	}
-	*s = PhaseSetOf(names...)
+	*s = SetOf(names...)
 	return nil
 }
 
@@ -101,7 +101,7 @@ func (s *PhaseSet) UnmarshalJSON(b []byte) error {
 type phasesOption []Phase
 
 func (o phasesOption) apply(to Profile) Profile {
-	to.Phases = PhaseSetOf(o...)
+	to.Phases = SetOf(o...)
 	return to
 }
 
@@ -128,14 +128,14 @@ func WithPhases(ps ...Phase) Option { return phasesOption(slices.Clone(ps)) }
 
 // The phases every machine has, and the optional ones that go in pairs.
 var (
-	requiredPhases = PhaseSetOf(New, InProgress, WaitingForPluginOperations, WaitingForPluginOperationsPartiallyFailed,
+	requiredPhases = SetOf(New, InProgress, WaitingForPluginOperations, WaitingForPluginOperationsPartiallyFailed,
 		Completed, PartiallyFailed, Failed)
 	phasePairs = [...][2]Phase{{Queued, ReadyToStart}, {Finalizing, FinalizingPartiallyFailed}}
 )
 
 // checkPhases returns nil when s is a set of phases a machine can have (see WithPhases),
 // or an error wrapping ErrUnknownPhase that says what is wrong with it.
-func checkPhases(kind Kind, s PhaseSet) error {
+func checkPhases(kind Kind, s Set) error {
 	if s&^knownPhases != 0 {
 		return fmt.Errorf("phase: %w among the phases of %s", ErrUnknownPhase, kind)
 	}
@@ -150,13 +150,13 @@ func checkPhases(kind Kind, s PhaseSet) error {
 	return nil
 }
 
-// subsets holds the definition of each set of phases used so far (PhaseSet →
+// subsets holds the definition of each set of phases used so far (Set →
 // *definition); there are at most 16 distinct ones.
 var subsets sync.Map
 
 // subsetDefinition returns the machine of the phases s (which checkPhases accepted): the
 // transitions of every profile whose ends are both in s.
-func subsetDefinition(s PhaseSet) *definition {
+func subsetDefinition(s Set) *definition {
 	if d, ok := subsets.Load(s); ok {
 		return d.(*definition)
 	}

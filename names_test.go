@@ -1,0 +1,234 @@
+package itemops_test
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestExportedNames keeps the naming rules of docs/architecture.md "Names" over the
+// exported names of every package of every module but internal ones. It parses every
+// non-test Go file and fails on each name that begins with its package's name (phase.Set,
+// not phase.PhaseSet), and on each package-level constant or variable that a field or a
+// method of the same package also names (monitor.TimeoutMessage beside the field
+// FinalizeStats.TimedOut).
+func TestExportedNames(t *testing.T) {
+	type pkgNames struct {
+		values  map[string]string // constant or variable → where it is declared
+		members map[string]string // field or method → its type and where it is declared
+	}
+	pkgs := map[string]*pkgNames{} // by directory
+	var stutters []string
+	files := parseSources(t, func(path string, fset *token.FileSet, f *ast.File) {
+		dir := filepath.ToSlash(filepath.Dir(path))
+		if isInternal(dir+"/") || f.Name.Name == "main" {
+			return
+		}
+		p := pkgs[dir]
+		if p == nil {
+			p = &pkgNames{values: map[string]string{}, members: map[string]string{}}
+			pkgs[dir] = p
+		}
+		at := func(n ast.Node) string { return fset.Position(n.Pos()).String() }
+		stutter := func(id *ast.Ident) {
+			if id.IsExported() && repeatsPackage(f.Name.Name, id.Name) {
+				stutters = append(stutters, fmt.Sprintf("%s: %s.%s", at(id), f.Name.Name, id.Name))
+			}
+		}
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				switch {
+				case decl.Recv == nil:
+					stutter(decl.Name)
+				case decl.Name.IsExported():
+					p.members[decl.Name.Name] = fmt.Sprintf("a method (%s)", at(decl.Name))
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					switch spec := spec.(type) {
+					case *ast.TypeSpec:
+						stutter(spec.Name)
+						st, ok := spec.Type.(*ast.StructType)
+						if !ok || !spec.Name.IsExported() {
+							continue
+						}
+						for _, field := range st.Fields.List {
+							for _, id := range field.Names {
+								if id.IsExported() {
+									p.members[id.Name] = fmt.Sprintf("the field %s.%s (%s)", spec.Name.Name, id.Name, at(id))
+								}
+							}
+						}
+					case *ast.ValueSpec:
+						for _, id := range spec.Names {
+							stutter(id)
+							if id.IsExported() {
+								p.values[id.Name] = at(id)
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+	require.Greater(t, files, 100, "non-test Go files parsed")
+	assert.Empty(t, stutters, "names that repeat their package (docs/architecture.md \"Names\")")
+
+	var shared []string
+	for dir, p := range pkgs {
+		for name, at := range p.values {
+			if member, ok := p.members[name]; ok {
+				shared = append(shared, fmt.Sprintf("%s: %s %s is also %s", at, dir, name, member))
+			}
+		}
+	}
+	slices.Sort(shared)
+	require.Empty(t, shared, "constants or variables named as a field or method (docs/architecture.md \"Names\")")
+}
+
+// TestDocLinks keeps a rule of docs/architecture.md "Names" through renames: a doc link
+// of a package's comments to a name of its own ([Monitor.Recover], [WithWorkers]) names
+// something the package declares, so that a name renamed or removed leaves no link
+// behind. It parses every non-test Go file of every module and fails on each link to a
+// top-level name, or to a field or method of a type (through the types it embeds), that
+// the package does not declare. Links to other packages ([phase.Set]) are left to their
+// own package.
+func TestDocLinks(t *testing.T) {
+	link := regexp.MustCompile(`\[([A-Z][A-Za-z0-9_]*)(?:\.([A-Z][A-Za-z0-9_]*))?\]`)
+	type pkgDecls struct {
+		top      map[string]bool     // top-level names
+		members  map[string]bool     // "Type.Name" of each field and method
+		embedded map[string][]string // the types each struct or interface embeds
+		links    []string            // "position: [Name]" or "position: [Type.Name]"
+	}
+	pkgs := map[string]*pkgDecls{} // by directory
+	parseSources(t, func(path string, fset *token.FileSet, f *ast.File) {
+		dir := filepath.Dir(path)
+		p := pkgs[dir]
+		if p == nil {
+			p = &pkgDecls{top: map[string]bool{}, members: map[string]bool{}, embedded: map[string][]string{}}
+			pkgs[dir] = p
+		}
+		fields := func(typ string, list *ast.FieldList) {
+			for _, field := range list.List {
+				for _, id := range field.Names {
+					p.members[typ+"."+id.Name] = true
+				}
+				if len(field.Names) == 0 {
+					if id := baseType(field.Type); id != "" {
+						p.embedded[typ] = append(p.embedded[typ], id)
+					}
+				}
+			}
+		}
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if decl.Recv == nil {
+					p.top[decl.Name.Name] = true
+				} else {
+					p.members[baseType(decl.Recv.List[0].Type)+"."+decl.Name.Name] = true
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					switch spec := spec.(type) {
+					case *ast.TypeSpec:
+						p.top[spec.Name.Name] = true
+						switch typ := spec.Type.(type) {
+						case *ast.StructType:
+							fields(spec.Name.Name, typ.Fields)
+						case *ast.InterfaceType:
+							fields(spec.Name.Name, typ.Methods)
+						}
+					case *ast.ValueSpec:
+						for _, id := range spec.Names {
+							p.top[id.Name] = true
+						}
+					}
+				}
+			}
+		}
+		for _, c := range f.Comments {
+			for _, m := range link.FindAllStringSubmatch(c.Text(), -1) {
+				name := m[1]
+				if m[2] != "" {
+					name += "." + m[2]
+				}
+				p.links = append(p.links, fmt.Sprintf("%s: [%s]", fset.Position(c.Pos()), name))
+			}
+		}
+	})
+	var dangling []string
+	for _, p := range pkgs {
+		var declares func(typ, name string) bool
+		declares = func(typ, name string) bool {
+			if p.members[typ+"."+name] {
+				return true
+			}
+			return slices.ContainsFunc(p.embedded[typ], func(e string) bool { return declares(e, name) })
+		}
+		for _, l := range p.links {
+			name := l[strings.LastIndex(l, "[")+1 : len(l)-1]
+			typ, member, ok := strings.Cut(name, ".")
+			if ok && !declares(typ, member) || !ok && !p.top[name] {
+				dangling = append(dangling, l)
+			}
+		}
+	}
+	slices.Sort(dangling)
+	require.Empty(t, dangling, "doc links to names their package does not declare")
+}
+
+// baseType returns the name of the type that a receiver or an embedded field denotes
+// (T for *T, T[K] or T), or "" for a type of another package.
+func baseType(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.StarExpr:
+		return baseType(e.X)
+	case *ast.IndexExpr:
+		return baseType(e.X)
+	case *ast.IndexListExpr:
+		return baseType(e.X)
+	case *ast.Ident:
+		return e.Name
+	}
+	return ""
+}
+
+// repeatsPackage reports whether name begins with the package name pkg, in any case,
+// followed by an upper-case letter: PhaseSet in package phase, not Phases or Phase.
+func repeatsPackage(pkg, name string) bool {
+	if len(name) <= len(pkg) || !strings.EqualFold(name[:len(pkg)], pkg) {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(name[len(pkg):])
+	return unicode.IsUpper(r)
+}
+
+func TestRepeatsPackage(t *testing.T) {
+	for _, tc := range []struct {
+		pkg, name string
+		want      bool
+	}{
+		{"phase", "PhaseSet", true},
+		{"phase", "PhaseSetOf", true},
+		{"monitor", "MonitorOption", true},
+		{"phase", "Phase", false},  // the package's own type: nothing follows
+		{"phase", "Phases", false}, // a plural, not a second word
+		{"phase", "Set", false},
+		{"kv", "Kvstore", false},
+	} {
+		require.Equal(t, tc.want, repeatsPackage(tc.pkg, tc.name), "repeatsPackage(%q, %q)", tc.pkg, tc.name)
+	}
+}
