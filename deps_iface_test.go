@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/itemops/itemops/internal/racebuild"
+	"github.com/itemops/itemops/internal/testutil/racebuild"
 )
 
 // TestNoForeignInterfaceImplemented keeps the rule of docs/architecture.md "Dependency
