@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/itemops/itemops/internal/racebuild"
+	"github.com/itemops/itemops/internal/testutil/racebuild"
 )
 
 // TestNoForeignInterfaceImplemented keeps the rule of docs/architecture.md "Dependency
@@ -29,7 +29,6 @@ import (
 // standard library and this module. Use the dependency's own types instead (labels.Set
 // for labels.Labels) or declare a small interface of our own.
 func TestNoForeignInterfaceImplemented(t *testing.T) {
-	const mod = "github.com/itemops/itemops"
 	type listed struct {
 		ImportPath, Dir, Export string
 		GoFiles                 []string

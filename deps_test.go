@@ -143,12 +143,16 @@ func TestDependencyHygiene(t *testing.T) {
 // TestImportLayers keeps the one-way imports of the packages, as docs/architecture.md
 // draws them: a package depends only on the itemops packages below it, directly or
 // through others (an internal/ package does not launder an import). Its tests may import
-// anything. The nested module storage/etcdstore is held to the storage rule too.
+// anything. The nested module storage/etcdstore is held to the storage rule too. The
+// test helpers under internal/testutil are test code: they may import what they test,
+// and no package depends on them (TestTestHelpersOnlyInTests checks every file).
 func TestImportLayers(t *testing.T) {
-	const mod = "github.com/itemops/itemops"
 	// may lists, for each package (or prefix ending in "/"), every itemops package it may
-	// depend on; internal/ packages may be used by anything.
+	// depend on; the production internal/ packages may be used by anything.
 	may := map[string][]string{
+		// The production helpers are the bottom layer: they import the standard library
+		// and each other, nothing else of itemops.
+		"internal/": nil,
 		// Leaves, and what builds on them alone.
 		"phase":           nil,
 		"clock":           nil,
@@ -182,7 +186,7 @@ func TestImportLayers(t *testing.T) {
 		"list", "-mod=mod", "-modfile="+modfileCopy(t, "storage/etcdstore"), "-json=ImportPath,Deps", "./...")...)
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
-		if rel == "" || strings.HasPrefix(rel, "cmd/") || isInternal(rel) || strings.HasPrefix(rel, "examples/") {
+		if rel == "" || strings.HasPrefix(rel, "cmd/") || isTestHelper(rel) || strings.Contains(rel, "/internal/") || strings.HasPrefix(rel, "examples/") {
 			continue
 		}
 		// The longest key that names the package, or a prefix of it, rules.
@@ -205,10 +209,85 @@ func TestImportLayers(t *testing.T) {
 	}
 }
 
+// mod is the root module's path.
+const mod = "github.com/itemops/itemops"
+
+// testHelpers is the directory, relative to the module root, of the test helpers: the
+// internal packages that only _test.go files may import.
+const testHelpers = "internal/testutil/"
+
 // isInternal reports whether the package at rel, relative to the module root, is an
-// internal package (internal/..., or an internal/ directory of a package below).
+// internal package that production code may use (internal/..., but for the test
+// helpers, or an internal/ directory of a package below).
 func isInternal(rel string) bool {
-	return strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/")
+	return (strings.HasPrefix(rel, "internal/") && !isTestHelper(rel)) || strings.Contains(rel, "/internal/")
+}
+
+// isTestHelper reports whether the package at rel, relative to the module root, is one
+// of the test helpers under internal/testutil.
+func isTestHelper(rel string) bool {
+	return strings.HasPrefix(rel, testHelpers)
+}
+
+// TestTestHelpersOnlyInTests keeps the test helpers apart from production code: no
+// non-test Go file of the repository, of any module and under any build constraint,
+// imports a package under internal/testutil, except the files of the test helpers
+// themselves; and no non-test file of the root's other internal/ packages imports
+// package testing, since a package that does is a test helper and belongs under
+// internal/testutil.
+func TestTestHelpersOnlyInTests(t *testing.T) {
+	var found []string
+	files := parseSources(t, func(path string, fset *token.FileSet, f *ast.File) {
+		path = filepath.ToSlash(path)
+		if strings.HasPrefix(path, testHelpers) {
+			return
+		}
+		for _, imp := range f.Imports {
+			p, err := strconv.Unquote(imp.Path.Value)
+			require.NoError(t, err)
+			if rel, ok := strings.CutPrefix(p, mod+"/"); ok && isTestHelper(rel) {
+				found = append(found, fmt.Sprintf("%s: imports %s", fset.Position(imp.Pos()), p))
+			}
+			if p == "testing" && strings.HasPrefix(path, "internal/") {
+				found = append(found, fmt.Sprintf("%s: imports testing outside %s", fset.Position(imp.Pos()), testHelpers))
+			}
+		}
+	})
+	require.Greater(t, files, 100, "non-test Go files parsed")
+	require.Empty(t, found, "test helpers mixed with production code (docs/architecture.md)")
+}
+
+// parseSources parses every non-test Go file of the repository, with its comments, of
+// every module (outside testdata, vendor and hidden directories), calls fn with each, and
+// returns how many it parsed. A file that does not parse fails the test.
+func parseSources(t *testing.T, fn func(path string, fset *token.FileSet, f *ast.File)) int {
+	t.Helper()
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		files++
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		fn(path, fset, f)
+		return nil
+	})
+	require.NoError(t, err)
+	return files
 }
 
 // TestNoGoroutineIdentity keeps a rule of docs/architecture.md "Concurrency": no code of
@@ -245,37 +324,4 @@ func TestNoGoroutineIdentity(t *testing.T) {
 	})
 	require.Greater(t, files, 100, "non-test Go files parsed")
 	require.Empty(t, found, "code that reads goroutine stacks (docs/architecture.md \"Concurrency\")")
-}
-
-// parseSources parses every non-test Go file of the repository, with its comments, of
-// every module (outside testdata, vendor and hidden directories), calls fn with each, and
-// returns how many it parsed. A file that does not parse fails the test.
-func parseSources(t *testing.T, fn func(path string, fset *token.FileSet, f *ast.File)) int {
-	t.Helper()
-	files := 0
-	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		files++
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		fn(path, fset, f)
-		return nil
-	})
-	require.NoError(t, err)
-	return files
 }

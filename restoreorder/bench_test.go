@@ -17,7 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/itemops/itemops/internal/cputime"
+	"github.com/itemops/itemops/internal/testutil/cputime"
 	"github.com/itemops/itemops/restoreorder"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/adapters/adaptertest"
 	"github.com/itemops/itemops/clock/clocktest"
-	"github.com/itemops/itemops/internal/racebuild"
+	"github.com/itemops/itemops/internal/testutil/racebuild"
 	"github.com/itemops/itemops/operations"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/itemops/itemops/internal/boltfault"
+	"github.com/itemops/itemops/internal/testutil/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"

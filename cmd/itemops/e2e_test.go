@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/itemops/itemops/internal/racebuild"
+	"github.com/itemops/itemops/internal/testutil/racebuild"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"

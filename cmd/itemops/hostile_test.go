@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/itemops/itemops/internal/boltfault"
+	"github.com/itemops/itemops/internal/testutil/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/restoreorder"

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/itemops/itemops/internal/racebuild"
+	"github.com/itemops/itemops/internal/testutil/racebuild"
 )
 
 // operatorGoMod is the go.mod of an operator at the floor of the range this module

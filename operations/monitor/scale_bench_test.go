@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/itemops/itemops/internal/scalebench"
+	"github.com/itemops/itemops/internal/testutil/scalebench"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/storage/boltstore"
 	"github.com/itemops/itemops/storage/memstore"
@@ -13,8 +13,8 @@ import (
 // BenchmarkMonitorScale makes one Monitor pass per op over 10,000 waiting backups of 100
 // InProgress operations each (a million operations; ITEMOPS_SCALE_RUNS sets the number
 // of backups), on memstore and on boltstore (a file in a temporary directory, synced as
-// in production), with the workload and the metrics of package internal/scalebench;
-// boltstore reports of-memstore. storage/etcdstore has the same benchmark for etcdstore.
+// in production), with the workload and the metrics of package
+// internal/testutil/scalebench; boltstore reports of-memstore. storage/etcdstore has the same benchmark for etcdstore.
 //
 //	go test ./operations/monitor -run '^$' -bench MonitorScale -benchtime 1x -timeout 60m
 func BenchmarkMonitorScale(b *testing.B) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/itemops/itemops/internal/cputime"
+	"github.com/itemops/itemops/internal/testutil/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/opsfile"
 	"github.com/itemops/itemops/phase"

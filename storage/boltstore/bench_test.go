@@ -12,7 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/itemops/itemops/internal/cputime"
+	"github.com/itemops/itemops/internal/testutil/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )

@@ -23,7 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/itemops/itemops/internal/racebuild"
+	"github.com/itemops/itemops/internal/testutil/racebuild"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )

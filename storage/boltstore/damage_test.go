@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/itemops/itemops/internal/boltfault"
+	"github.com/itemops/itemops/internal/testutil/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"

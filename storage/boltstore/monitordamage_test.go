@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/clock/clocktest"
-	"github.com/itemops/itemops/internal/boltfault"
+	"github.com/itemops/itemops/internal/testutil/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"

@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/itemops/itemops/internal/boltfault"
+	"github.com/itemops/itemops/internal/testutil/boltfault"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"

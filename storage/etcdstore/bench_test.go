@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/itemops/itemops/internal/contend"
-	"github.com/itemops/itemops/internal/cputime"
+	"github.com/itemops/itemops/internal/testutil/contend"
+	"github.com/itemops/itemops/internal/testutil/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"

@@ -3,7 +3,7 @@ package etcdstore_test
 import (
 	"testing"
 
-	"github.com/itemops/itemops/internal/scalebench"
+	"github.com/itemops/itemops/internal/testutil/scalebench"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/storage/etcdstore"
 	"github.com/itemops/itemops/storage/etcdstore/internal/etcdtest"
@@ -11,8 +11,8 @@ import (
 )
 
 // BenchmarkMonitorScale is the Monitor pass at scale of package operations/monitor (the
-// workload and metrics of internal/scalebench) on etcdstore beside memstore in the same
-// process: 1,000 waiting backups of 100 InProgress operations (100,000 operations)
+// workload and metrics of internal/testutil/scalebench) on etcdstore beside memstore in
+// the same process: 1,000 waiting backups of 100 InProgress operations (100,000 operations)
 // unless ITEMOPS_SCALE_RUNS says otherwise. etcd runs as a process of its own, with
 // fsync on, so that the heap figures are the test process's alone.
 //

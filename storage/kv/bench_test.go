@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/itemops/itemops/internal/contend"
+	"github.com/itemops/itemops/internal/testutil/contend"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/storage/kv"
 )

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/itemops/itemops/internal/cputime"
+	"github.com/itemops/itemops/internal/testutil/cputime"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"

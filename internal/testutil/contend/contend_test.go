@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/itemops/itemops/internal/contend"
+	"github.com/itemops/itemops/internal/testutil/contend"
 )
 
 // Writes hands each i from 1 to b.N to exactly one call, spreads the calls over the

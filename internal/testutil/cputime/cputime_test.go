@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/itemops/itemops/internal/cputime"
+	"github.com/itemops/itemops/internal/testutil/cputime"
 )
 
 func TestUsedGrows(t *testing.T) {
