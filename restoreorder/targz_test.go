@@ -282,6 +282,15 @@ func TestFromTarGzDeclaredSize(t *testing.T) {
 	}
 
 	t.Run("sparse", func(t *testing.T) {
+		// base is what reading the archive's one honest entry costs, alone.
+		honest := gz(t, makeTar(t, tarFile{name: "resources/pods/cluster/y.json", body: obj}))
+		var base uint64
+		for range 3 { // the least of three runs: the first also warms gzip's pools
+			n := allocated(func() { _, _ = restoreorder.FromTarGz(bytes.NewReader(honest)) })
+			if base == 0 || n < base {
+				base = n
+			}
+		}
 		for _, name := range []string{path, "metadata/sparse"} {
 			// A pax sparse file, format 1.0: a map of one fragment, "{", at the start of a
 			// file of 1 GiB; archive/tar reads the rest as zeros.
@@ -297,7 +306,10 @@ func TestFromTarGzDeclaredSize(t *testing.T) {
 			n := allocated(func() { _, err = restoreorder.FromTarGz(bytes.NewReader(gz(t, raw))) })
 			require.ErrorIs(t, err, restoreorder.ErrMalformed, name)
 			require.Contains(t, err.Error(), "a sparse file")
-			require.LessOrEqual(t, n, uint64(1<<20), "allocated %d bytes", n)
+			// archive/tar itself allocates up to about a MiB reading the sparse header, more
+			// in newer Go releases; the bound is what matters: far below the GiB declared.
+			require.LessOrEqualf(t, n, base+4<<20, "allocated %d bytes, %d for the honest entry alone", n, base)
+			t.Logf("allocated %d bytes, %d for the honest entry alone", n, base)
 		}
 	})
 }
