@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/token"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -95,6 +97,100 @@ func TestExportedNames(t *testing.T) {
 	}
 	slices.Sort(shared)
 	require.Empty(t, shared, "constants or variables named as a field or method (docs/architecture.md \"Names\")")
+}
+
+// TestAPINames keeps docs/api.md true: for each package of every module but commands,
+// packages without exported names and those under internal/, its section lists each
+// exported top-level name the package declares (types, functions, constants, variables)
+// and nothing else, and its heading gives their count. It fails on a package without a
+// section, a section without a package, a name missing or invented, a name listed twice,
+// and a wrong count.
+func TestAPINames(t *testing.T) {
+	declared := map[string]map[string]bool{} // package directory → its exported names
+	parseSources(t, func(path string, _ *token.FileSet, f *ast.File) {
+		dir := filepath.ToSlash(filepath.Dir(path))
+		if f.Name.Name == "main" || strings.HasPrefix(dir+"/", "internal/") || strings.Contains(dir+"/", "/internal/") {
+			return
+		}
+		add := func(id *ast.Ident) {
+			if !id.IsExported() {
+				return
+			}
+			if declared[dir] == nil {
+				declared[dir] = map[string]bool{}
+			}
+			declared[dir][id.Name] = true
+		}
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if decl.Recv == nil {
+					add(decl.Name)
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					switch spec := spec.(type) {
+					case *ast.TypeSpec:
+						add(spec.Name)
+					case *ast.ValueSpec:
+						for _, id := range spec.Names {
+							add(id)
+						}
+					}
+				}
+			}
+		}
+	})
+
+	text, err := os.ReadFile("docs/api.md")
+	require.NoError(t, err)
+	heading := regexp.MustCompile("^### `([^`]+)` \\((\\d+) names?\\)$")
+	listed := map[string]map[string]bool{}
+	var problems []string
+	var section string
+	counts := map[string]int{}
+	for i, line := range strings.Split(string(text), "\n") {
+		if m := heading.FindStringSubmatch(line); m != nil {
+			section = m[1]
+			if listed[section] != nil {
+				problems = append(problems, fmt.Sprintf("docs/api.md:%d: a second section of %s", i+1, section))
+			}
+			listed[section] = map[string]bool{}
+			var n int
+			_, err := fmt.Sscan(m[2], &n)
+			require.NoError(t, err)
+			counts[section] = n
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			section = ""
+			continue
+		}
+		head, _, ok := strings.Cut(line, ": ")
+		if section == "" || !ok || !strings.HasPrefix(head, "- ") {
+			continue
+		}
+		for _, name := range strings.Split(strings.TrimPrefix(head, "- "), ", ") {
+			name, ok := strings.CutPrefix(name, "`")
+			name, ok2 := strings.CutSuffix(name, "`")
+			switch {
+			case !ok || !ok2 || !token.IsIdentifier(name):
+				problems = append(problems, fmt.Sprintf("docs/api.md:%d: %q is not a name in backquotes", i+1, name))
+			case listed[section][name]:
+				problems = append(problems, fmt.Sprintf("docs/api.md:%d: %s.%s listed twice", i+1, section, name))
+			default:
+				listed[section][name] = true
+			}
+		}
+	}
+	for section, names := range listed {
+		if len(names) != counts[section] {
+			problems = append(problems, fmt.Sprintf("docs/api.md: %s lists %d names, its heading says %d", section, len(names), counts[section]))
+		}
+	}
+	slices.Sort(problems)
+	require.Empty(t, problems)
+	require.Empty(t, cmp.Diff(declared, listed), "exported names (-declared +docs/api.md)")
 }
 
 // TestDocLinks keeps a rule of docs/architecture.md "Names" through renames: a doc link
