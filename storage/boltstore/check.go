@@ -544,6 +544,28 @@ func (w *treeWalk) bucket(id uint64, key, v []byte, kind bucketKind) error {
 	return err
 }
 
+// freePages returns the page numbers that the freelist page p (page id, with its
+// overflow pages) lists, in the order it lists them. It fails when p is not a
+// freelist, or when its count overruns it.
+func freePages(id uint64, p []byte) ([]uint64, error) {
+	ne := binary.NativeEndian
+	if flags := ne.Uint16(p[8:]); flags != freelistFlag {
+		return nil, fmt.Errorf("page %d has flags %#x where the freelist was expected", id, flags)
+	}
+	skip, count := uint64(0), uint64(ne.Uint16(p[10:]))
+	if count == 0xFFFF {
+		skip, count = 1, ne.Uint64(p[pageHeaderSize:])
+	}
+	if count > uint64(len(p)-pageHeaderSize)/8-skip {
+		return nil, fmt.Errorf("page %d: %d free pages overrun the freelist's %d bytes", id, count, len(p))
+	}
+	frees := make([]uint64, count)
+	for i := range frees {
+		frees[i] = ne.Uint64(p[pageHeaderSize+(skip+uint64(i))*8:])
+	}
+	return frees, nil
+}
+
 // freelist checks the freelist page id and its page numbers, then that every page
 // below the high water mark is in the tree, the freelist's own or free.
 func (w *treeWalk) freelist(id uint64) error {
@@ -554,20 +576,12 @@ func (w *treeWalk) freelist(id uint64) error {
 	if err != nil {
 		return err
 	}
-	ne := binary.NativeEndian
-	if flags := ne.Uint16(p[8:]); flags != freelistFlag {
-		return fmt.Errorf("page %d has flags %#x where the freelist was expected", id, flags)
-	}
-	skip, count := uint64(0), uint64(ne.Uint16(p[10:]))
-	if count == 0xFFFF {
-		skip, count = 1, ne.Uint64(p[pageHeaderSize:])
-	}
-	if count > uint64(len(p)-pageHeaderSize)/8-skip {
-		return fmt.Errorf("page %d: %d free pages overrun the freelist's %d bytes", id, count, len(p))
+	frees, err := freePages(id, p)
+	if err != nil {
+		return err
 	}
 	prev := uint64(1)
-	for i := uint64(0); i < count; i++ {
-		free := ne.Uint64(p[pageHeaderSize+(skip+i)*8:])
+	for _, free := range frees {
 		if free <= prev || free >= w.pages {
 			return fmt.Errorf("free page %d, after %d, is out of order or outside the file's %d pages", free, prev, w.pages)
 		}

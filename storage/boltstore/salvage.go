@@ -346,20 +346,13 @@ func (w *salvageWalk) free(id uint64) (map[uint64]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	ne := binary.NativeEndian
-	if flags := ne.Uint16(p[8:]); flags != freelistFlag {
-		return nil, fmt.Errorf("page %d has flags %#x where the freelist was expected", id, flags)
+	frees, err := freePages(id, p)
+	if err != nil {
+		return nil, err
 	}
-	skip, count := uint64(0), uint64(ne.Uint16(p[10:]))
-	if count == 0xFFFF {
-		skip, count = 1, ne.Uint64(p[pageHeaderSize:])
-	}
-	if count > uint64(len(p)-pageHeaderSize)/8-skip {
-		return nil, fmt.Errorf("page %d: %d free pages overrun the freelist's %d bytes", id, count, len(p))
-	}
-	free := make(map[uint64]bool, count)
-	for i := uint64(0); i < count; i++ {
-		free[ne.Uint64(p[pageHeaderSize+(skip+i)*8:])] = true
+	free := make(map[uint64]bool, len(frees))
+	for _, q := range frees {
+		free[q] = true
 	}
 	return free, nil
 }
