@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -99,7 +100,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 		}
 		return ops[o]
 	}
-	for _, k := range sortedKeys(all) {
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		v := all[k]
 		key := []byte(k)
 		switch {
@@ -279,7 +280,7 @@ func rebuildRun(o operations.Owner, ops []operations.Operation, profiles []phase
 // applyStaged applies, in all, each run's batch that its operations metadata names as
 // committed but not applied: the writes of its chunks, as rollForward does.
 func applyStaged(all map[string][]byte, lost *[]Loss) {
-	for _, k := range sortedKeys(all) {
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		o, suffix, tail, ok := cutOpsKey([]byte(k))
 		if !ok || suffix != opsMeta || len(tail) != 0 {
 			continue
@@ -289,7 +290,7 @@ func applyStaged(all map[string][]byte, lost *[]Loss) {
 			continue
 		}
 		start := stagedPrefix(opsPrefix(o), meta.staged)
-		for _, ck := range sortedKeys(all) {
+		for _, ck := range slices.Sorted(maps.Keys(all)) {
 			if !bytes.HasPrefix([]byte(ck), start) {
 				continue
 			}
@@ -315,16 +316,6 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// sortedKeys returns the keys of m in byte order.
-func sortedKeys(m map[string][]byte) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // ownerOfIdxKey returns the owner (without UID) a phase index key names.
