@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -359,12 +360,7 @@ func (w *salvageWalk) free(id uint64) (map[uint64]bool, error) {
 
 // reader returns a [kv.Reader] of the entries read.
 func (w *salvageWalk) reader() kv.Reader {
-	keys := make([]string, 0, len(w.entries))
-	for k := range w.entries {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return salvagedReader{keys, w.entries}
+	return salvagedReader{slices.Sorted(maps.Keys(w.entries)), w.entries}
 }
 
 // salvagedReader is a [kv.Reader] of the entries Salvage read, in memory.
