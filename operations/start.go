@@ -60,7 +60,7 @@ type MainRun struct {
 // operations; else the system clock's current time is.
 //
 // StartRun needs only the store. A program that runs a Monitor (package
-// operations/monitor) calls the Monitor's StartRun instead, which calls this one on the
+// operations/monitor) calls the Monitor's SubmitRun instead, which calls this one on the
 // Monitor's store, stamps a template without a Created time with the Monitor's clock (so
 // that an operation's age is never counted across two clocks) and wakes the Monitor, so
 // that the new operations are polled at once.
@@ -244,7 +244,7 @@ func endMainRun(r *Run, res MainRun, pending int, now time.Time) error {
 //
 // RequestCancel needs only the store, as in a tool that runs apart from the Monitor (the
 // cancel command of cmd/itemops). A program that runs a Monitor calls the Monitor's
-// RequestCancel instead, which calls this one with the Monitor's clock and wakes the
+// CancelRun instead, which calls this one with the Monitor's clock and wakes the
 // Monitor, so that the operations are cancelled at once.
 func RequestCancel(ctx context.Context, s Store, o Owner, reason string, at time.Time) (Run, error) {
 	return s.UpdateRun(ctx, o, func(r *Run) error { return r.RequestCancel(reason, at) })

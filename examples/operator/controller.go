@@ -59,7 +59,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	main := func(ctx context.Context) (operations.MainRun, error) { return r.mainRun(ctx, &b) }
-	if _, err := r.Monitor.StartRun(ctx, r.Kind.Run(&b), main); err != nil {
+	if _, err := r.Monitor.SubmitRun(ctx, r.Kind.Run(&b), main); err != nil {
 		return ctrl.Result{}, err
 	}
 	from := b.Status.Phase

@@ -17,28 +17,28 @@ import (
 // cancelled.
 const Finalizer = "itemops.io/cancel-operations"
 
-// StartRun starts the run of template.Owner as [monitor.Monitor.StartRun] does: on the
+// SubmitRun starts the run of template.Owner as [monitor.Monitor.SubmitRun] does: on the
 // Monitor's store, stamped with the Monitor's clock, and waking the Monitor so that the
 // run's operations are polled at once rather than up to an interval later. It is
 // idempotent, so a reconcile calls it every time.
 //
-// The owner must have a UID ([OwnerOf] gives the object's): StartRun fails with an error
+// The owner must have a UID ([OwnerOf] gives the object's): SubmitRun fails with an error
 // wrapping [operations.ErrInvalid] without one, since the UID is what tells the run of a
 // deleted object from the run of a new object of the same name. When the store holds
 // such a stale run under the owner's name (its object was deleted without
 // [Monitor.HandleDeletion], for instance before the operator kept the finalizer),
-// StartRun cancels the stale run's unfinished operations through their plugins (see
+// SubmitRun cancels the stale run's unfinished operations through their plugins (see
 // [Monitor.HandleDeletion]), deletes it, and then starts the new run.
 //
 // It fails as [operations.StartRun] does, with an error wrapping
 // [operations.ErrUIDMismatch] when the stale run's operations could not all be cancelled
 // yet (another Monitor holds its claim; a later reconcile tries again), and with ctx.Err().
-func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
+func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
 	o := template.Owner
 	if o.UID == "" {
 		return operations.Run{}, fmt.Errorf("start run %s: owner has no UID: %w", o, operations.ErrInvalid)
 	}
-	r, err := m.Monitor.StartRun(ctx, template, main)
+	r, err := m.Monitor.SubmitRun(ctx, template, main)
 	if !errors.Is(err, operations.ErrUIDMismatch) {
 		return r, err
 	}
@@ -46,7 +46,7 @@ func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main fu
 	if err := m.endRun(ctx, stale, "its object was deleted: a new object of the same name (UID "+o.UID+") replaces it"); err != nil {
 		return operations.Run{}, fmt.Errorf("start run %s: cancel the stale run of its name: %w", o, err)
 	}
-	return m.Monitor.StartRun(ctx, template, main)
+	return m.Monitor.SubmitRun(ctx, template, main)
 }
 
 // HandleDeletion keeps the run of obj (of kind) from outliving it. Call it at the start
@@ -97,7 +97,7 @@ func (m *Monitor) HandleDeletion(ctx context.Context, c client.Client, obj clien
 	return true, nil
 }
 
-// ErrClaimed is the error (wrapped) of [Monitor.HandleDeletion] and [Monitor.StartRun]
+// ErrClaimed is the error (wrapped) of [Monitor.HandleDeletion] and [Monitor.SubmitRun]
 // when the run to cancel is claimed by another Monitor (see [operations.RunClaimer]).
 var ErrClaimed = errors.New("run claimed by another Monitor")
 
@@ -113,7 +113,7 @@ func (m *Monitor) endRun(ctx context.Context, o operations.Owner, reason string)
 	}
 	o = run.Owner // with the stored UID, so that a run created since is never deleted
 	if !phase.IsTerminal(run.Phase) {
-		_, err := m.RequestCancel(ctx, o, reason)
+		_, err := m.CancelRun(ctx, o, reason)
 		if err != nil && !errors.Is(err, operations.ErrRunEnded) {
 			return err
 		}

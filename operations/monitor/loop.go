@@ -66,7 +66,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 // the runs before the change that called for the wake. Wakes that come before that next
 // pass starts make one pass. Wake never blocks, does nothing when no Run is going (the
 // next Run's first pass starts at once anyway), and is safe for concurrent use.
-// [Monitor.StartRun] calls it for the runs it starts.
+// [Monitor.SubmitRun] calls it for the runs it starts.
 func (m *Monitor) Wake() {
 	select {
 	case m.wake <- struct{}{}:

@@ -8,8 +8,9 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// StartRun starts a run as [operations.StartRun] does, on the Monitor's store; the process
-// that runs the Monitor calls it rather than operations.StartRun, for two differences:
+// SubmitRun starts a run as [operations.StartRun] does, on the Monitor's store, and hands
+// it to the Monitor; the process that runs the Monitor calls it rather than
+// operations.StartRun, for two differences:
 //
 //   - A template without a Created time is stamped with the Monitor's clock
 //     ([WithClock]), so that the run's history and its operations' ages are counted on
@@ -17,10 +18,10 @@ import (
 //   - When this call ran main and left the run waiting for its operations (or
 //     finalizing), it wakes [Monitor.Run] (see [Monitor.Wake]), so that the operations
 //     are first polled at once rather than up to an interval later. A call that finds
-//     the run already started wakes nothing: a reconcile may call StartRun every time.
+//     the run already started wakes nothing: a reconcile may call SubmitRun every time.
 //
 // It fails as operations.StartRun does. It is safe for concurrent use.
-func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
+func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
 	if template.Created.IsZero() {
 		template.Created = stamp(m.cfg.clock)
 	}
@@ -39,13 +40,13 @@ func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main fu
 	return r, err
 }
 
-// RequestCancel asks that the run of o be cancelled, as [operations.RequestCancel] does
+// CancelRun asks that the run of o be cancelled, as [operations.RequestCancel] does
 // on the Monitor's store, stamped with the Monitor's clock, and wakes [Monitor.Run] so
-// that the next pass cancels the run's operations at once. The process that runs the
+// that a pass cancels the run's operations at once rather than up to an interval later. The process that runs the
 // Monitor calls it rather than operations.RequestCancel. It fails as
 // operations.RequestCancel does (an error wrapping [operations.ErrRunEnded] for a run
 // already ended). It is safe for concurrent use.
-func (m *Monitor) RequestCancel(ctx context.Context, o operations.Owner, reason string) (operations.Run, error) {
+func (m *Monitor) CancelRun(ctx context.Context, o operations.Owner, reason string) (operations.Run, error) {
 	r, err := operations.RequestCancel(ctx, m.store, o, reason, stamp(m.cfg.clock))
 	if err == nil {
 		m.Wake()

@@ -22,10 +22,10 @@ func startingOne(id string) func(context.Context) (operations.MainRun, error) {
 	}
 }
 
-// TestStartRunUsesTheMonitorsClock: a run started through the Monitor is stamped by the
+// TestSubmitRunUsesTheMonitorsClock: a run started through the Monitor is stamped by the
 // Monitor's clock, so a clock far from the system's neither times its operations out on
 // their first poll nor records two clocks' times in one history.
-func TestStartRunUsesTheMonitorsClock(t *testing.T) {
+func TestSubmitRunUsesTheMonitorsClock(t *testing.T) {
 	ctx := context.Background()
 	at := time.Date(2126, 1, 2, 3, 4, 5, 0, time.UTC) // far ahead of any system clock
 	clock := clocktest.NewClock(at)
@@ -34,7 +34,7 @@ func TestStartRunUsesTheMonitorsClock(t *testing.T) {
 		return running
 	})}), monitor.WithClock(clock))
 	o := operations.Owner{Kind: phase.Backup, Name: "b", UID: "u"}
-	r, err := m.StartRun(ctx, operations.Run{Owner: o}, startingOne("op-1"))
+	r, err := m.SubmitRun(ctx, operations.Run{Owner: o}, startingOne("op-1"))
 	require.NoError(t, err)
 	require.Equal(t, at, r.Created)
 	for _, tr := range r.History {
@@ -52,10 +52,10 @@ func TestStartRunUsesTheMonitorsClock(t *testing.T) {
 	}
 }
 
-// TestStartRunWakesRun: a run started while Run waits out its interval is polled at once.
+// TestSubmitRunWakesRun: a run started while Run waits out its interval is polled at once.
 // The fake clock never moves, so the interval never ends: only the wake can start the
 // second pass.
-func TestStartRunWakesRun(t *testing.T) {
+func TestSubmitRunWakesRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clock := clocktest.NewClock(t0)
@@ -74,13 +74,13 @@ func TestStartRunWakesRun(t *testing.T) {
 	clock.BlockUntilWaiters(1) // Run waits out its interval
 
 	o := operations.Owner{Kind: phase.Backup, Name: "b", UID: "u"}
-	_, err := m.StartRun(ctx, operations.Run{Owner: o}, startingOne("op-1"))
+	_, err := m.SubmitRun(ctx, operations.Run{Owner: o}, startingOne("op-1"))
 	require.NoError(t, err)
 	select {
 	case id := <-polled:
 		require.Equal(t, "op-1", id)
 	case <-time.After(time.Minute): // a guard against hanging: no pass can come but the wake's
-		t.Fatal("no poll: StartRun did not wake Run")
+		t.Fatal("no poll: SubmitRun did not wake Run")
 	}
 	require.Equal(t, 1, (<-passes).Runs)
 
