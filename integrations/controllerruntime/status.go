@@ -141,13 +141,25 @@ func (s *RunStatus) SetFromStore(ctx context.Context, store operations.Store, o 
 // Failed, FailedValidation or partially failed; the phase reached as reason, "PhaseChange"
 // as action, and the change's reason as note. Call it before the new status is written,
 // with the phase the status had; a status write that fails then repeats the Events on
-// the next reconcile, which the Events API counts as one series.
+// the next reconcile, which the Events API counts as one series. The Events name obj
+// without its resourceVersion, so that they are the same Events to rec when the repeat
+// comes from a newer version of obj (a status write that met a 409 Conflict), not new
+// ones.
 func RecordPhaseChanges(rec events.EventRecorder, obj runtime.Object, from string, run operations.Run) {
 	h := run.History
 	for i := len(h) - 1; i >= 0; i-- {
 		if string(h[i].To) == from {
 			h = h[i+1:]
 			break
+		}
+	}
+	if len(h) == 0 {
+		return
+	}
+	if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() != "" {
+		obj = obj.DeepCopyObject()
+		if m, err := meta.Accessor(obj); err == nil {
+			m.SetResourceVersion("")
 		}
 	}
 	for _, t := range h {
