@@ -11,10 +11,10 @@
 //
 //	go run ./operator -cluster -kubeconfig ~/.kube/config
 //
-// Without -cluster, to run without a cluster, main starts a manager whose client is controller-runtime's
-// fake client, with the Monitor in it but no controller (a controller watches the API
-// server), and reconciles the AppBackup whenever the Monitor reports that its run
-// changed, as the Monitor's source does in a controller.
+// Without -cluster, main runs without one: it starts a manager whose client is
+// controller-runtime's fake client, with the Monitor in it but no controller (a
+// controller watches the API server), and reconciles the AppBackup whenever the Monitor
+// reports that its run changed, as the Monitor's source does in a controller.
 package main
 
 import (

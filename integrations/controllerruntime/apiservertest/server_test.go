@@ -90,3 +90,20 @@ func TestConfigWithoutBinaries(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigWithAMissingCRD: a CRD path that does not exist fails the tests that ask for
+// the server, CI or not, and the server that started is stopped.
+func TestConfigWithAMissingCRD(t *testing.T) {
+	kube.Config(t) // skips, as the tests that need the server do, without the binaries
+	s := New(Options{CRDDirectoryPaths: []string{"testdata/missing"}})
+	var r recorder
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Config(&r)
+	}()
+	<-done
+	require.True(t, r.failed, "failed")
+	require.Contains(t, r.msg, "install the CRDs of [testdata/missing]")
+	require.Equal(t, 0, s.StopAfter(runFunc(func() int { return 0 })).Run(), "StopAfter of the server that started")
+}
