@@ -36,11 +36,6 @@ const DefaultRetries = 100
 // [DefaultRetries]); the default is DefaultRetries, and less than 1 means 1.
 func WithRetries(n int) Option { return func(s *Store) { s.attempts = max(n, 1) } }
 
-// ClaimKey returns a name for the run of o, unique among runs and the same for every
-// UID, for a driver that keeps claims on runs (see operations.RunClaimer) outside the
-// engine's keys, as storage/etcdstore does with leases.
-func ClaimKey(o operations.Owner) []byte { return runKey(o) }
-
 var _ operations.Store = (*Store)(nil)
 
 // Open returns the engine over b. It reads the format key: a backend without keys
