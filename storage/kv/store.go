@@ -10,6 +10,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/record"
 )
 
 // A Store is the engine: an [operations.Store] over a [Backend]. Create one with [Open].
@@ -107,7 +108,7 @@ func readRun(ctx context.Context, r Reader, o operations.Owner) (operations.Run,
 	if v == nil {
 		return operations.Run{}, 0, operations.ErrNotFound
 	}
-	run, err := decodeRun(o, v)
+	run, err := record.DecodeRun(o, v)
 	if err != nil {
 		return operations.Run{}, 0, err
 	}
@@ -148,7 +149,7 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.Owner, err)
 	}
-	rk, rec := runKey(r.Owner), appendRun(nil, &r)
+	rk, rec := runKey(r.Owner), record.AppendRun(nil, &r)
 	prefix := opsPrefix(r.Owner)
 	metaKey := opsKey(prefix, opsMeta)
 	head := []Write{{Key: rk, Value: rec}, {Key: idxKey(r.Owner, r.Phase), Value: rec}}
@@ -236,7 +237,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 		if err := operations.ValidateRunUpdate(before, after); err != nil {
 			return err
 		}
-		rk, rec := runKey(o), appendRun(nil, &after)
+		rk, rec := runKey(o), record.AppendRun(nil, &after)
 		writes := []Write{{Key: rk, Value: rec}, {Key: idxKey(o, after.Phase), Value: rec}}
 		if after.Phase != before.Phase {
 			writes = append(writes, Write{Key: idxKey(o, before.Phase), Delete: true})
@@ -279,7 +280,7 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 					if err != nil {
 						return err
 					}
-					run, err := decodeRun(o, v)
+					run, err := record.DecodeRun(o, v)
 					if err != nil {
 						return fmt.Errorf("run %s: %w", o, err)
 					}
@@ -309,7 +310,7 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 							return err
 						}
 					}
-					run, err := decodeRun(o, v)
+					run, err := record.DecodeRun(o, v)
 					if err != nil {
 						return fmt.Errorf("phase index entry of run %s: %w", o, err)
 					}
