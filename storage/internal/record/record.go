@@ -20,8 +20,8 @@ import (
 
 // The record encoding. Every value starts with a format byte, so a later version of the
 // store can read old records beside new ones; decoders refuse any other byte with
-// operations.ErrCorrupt. Integers are varints, strings and lists are length-prefixed, and a slice's
-// count is written plus one so that nil (0) and empty (1) stay apart.
+// operations.ErrCorrupt. Integers are varints, strings and lists are length-prefixed,
+// and a slice's count is written plus one so that nil (0) and empty (1) stay apart.
 const (
 	runFormat1 = 1 // runFormat1 is the first byte of a run record without a cancel request
 	runFormat2 = 2 // runFormat2 is the first byte of a run record with one, after its history
@@ -29,8 +29,7 @@ const (
 )
 
 // Operation phase codes, as written in byte 1 of an operation record and in the engine's
-// index of operation IDs.
-// Zero is never written.
+// index of operation IDs. Zero is never written.
 const (
 	codeNew        byte = 1
 	codeInProgress byte = 2
