@@ -82,7 +82,9 @@
 // ModRevision of their keys, which is the version the engine sees of every key (0 for
 // an absent key). Open writes the format marker under an empty prefix, and refuses a
 // prefix that holds other keys ([ErrNotStore]) or another schema version
-// ([ErrSchemaVersion]).
+// ([ErrSchemaVersion]). The replicas that share a prefix run one version of this
+// package: the names of the claims are part of the layout, and replicas that named them
+// apart would not see one another's claims.
 //
 // # Schema 1
 //
