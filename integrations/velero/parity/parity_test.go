@@ -556,14 +556,19 @@ func multiPassOps() []multiPassOp {
 
 // multiPass reconciles both sides pass after pass until the run has ended, with a
 // download request after the second and the fifth, and requires after each the same
-// plugin calls, as multisets, on both sides; reconcile compares the rest.
-func multiPass(t *testing.T, velero, itemops *side, vsc, isc *script, reconcile func(step string), download func(step string)) {
+// errors, the same status of the object at key and bucket (see compare), and the same
+// plugin calls, as multisets. reconcile and download make a reconcile and a download
+// request on each side and return Velero's error and the bridge's.
+func multiPass(t *testing.T, velero, itemops *side, vsc, isc *script, key client.ObjectKey, obj func() client.Object, status func(client.Object) any,
+	reconcile, download func() (verr, ierr error)) {
 	t.Helper()
 	velero.calls() // the set-up's
 	itemops.calls()
 	for pass := 1; pass <= 7; pass++ {
 		step := fmt.Sprintf("pass %d", pass)
-		reconcile(step)
+		verr, ierr := reconcile()
+		require.Equal(t, errText(verr), errText(ierr), "%s: reconcile error", step)
+		compare(t, step, velero, itemops, key, obj, status)
 		vc, ic := velero.calls(), itemops.calls()
 		if diff := cmp.Diff(vc, ic); diff != "" {
 			t.Errorf("%s: plugin calls (-velero +itemops):\n%s", step, diff)
@@ -574,9 +579,13 @@ func multiPass(t *testing.T, velero, itemops *side, vsc, isc *script, reconcile 
 			}
 		}
 		if pass == 2 || pass == 5 {
-			download(step + ", then a download request")
+			step += ", then a download request"
+			verr, ierr := download()
+			require.NoError(t, verr, step)
+			require.NoError(t, ierr, step)
+			compare(t, step, velero, itemops, key, obj, status)
 			if diff := cmp.Diff(velero.calls(), itemops.calls()); diff != "" {
-				t.Errorf("%s, download request: plugin calls (-velero +itemops):\n%s", step, diff)
+				t.Errorf("%s: plugin calls (-velero +itemops):\n%s", step, diff)
 			}
 		}
 		vsc.next()
@@ -618,17 +627,14 @@ func TestMultiPassParity(t *testing.T) {
 		key := client.ObjectKey{Namespace: ns, Name: backup.Name}
 		obj := func() client.Object { return &velerov1api.Backup{} }
 		status := func(o client.Object) any { return o.(*velerov1api.Backup).Status }
-		multiPass(t, velero, itemops, vsc, isc,
-			func(step string) {
+		multiPass(t, velero, itemops, vsc, isc, key, obj, status,
+			func() (error, error) {
 				_, verr := vr.Reconcile(context.Background(), req)
 				_, ierr := iops.Reconcile(context.Background(), env, req)
-				require.Equal(t, errText(verr), errText(ierr), "%s: reconcile error", step)
-				compare(t, step, velero, itemops, key, obj, status)
+				return verr, ierr
 			},
-			func(step string) {
-				require.NoError(t, vmap.UpdateForBackup(velero.bs, backup.Name))
-				require.NoError(t, iops.UpdateForBackup(itemops.bs, backup.Name))
-				compare(t, step, velero, itemops, key, obj, status)
+			func() (error, error) {
+				return vmap.UpdateForBackup(velero.bs, backup.Name), iops.UpdateForBackup(itemops.bs, backup.Name)
 			})
 		got := &velerov1api.Backup{}
 		require.NoError(t, itemops.client.Get(context.Background(), key, got))
@@ -665,17 +671,14 @@ func TestMultiPassParity(t *testing.T) {
 		key := client.ObjectKey{Namespace: ns, Name: restore.Name}
 		obj := func() client.Object { return &velerov1api.Restore{} }
 		status := func(o client.Object) any { return o.(*velerov1api.Restore).Status }
-		multiPass(t, velero, itemops, vsc, isc,
-			func(step string) {
+		multiPass(t, velero, itemops, vsc, isc, key, obj, status,
+			func() (error, error) {
 				_, verr := vr.Reconcile(context.Background(), req)
 				_, ierr := iops.Reconcile(context.Background(), env, req)
-				require.Equal(t, errText(verr), errText(ierr), "%s: reconcile error", step)
-				compare(t, step, velero, itemops, key, obj, status)
+				return verr, ierr
 			},
-			func(step string) {
-				require.NoError(t, vmap.UpdateForRestore(velero.bs, restore.Name))
-				require.NoError(t, iops.UpdateForRestore(itemops.bs, restore.Name))
-				compare(t, step, velero, itemops, key, obj, status)
+			func() (error, error) {
+				return vmap.UpdateForRestore(velero.bs, restore.Name), iops.UpdateForRestore(itemops.bs, restore.Name)
 			})
 		got := &velerov1api.Restore{}
 		require.NoError(t, itemops.client.Get(context.Background(), key, got))
