@@ -122,14 +122,13 @@ func editFiles(dir string) error {
 }
 
 // requireBridge makes the go.mod of dir require the bridge and itemops, at version,
-// and adds to go.sum what building them needs, with go get: go get writes each
-// requirement in the require block of its kind (the bridge among the direct ones, the
-// modules it brings among the indirect ones) and changes nothing else of the module,
-// where go mod tidy would also need every test dependency of every dependency, which
-// Velero's graph does not always offer. When checkout is set, both modules are replaced
-// by that itemops checkout and required at v0.0.0, so the go.mod names a directory of
-// this machine; otherwise they are required at version, "latest" when it is empty. It
-// fails, with go's message, when go get does.
+// and adds to go.sum what building them needs, with go get, which changes nothing else
+// of the module (go mod tidy would also need every test dependency of every
+// dependency, which Velero's graph does not always offer); then requireDirect moves
+// the bridge's requirement to the block of the direct ones. When checkout is set, both
+// modules are replaced by that itemops checkout and required at v0.0.0, so the go.mod
+// names a directory of this machine; otherwise they are required at version, "latest"
+// when it is empty. It fails, with go's message, when go get does.
 func requireBridge(dir, checkout, version string) error {
 	if checkout != "" {
 		abs, err := filepath.Abs(checkout)
