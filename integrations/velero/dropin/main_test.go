@@ -23,9 +23,16 @@ var dropinFiles = []string{
 	"go.sum",
 }
 
-// veleroMain is the source snapshot of Velero's main branch kept next to the
-// repository (../shared from its root, five levels up from this package).
-var veleroMain = filepath.Join("..", "..", "..", "..", "shared", "velero-main")
+// veleroMain is the source snapshot of Velero's main branch: the directory that
+// ITEMOPS_VELERO_MAIN names (.ci/velero sets it, since it tests a copy of this module
+// kept elsewhere), or else the one kept next to the repository (../shared from its
+// root, five levels up from this package).
+var veleroMain = func() string {
+	if dir := os.Getenv("ITEMOPS_VELERO_MAIN"); dir != "" {
+		return dir
+	}
+	return filepath.Join("..", "..", "..", "..", "shared", "velero-main")
+}()
 
 // copyTree copies the files the drop-in touches from Velero's tree src into a new
 // directory.
@@ -68,7 +75,7 @@ func read(t *testing.T, dir string) map[string][]byte {
 // with the drop-in, are CI's (.ci/velero).
 func TestEditVeleroMain(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(veleroMain, "go.mod")); errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("needs Velero main's source snapshot at %s (../shared/velero-main next to the repository), which is absent", veleroMain)
+		t.Skipf("needs Velero main's source snapshot at %s (../shared/velero-main next to the repository, or the directory ITEMOPS_VELERO_MAIN names), which is absent", veleroMain)
 	}
 	dir := copyTree(t, veleroMain)
 	if err := editFiles(dir); err != nil {
