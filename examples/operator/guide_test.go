@@ -89,7 +89,7 @@ func shell(t *testing.T, dir, script string) string {
 	t.Helper()
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(racebuild.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	cmd.Env = append(racebuild.Environ(), "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "in %s:\n%s\n%s", dir, script, out)
 	return string(out)
