@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,8 @@ func TestGuideCodeBlocks(t *testing.T) {
 // TestGuideShellBlocks runs the shell blocks of docs/operators.md as a reader would. Those
 // of "1. A module" run in an empty directory beside a checkout of this repository (this
 // one, linked as ../itemops); then this package's sources are copied into the module they
-// made, and go mod tidy, go build and go test must pass there, as the guide says. Those of
+// made, which takes the versions of the examples module, and go mod tidy, go build and go
+// test must pass there, as the guide says. Those of
 // "10. On a cluster" run in the examples module. A shell block in any other section fails
 // the test, which would not know where to run it. It needs the module proxy, or a module
 // cache holding what the operator needs.
@@ -76,8 +78,21 @@ func TestGuideShellBlocks(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(module, f), b, 0o644))
 	}
+	// The module takes the versions the examples module selects, so that its build reuses
+	// the packages the examples' own build left in the cache; the guide's go mod tidy then
+	// adds nothing newer, since the examples module is tidy.
+	var examples struct {
+		Require []struct{ Path, Version string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(shell(t, "..", "go mod edit -json")), &examples))
+	pin := "go mod edit"
+	for _, r := range examples.Require {
+		if !strings.HasPrefix(r.Path, "github.com/itemops/") {
+			pin += " -require=" + r.Path + "@" + r.Version
+		}
+	}
 	flags := strings.Join(racebuild.Flags(), " ") // built as this test was, to reuse its packages
-	shell(t, module, "go mod tidy\ngo build "+flags+" ./...\ngo test "+flags+" ./...\n")
+	shell(t, module, pin+"\ngo mod tidy\ngo build "+flags+" ./...\ngo test "+flags+" ./...\n")
 
 	out := shell(t, where["## 10. On a cluster"], scripts["## 10. On a cluster"])
 	require.Contains(t, out, "Command operator", "go doc of the example's main")
