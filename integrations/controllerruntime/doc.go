@@ -31,9 +31,9 @@
 //
 // # Reconciling
 //
-// A reconcile calls [Monitor.HandleDeletion], with the Kind, first: it keeps [Finalizer] on the object,
-// and when the object is deleted it cancels the run's operations through their plugins,
-// deletes the run and lets the object go. Then [Monitor.SubmitRun] starts the run, stamped
+// A reconcile calls [Monitor.HandleDeletion], with the Kind, first: it keeps [Finalizer]
+// on the object, and when the object is deleted it cancels the run's operations through
+// their plugins, deletes the run and lets the object go. Then [Monitor.SubmitRun] starts the run, stamped
 // by the Monitor's clock, and wakes the Monitor so that the run's operations are polled
 // at once; it refuses an owner without a UID, and cancels the stale run of a deleted
 // object of the same name before starting the new object's.

@@ -10,9 +10,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -129,7 +128,7 @@ func WithMonitorOptions(opts ...monitor.Option) Option {
 
 // ErrDuplicateMonitor is the error (wrapped) of [New] for a second Monitor over one store,
 // or of one name, in one manager.
-var ErrDuplicateMonitor = errors.New("a Monitor over this store is already in this manager")
+var ErrDuplicateMonitor = errors.New("a Monitor over this store, or of this name, is already in this manager")
 
 // monitored holds the stores and names of the Monitors that [New] has added to each
 // manager. An entry lives as long as the process: managers are not many, and nothing

@@ -50,8 +50,8 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 }
 
 // HandleDeletion keeps the run of obj, of kind k (the Kind its runs are started with,
-// [Kind.Run]), from outliving it. Call it at the start
-// of every reconcile, after reading obj:
+// [Kind.Run]), from outliving it. Call it at the start of every reconcile, after reading
+// obj:
 //
 //   - For an object not being deleted, it adds [Finalizer] to obj (an Update through c)
 //     if obj lacks it, and returns false.
