@@ -55,7 +55,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if deleted, err := r.Monitor.HandleDeletion(ctx, r.Client, &b, r.Kind.Name); deleted || err != nil {
+	if deleted, err := r.Monitor.HandleDeletion(ctx, r.Client, &b, r.Kind); deleted || err != nil {
 		return ctrl.Result{}, err
 	}
 	main := func(ctx context.Context) (operations.MainRun, error) { return r.mainRun(ctx, &b) }
@@ -107,6 +107,6 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.Monitor = m
 	return ctrl.NewControllerManagedBy(mgr).For(&AppBackup{}).
-		WatchesRawSource(m.Source(r.Kind.Name)).
+		WatchesRawSource(m.Source(r.Kind)).
 		Complete(controllerruntime.Gate(m, r))
 }
