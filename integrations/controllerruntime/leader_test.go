@@ -45,7 +45,10 @@ var (
 	leaseRetry    = 500 * time.Millisecond
 )
 
-const leaderAction = "example.io/leader"
+const (
+	leaderAction = "example.io/leader"
+	lateCalls    = 5 // the calls of manager b that end a late operation
+)
 
 // TestLeaderElectionTakeover runs two managers with leader election on a real
 // coordination.k8s.io Lease, each with a Monitor over one shared store: a memstore, as
@@ -189,7 +192,7 @@ func testTakeover(t *testing.T, cfg *rest.Config, release bool, wantHolders []st
 	require.Less(t, lastA, firstB, "the index of a's last call's end and of b's first call's start")
 	for _, id := range late {
 		require.Positive(t, calls.countBy("a", id), "manager a's calls for %s", id)
-		require.Positive(t, calls.countBy("b", id), "manager b's calls for %s", id)
+		require.Equal(t, lateCalls, calls.countBy("b", id), "manager b's calls for %s", id)
 	}
 	for _, id := range early {
 		require.Equal(t, 1, calls.countBy("a", id), "manager a's calls for %s", id)
@@ -218,7 +221,8 @@ func testTakeover(t *testing.T, cfg *rest.Config, release bool, wantHolders []st
 
 // namedTracker is the plugin of one manager's Monitor: it records its calls in calls
 // under the manager's name. An operation whose ID begins with "early" ends at its first
-// poll; one whose ID begins with "late" ends only when manager b polls it. Each call
+// poll; one whose ID begins with "late" ends only at the lateCalls-th call of manager b,
+// so that a leader that went on polling after it stopped would be seen. Each call
 // takes a few milliseconds, or until its context ends, so that calls overlap if two
 // Monitors poll at once.
 type namedTracker struct {
@@ -234,7 +238,7 @@ func (n *namedTracker) Progress(ctx context.Context, op operations.Operation) (o
 		return operations.Progress{}, ctx.Err()
 	case <-time.After(5 * time.Millisecond):
 	}
-	done := op.ID[:4] != "late" || n.manager == "b"
+	done := op.ID[:4] != "late" || n.manager == "b" && n.calls.countBy("b", op.ID) >= lateCalls
 	return operations.Progress{Completed: done}, nil
 }
 
