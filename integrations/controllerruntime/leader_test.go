@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,15 +53,17 @@ const (
 )
 
 // TestLeaderElectionTakeover runs two managers with leader election on a real
-// coordination.k8s.io Lease, each with a Monitor over one shared store: a memstore, as
-// both managers run in the test's process. (The store that two processes can share is
-// storage/etcdstore, a module of its own whose etcd client would enter this module's
-// requirements; a boltstore file is open in one process at a time.) The plugin records which manager made each call, when it began and
-// when it ended. The leader polls and the standby does not; when the leader's manager
-// stops, the standby takes the Lease and polls from then on; every operation ends
-// Completed, and no operation is polled by both managers at once. With
-// LeaderElectionReleaseOnCancel the leader gives the Lease up as it stops; without it
-// the standby waits out the lease.
+// coordination.k8s.io Lease, each with a Monitor over one shared store: a memstore,
+// as both managers run in the test's process. (The store that two processes can share
+// is storage/etcdstore, a module of its own whose etcd client would enter this
+// module's requirements; a boltstore file is open in one process at a time.) The
+// plugin records which manager made each call, when it began and when it ended. The
+// leader polls and the standby does not; when the leader's manager stops, the standby
+// takes the Lease and polls from then on; every operation ends Completed, and no
+// operation is polled by both managers at once. With LeaderElectionReleaseOnCancel
+// the leader gives the Lease up as it stops; without it the standby waits out the
+// lease. The release can fail (see testTakeover); the test then logs that b waited
+// out the lease.
 func TestLeaderElectionTakeover(t *testing.T) {
 	cfg := kube.Config(t)
 	for _, tc := range []struct {
@@ -79,6 +82,8 @@ func TestLeaderElectionTakeover(t *testing.T) {
 	}
 }
 
+// testTakeover is one case of TestLeaderElectionTakeover: release sets
+// LeaderElectionReleaseOnCancel, and wantHolders are the holders the Lease names in turn.
 func testTakeover(t *testing.T, cfg *rest.Config, release bool, wantHolders []string) {
 	ctx := context.Background()
 	kc, err := kubernetes.NewForConfig(cfg)
@@ -239,7 +244,7 @@ func (n *namedTracker) Progress(ctx context.Context, op operations.Operation) (o
 		return operations.Progress{}, ctx.Err()
 	case <-time.After(5 * time.Millisecond):
 	}
-	done := op.ID[:4] != "late" || n.manager == "b" && n.calls.countBy("b", op.ID) >= lateCalls
+	done := !strings.HasPrefix(op.ID, "late") || n.manager == "b" && n.calls.countBy("b", op.ID) >= lateCalls
 	return operations.Progress{Completed: done}, nil
 }
 
