@@ -1,0 +1,39 @@
+// Package apiservertest starts a real Kubernetes API server, kube-apiserver with its
+// etcd through controller-runtime's envtest, once per test binary, for the tests of
+// reconcilers that a fake client cannot show: a status subresource, a 409 Conflict on a
+// stale resourceVersion, a finalizer for which the server holds back deletion, Events
+// read back from the API.
+//
+// A test binary declares one [Server], stops it in TestMain and asks it for a
+// [rest.Config] in each test that needs the API server; the first such test starts it:
+//
+//	var kube = apiservertest.New(apiservertest.Options{CRDDirectoryPaths: []string{"testdata/crd"}})
+//
+//	func TestMain(m *testing.M) { os.Exit(kube.StopAfter(m).Run()) }
+//
+//	func TestReconcile(t *testing.T) {
+//		cfg := kube.Config(t) // skips, or fails under CI=true, when no API server can start
+//		...
+//	}
+//
+// # Finding kube-apiserver and etcd
+//
+// The server's binaries are looked for in this order:
+//
+//  1. The directory named by KUBEBUILDER_ASSETS, which must hold kube-apiserver and etcd:
+//     what setup-envtest gives (setup-envtest use -p path prints such a directory).
+//  2. This repository's own, when the test runs inside a checkout of it (a directory
+//     above the test's working directory whose go.mod declares module
+//     github.com/itemops/itemops): kube-apiserver unpacked with xz from
+//     ../shared/kube/kube-apiserver.xz, beside the checkout, and checked against
+//     ../shared/kube/SHA256SUMS; etcd found on PATH, else built with the go command at
+//     the version of go.etcd.io/etcd/server/v3 that storage/etcdstore/go.mod requires
+//     (which needs the module proxy or a module cache that holds it). Both are kept in
+//     a directory under [os.UserCacheDir], so only the first run unpacks and builds.
+//  3. Otherwise the tests that call [Server.Config] skip with a message that says how to
+//     provide the binaries; when the environment sets CI=true they fail instead, so
+//     that a CI run that lost its binaries does not pass by skipping.
+//
+// A server whose binaries were found but which fails to start fails the tests that ask
+// for it, CI or not.
+package apiservertest

@@ -1,0 +1,126 @@
+package apiservertest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options configures a [Server].
+type Options struct {
+	// CRDDirectoryPaths lists files or directories of CustomResourceDefinition manifests
+	// (YAML or JSON) that the server installs when it starts; relative paths are read
+	// from the test's working directory, its package's directory. A path that does not
+	// exist makes the start fail. Empty by default: no CRDs.
+	CRDDirectoryPaths []string
+}
+
+// TB is the part of [testing.TB] that [Server.Config] uses.
+type TB interface {
+	Helper()
+	Skip(args ...any)
+	Fatal(args ...any)
+}
+
+// M is what TestMain runs: a [testing.M], or a wrapper of one.
+type M interface{ Run() int }
+
+// Server is a kube-apiserver with its etcd, shared by the tests of one test binary. The
+// first call of [Server.Config] starts it; [Server.StopAfter] stops it after the tests.
+// A Server is safe for concurrent use by parallel tests. Its zero value is not usable:
+// call [New].
+type Server struct {
+	opts Options
+
+	startOnce sync.Once
+	env       *envtest.Environment // nil until the server started
+	links     string               // a directory to remove after the server stops, or ""
+	cfg       *rest.Config         // nil when the start failed
+	err       error                // why the start failed
+}
+
+// New returns a Server that is not started yet.
+func New(opts Options) *Server {
+	return &Server{opts: opts}
+}
+
+// Config returns the configuration of a client of the server, an administrator of the
+// whole cluster, starting the server on the first call. Each call returns a copy that
+// the test may change. When no kube-apiserver and etcd can be found Config skips the
+// test, saying how to provide them, or fails it when the environment sets CI=true; when
+// they were found but the server did not start, it fails the test. Every later call
+// gives the first call's outcome: the server is started once per test binary.
+func (s *Server) Config(t TB) *rest.Config {
+	t.Helper()
+	s.startOnce.Do(s.start)
+	if s.err != nil {
+		var missing *missingError
+		if errors.As(s.err, &missing) && os.Getenv("CI") != "true" {
+			t.Skip(s.err)
+		}
+		t.Fatal(s.err)
+	}
+	return rest.CopyConfig(s.cfg)
+}
+
+// start finds the binaries and starts the server, keeping the outcome in s.
+func (s *Server) start() {
+	bins, err := findBinaries()
+	if err != nil {
+		s.err = err
+		return
+	}
+	dir, links, err := bins.directory()
+	if err != nil {
+		s.err = err
+		return
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		CRDDirectoryPaths:     s.opts.CRDDirectoryPaths,
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		// envtest stops etcd itself when kube-apiserver fails to start; its Stop would
+		// dereference the kube-apiserver that never ran.
+		s.err = fmt.Errorf("start kube-apiserver (%s) and etcd (%s) with envtest: %w", bins.apiServer, bins.etcd, err)
+		os.RemoveAll(links)
+		return
+	}
+	s.env, s.links, s.cfg = env, links, cfg
+}
+
+// StopAfter returns an M whose Run runs m's tests and then stops the server, if a test
+// started it, and returns m's exit code; 1 if the tests passed but the server did not
+// stop, which it reports on standard error. It composes with wrappers of TestMain such
+// as goleak.VerifyTestMain:
+//
+//	func TestMain(m *testing.M) { goleak.VerifyTestMain(kube.StopAfter(m)) }
+func (s *Server) StopAfter(m M) M {
+	return runFunc(func() int {
+		code := m.Run()
+		if s.env == nil {
+			return code
+		}
+		err := s.env.Stop()
+		if s.links != "" {
+			err = errors.Join(err, os.RemoveAll(s.links))
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "apiservertest: stop kube-apiserver and etcd: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+		return code
+	})
+}
+
+type runFunc func() int
+
+func (f runFunc) Run() int { return f() }

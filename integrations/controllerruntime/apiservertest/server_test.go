@@ -1,0 +1,92 @@
+package apiservertest
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var kube = New(Options{})
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(kube.StopAfter(m))
+}
+
+// TestConfigServesARealAPIServer writes an object and reads it back, and a write with a
+// stale resourceVersion gets the 409 Conflict that only a real API server gives.
+func TestConfigServesARealAPIServer(t *testing.T) {
+	c, err := client.New(kube.Config(t), client.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "apiservertest"}, Data: map[string]string{"k": "1"}}
+	require.NoError(t, c.Create(ctx, cm))
+	stale := cm.DeepCopy()
+	cm.Data["k"] = "2"
+	require.NoError(t, c.Update(ctx, cm))
+	stale.Data["k"] = "3"
+	err = c.Update(ctx, stale)
+	require.True(t, apierrors.IsConflict(err), "Update with a stale resourceVersion = %v, want a 409 Conflict", err)
+	var got corev1.ConfigMap
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(cm), &got))
+	require.Equal(t, "2", got.Data["k"])
+	// Config returns a copy each time: changing one leaves the next as it was.
+	first := kube.Config(t)
+	first.Host = "changed"
+	require.NotEqual(t, "changed", kube.Config(t).Host)
+}
+
+// recorder is a TB that records how a test ended, as testing's Skip and Fatal end it.
+type recorder struct {
+	skipped, failed bool
+	msg             string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Skip(args ...any) {
+	r.skipped, r.msg = true, fmt.Sprint(args...)
+	runtime.Goexit()
+}
+func (r *recorder) Fatal(args ...any) {
+	r.failed, r.msg = true, fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+// TestConfigWithoutBinaries: with KUBEBUILDER_ASSETS naming a directory that lacks the
+// binaries, Config skips and says how to provide them, but fails under CI=true.
+func TestConfigWithoutBinaries(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		ci           string
+		skip, failed bool
+	}{
+		{name: "outside CI the test skips", ci: "", skip: true},
+		{name: "CI=false counts as outside CI", ci: "false", skip: true},
+		{name: "under CI=true the test fails", ci: "true", failed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KUBEBUILDER_ASSETS", t.TempDir())
+			t.Setenv("CI", tc.ci)
+			s := New(Options{})
+			var r recorder
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				s.Config(&r)
+			}()
+			<-done
+			require.Equal(t, tc.skip, r.skipped, "skipped")
+			require.Equal(t, tc.failed, r.failed, "failed")
+			require.Contains(t, r.msg, "set KUBEBUILDER_ASSETS to a directory that holds both")
+			require.Contains(t, r.msg, "kube-apiserver: no such file or directory")
+			require.Equal(t, 0, s.StopAfter(runFunc(func() int { return 0 })).Run(), "StopAfter with no server started")
+		})
+	}
+}
