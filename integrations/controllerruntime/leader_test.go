@@ -111,7 +111,7 @@ func testTakeover(t *testing.T, cfg *rest.Config, release bool, wantHolders []st
 		})
 		require.NoError(t, err)
 		plugins := operationstest.Resolver(map[string]operations.Tracker{leaderAction: &namedTracker{manager: name, calls: calls}})
-		m, err := New(mgr, store, plugins, monitor.WithInterval(100*time.Millisecond))
+		m, err := New(mgr, store, plugins, WithMonitorOptions(monitor.WithInterval(100*time.Millisecond)))
 		require.NoError(t, err)
 		return mgr, m
 	}
