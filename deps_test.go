@@ -145,7 +145,9 @@ func TestDependencyHygiene(t *testing.T) {
 // through others (an internal/ package does not launder an import). Its tests may import
 // anything. The nested module storage/etcdstore is held to the storage rule too. The
 // test helpers under internal/testutil are test code: they may import what they test,
-// and no package depends on them (TestTestHelpersOnlyInTests checks every file).
+// and no package depends on them (TestTestHelpersOnlyInTests checks every file). An
+// internal package below the root's internal/ that has a rule here is held to it, and
+// only the packages its importers entry names may import it.
 func TestImportLayers(t *testing.T) {
 	// may lists, for each package (or prefix ending in "/"), every itemops package it may
 	// depend on; the production internal/ packages may be used by anything.
@@ -173,20 +175,35 @@ func TestImportLayers(t *testing.T) {
 		// ...but for the conformance suite, whose cancel checks (RunCancel) drive a
 		// Monitor on the store, with the scriptable trackers of operationstest.
 		"storage/storetest": {"operations", "operations/monitor", "operations/operationstest", "phase", "clock"},
+		// The engine's record codec, shared by the engine and boltstore's migration.
+		"storage/internal/record": {"operations", "phase"},
+	}
+	// importers lists, for each internal package of a rule above, the only packages whose
+	// non-test code may import it; Go would let any package beside its parent do so.
+	importers := map[string][]string{
+		"storage/internal/record": {"storage/kv", "storage/boltstore"},
 	}
 	type pkg struct {
 		ImportPath string
+		Imports    []string
 		Deps       []string
 	}
-	pkgs := goJSON[pkg](t, "list", "-json=ImportPath,Deps", "./...")
+	pkgs := goJSON[pkg](t, "list", "-json=ImportPath,Imports,Deps", "./...")
 	// The nested module is listed through a copy of its go.mod with -mod=mod, so that
 	// the listing works where the root module's requirements have moved (CI raises them
 	// to the newest in a scratch copy) and never writes the module's own files.
 	pkgs = append(pkgs, goJSONInModule[pkg](t, "storage/etcdstore",
-		"list", "-mod=mod", "-modfile="+modfileCopy(t, "storage/etcdstore"), "-json=ImportPath,Deps", "./...")...)
+		"list", "-mod=mod", "-modfile="+modfileCopy(t, "storage/etcdstore"), "-json=ImportPath,Imports,Deps", "./...")...)
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
-		if rel == "" || strings.HasPrefix(rel, "cmd/") || isTestHelper(rel) || strings.Contains(rel, "/internal/") || strings.HasPrefix(rel, "examples/") {
+		for _, imp := range p.Imports {
+			irel, ok := strings.CutPrefix(imp, mod+"/")
+			if only, limited := importers[irel]; ok && limited {
+				require.Contains(t, only, rel, "%s imports %s, which only %v may import (docs/architecture.md)", rel, irel, only)
+			}
+		}
+		_, ruled := may[rel]
+		if rel == "" || strings.HasPrefix(rel, "cmd/") || isTestHelper(rel) || (strings.Contains(rel, "/internal/") && !ruled) || strings.HasPrefix(rel, "examples/") {
 			continue
 		}
 		// The longest key that names the package, or a prefix of it, rules.

@@ -224,8 +224,9 @@ func ExampleRegistry() {
 	// true plugin "example.io/retired": unknown plugin
 }
 
-// Which items a selector takes, by Velero's rules.
-func ExampleApplies() {
+// Which items a selector takes, by Velero's rules: the Matcher is made once and asked
+// of each item.
+func ExampleNewMatcher() {
 	sel := adapters.ResourceSelector{
 		IncludedResources:  []string{"deployments.apps", "persistentvolumeclaims"},
 		ExcludedNamespaces: []string{"kube-system"},
@@ -240,18 +241,18 @@ func ExampleApplies() {
 		{schema.GroupResource{Resource: "persistentvolumeclaims"}, "app", "true"},
 		{schema.GroupResource{Resource: "persistentvolumes"}, "", ""},
 	}
+	m, err := adapters.NewMatcher(sel)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for _, it := range items {
 		u := &unstructured.Unstructured{}
 		u.SetNamespace(it.namespace)
 		if it.skipLabel != "" {
 			u.SetLabels(map[string]string{"backup.example.io/skip": it.skipLabel})
 		}
-		ok, err := adapters.Applies(sel, it.gr, u)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		fmt.Printf("%s in %q: %v\n", it.gr.String(), it.namespace, ok)
+		fmt.Printf("%s in %q: %v\n", it.gr.String(), it.namespace, m.MatchesItem(it.gr, u))
 	}
 	// Output:
 	// deployments.apps in "app": true

@@ -80,17 +80,6 @@ func NewMatcher(s ResourceSelector) (*Matcher, error) {
 	return m, nil
 }
 
-// Applies reports whether an action whose AppliesTo returned s applies to item, an object
-// of resource gr. It is [NewMatcher] followed by [Matcher.MatchesItem]; to match many
-// items, make the Matcher once. It fails only as NewMatcher does.
-func Applies(s ResourceSelector, gr schema.GroupResource, item runtime.Unstructured) (bool, error) {
-	m, err := NewMatcher(s)
-	if err != nil {
-		return false, err
-	}
-	return m.MatchesItem(gr, item), nil
-}
-
 // Matches reports whether an object of resource gr, in namespace (empty for a
 // cluster-scoped object) and with labels lbls, is selected. A nil lbls skips the label
 // condition, as Velero does for an object whose metadata it does not have.

@@ -78,11 +78,6 @@ func TestMatcherMatchesItem(t *testing.T) {
 			if got := m.MatchesItem(tc.gr, item); got != tc.want {
 				t.Errorf("MatchesItem(%v, %s/x %v) = %v, want %v", tc.gr, tc.namespace, tc.labels, got, tc.want)
 			}
-			got, err := adapters.Applies(tc.sel, tc.gr, item)
-			require.NoError(t, err)
-			if got != tc.want {
-				t.Errorf("Applies(%v, %s/x %v) = %v, want %v", tc.gr, tc.namespace, tc.labels, got, tc.want)
-			}
 		})
 	}
 }
@@ -146,8 +141,6 @@ func TestNewMatcherInvalidSelector(t *testing.T) {
 			m, err := adapters.NewMatcher(adapters.ResourceSelector{LabelSelector: sel})
 			require.ErrorIs(t, err, adapters.ErrInvalidSelector)
 			require.Nil(t, m)
-			_, err = adapters.Applies(adapters.ResourceSelector{LabelSelector: sel}, pods, obj("app", "x", nil))
-			require.ErrorIs(t, err, adapters.ErrInvalidSelector)
 		})
 	}
 }

@@ -118,9 +118,9 @@ func OnRestart(kind Kind, p Phase, opts ...Option) (next Phase, reason string, c
 }
 
 // Path returns the shortest sequence of events that moves a machine of kind from phase
-// from to phase to; ties go to the event that comes first in [Events]. It returns no
-// events when from equals to. It fails with [ErrUnknownKind] or [ErrUnknownPhase] for a
-// bad kind or a phase outside the profile, and with a [*TransitionError] wrapping
+// from to phase to; ties go to the event whose phase comes first in [Phases]. It returns
+// no events when from equals to. It fails with [ErrUnknownKind] or [ErrUnknownPhase] for
+// a bad kind or a phase outside the profile, and with a [*TransitionError] wrapping
 // [ErrInvalidTransition] when to cannot be reached from from: no path ever leads back.
 // A store uses it to check a phase change it is asked to write.
 func Path(kind Kind, from, to Phase, opts ...Option) ([]Event, error) {

@@ -7,9 +7,9 @@ import (
 
 // Mermaid returns the machine of kind and the options' profile as a Mermaid state
 // diagram (stateDiagram-v2), which code hosts render in Markdown. Transitions are listed
-// by source phase in Velero's order, then by event in the order of [Events]; a phase with
-// no way out gets an arrow to the end state. The text is the same on every call. It fails
-// only with [ErrUnknownKind].
+// by source phase in Velero's order, then by event in the order of the phases they lead
+// to ([Phases]); a phase with no way out gets an arrow to the end state. The text is the
+// same on every call. It fails only with [ErrUnknownKind].
 func Mermaid(kind Kind, opts ...Option) (string, error) {
 	d, err := lookup(kind, opts)
 	if err != nil {

@@ -40,16 +40,6 @@ var allEvents = [...]struct {
 	{EventDelete, Deleting},
 }
 
-// Events returns every event in the order of the phases they lead to. The caller owns
-// the slice.
-func Events() []Event {
-	out := make([]Event, len(allEvents))
-	for i, e := range allEvents {
-		out[i] = e.event
-	}
-	return out
-}
-
 // Target returns the phase e leads to, and false when e is not an event of this package.
 func (e Event) Target() (Phase, bool) {
 	for _, d := range allEvents {

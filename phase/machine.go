@@ -71,7 +71,8 @@ func (m *Machine) Can(e Event) bool {
 	return j >= 0 && m.def.next[m.Phase().index()][j] != ""
 }
 
-// Events returns the events the current phase accepts, in the order of [Events].
+// Events returns the events the current phase accepts, in the order of the phases they
+// lead to ([Phases]).
 func (m *Machine) Events() []Event {
 	i := m.Phase().index()
 	var out []Event

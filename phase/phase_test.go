@@ -3,6 +3,7 @@ package phase_test
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/phase"
@@ -86,13 +87,20 @@ func TestEvents(t *testing.T) {
 		phase.EventDelete:                  phase.Deleting,
 	}
 	require.Len(t, phase.Events(), len(targets))
+	var order []phase.Phase // the events' phases, in the events' order
 	for _, e := range phase.Events() {
 		to, ok := e.Target()
 		require.True(t, ok)
 		require.Equal(t, targets[e], to, "%s", e)
+		order = append(order, to)
 		back, ok := phase.EventTo(to)
 		require.True(t, ok)
 		require.Equal(t, e, back)
+	}
+	// The order that Path, Machine.Events and the diagrams document: every phase but
+	// New, which no event leads to, in the order of Phases.
+	if d := cmp.Diff(phase.Phases()[1:], order); d != "" {
+		t.Errorf("the events' phases (-want +got):\n%s", d)
 	}
 	_, ok := phase.Event("bogus").Target()
 	require.False(t, ok)

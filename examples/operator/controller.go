@@ -73,7 +73,7 @@ func (r *BackupReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if deleted, err := r.Monitor.HandleDeletion(ctx, r.Client, &b, r.Kind.Name); deleted || err != nil {
+	if deleted, err := r.Monitor.HandleDeletion(ctx, r.Client, &b, r.Kind); deleted || err != nil {
 		return ctrl.Result{}, err
 	}
 	main := func(ctx context.Context) (operations.MainRun, error) { return r.mainRun(ctx, &b) }
@@ -119,12 +119,12 @@ func (r *BackupReconciler) mainRun(ctx context.Context, b *AppBackup) (operation
 // leader, applies the restart rules before the reconciler (gated) runs, and reconciles
 // an AppBackup whenever it changes its run.
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	m, err := controllerruntime.New(mgr, r.Store, r.Plugins, r.MonitorOptions...)
+	m, err := controllerruntime.New(mgr, r.Store, r.Plugins, controllerruntime.WithMonitorOptions(r.MonitorOptions...))
 	if err != nil {
 		return err
 	}
 	r.Monitor = m
 	return ctrl.NewControllerManagedBy(mgr).For(&AppBackup{}).
-		WatchesRawSource(m.Source(r.Kind.Name)).
+		WatchesRawSource(m.Source(r.Kind)).
 		Complete(controllerruntime.Gate(m, r))
 }

@@ -91,7 +91,7 @@ func newReconciler(clock clock.Clock, opts []monitor.Option, objs ...client.Obje
 		return nil, nil, nil, err
 	}
 	r := &BackupReconciler{Client: c, Store: memstore.New(), Plugins: plugins, Events: events.NewFakeRecorder(100), Kind: kind}
-	r.Monitor, err = controllerruntime.New(mgr, r.Store, r.Plugins, append([]monitor.Option{monitor.WithClock(clock)}, opts...)...)
+	r.Monitor, err = controllerruntime.New(mgr, r.Store, r.Plugins, controllerruntime.WithMonitorOptions(append([]monitor.Option{monitor.WithClock(clock)}, opts...)...))
 	return r, mgr, up, err
 }
 

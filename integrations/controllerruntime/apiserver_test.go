@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -37,8 +37,9 @@ import (
 	"github.com/itemops/itemops/storage/memstore"
 )
 
-// kube is the API server of the tests named TestAPIServer..., with the Widget kind of
-// testdata/crd installed.
+// kube is the API server of this test binary's tests that need one (those named
+// TestAPIServer... and TestLeaderElectionTakeover), with the Widget kind of testdata/crd
+// installed; TestMain stops it.
 var kube = apiservertest.New(apiservertest.Options{CRDDirectoryPaths: []string{"testdata/crd"}})
 
 // widget is an object of a kind of the tests' own whose status is a subresource.
@@ -104,7 +105,7 @@ func TestAPIServerHandleDeletion(t *testing.T) {
 	j := newJobs()
 	m := newMonitor(memstore.New(), resolverOf(t, c, j), logr.Discard(), nil)
 
-	deleted, err := m.HandleDeletion(ctx, c, obj, phase.Backup)
+	deleted, err := m.HandleDeletion(ctx, c, obj, Kind{Name: phase.Backup})
 	require.NoError(t, err)
 	require.False(t, deleted)
 	_, err = m.SubmitRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, obj)}, j.start("a", "b"))
@@ -117,7 +118,7 @@ func TestAPIServerHandleDeletion(t *testing.T) {
 	require.Equal(t, []string{Finalizer}, held.Finalizers)
 	stale := held.DeepCopy()
 
-	deleted, err = m.HandleDeletion(ctx, c, &held, phase.Backup)
+	deleted, err = m.HandleDeletion(ctx, c, &held, Kind{Name: phase.Backup})
 	require.NoError(t, err)
 	require.True(t, deleted)
 	require.Empty(t, j.left(), "jobs left running")
@@ -128,7 +129,7 @@ func TestAPIServerHandleDeletion(t *testing.T) {
 	require.ErrorIs(t, err, operations.ErrNotFound)
 	require.True(t, apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(obj), &held)), "the object is gone")
 
-	deleted, err = m.HandleDeletion(ctx, c, stale, phase.Backup)
+	deleted, err = m.HandleDeletion(ctx, c, stale, Kind{Name: phase.Backup})
 	require.NoError(t, err, "HandleDeletion of a copy read before the object went")
 	require.True(t, deleted)
 }
@@ -147,14 +148,14 @@ func TestAPIServerSourceEnqueues(t *testing.T) {
 	skipNameValidation := true // the tests of this binary start several managers
 	mgr, err := manager.New(kube.Config(t), manager.Options{
 		Scheme: scheme, Logger: logr.Discard(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skipNameValidation},
+		Controller: ctrlconfig.Controller{SkipNameValidation: &skipNameValidation},
 	})
 	require.NoError(t, err)
 	var done atomic.Bool // whether the tracker reports the operation done
 	tracker := &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
 		return operations.Progress{Completed: done.Load()}, nil
 	}}
-	m, err := New(mgr, memstore.New(), operationstest.Resolver(map[string]operations.Tracker{"p": tracker}), monitor.WithInterval(50*time.Millisecond))
+	m, err := New(mgr, memstore.New(), operationstest.Resolver(map[string]operations.Tracker{"p": tracker}), WithMonitorOptions(monitor.WithInterval(50*time.Millisecond)))
 	require.NoError(t, err)
 	requests := make(chan string, 100)
 	record := func(name string) reconcile.Func {
@@ -166,9 +167,9 @@ func TestAPIServerSourceEnqueues(t *testing.T) {
 		}
 	}
 	require.NoError(t, builder.ControllerManagedBy(mgr).Named("backups").For(&corev1.ConfigMap{}).
-		WatchesRawSource(m.Source(phase.Backup)).Complete(Gate(m, record("backups"))))
+		WatchesRawSource(m.Source(Kind{Name: phase.Backup})).Complete(Gate(m, record("backups"))))
 	require.NoError(t, builder.ControllerManagedBy(mgr).Named("restores").For(&corev1.Secret{}).
-		WatchesRawSource(m.Source(phase.Restore)).Complete(Gate(m, record("restores"))))
+		WatchesRawSource(m.Source(Kind{Name: phase.Restore})).Complete(Gate(m, record("restores"))))
 	ctx, stop := context.WithCancel(ctx)
 	managerDone := make(chan error, 1)
 	go func() { managerDone <- mgr.Start(ctx) }()

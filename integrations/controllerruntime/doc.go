@@ -11,23 +11,29 @@
 // leader. When it starts it applies the restart rules ([monitor.Monitor.Recover]) before
 // anything else, and the reconcilers wrapped with [Gate] wait for that, so that Recover
 // never fails a run a reconcile has just started. Then the Monitor polls until the
-// manager stops, and [Monitor.Source] enqueues the objects whose runs it changed.
+// manager stops, and [Monitor.Source] enqueues the objects whose runs it changed. The
+// operator declares the [Kind] of its runs once and gives it to every call that names
+// them (Velero's kinds are Kind{Name: phase.Backup} and Kind{Name: phase.Restore}):
 //
+//	snapshots, err := controllerruntime.DeclareKind("DatabaseSnapshot", phase.Backup)
+//	...
 //	m, err := controllerruntime.New(mgr, store, plugins)
 //	...
-//	err = ctrl.NewControllerManagedBy(mgr).For(&v1.AppBackup{}).
-//		WatchesRawSource(m.Source(phase.Backup)).
+//	err = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).
+//		WatchesRawSource(m.Source(snapshots)).
 //		Complete(controllerruntime.Gate(m, reconciler))
 //
 // The Monitor logs through the manager's logger (named "itemops") and records its
 // metrics, from package prommetrics, on controller-runtime's metrics registry, which the
-// manager serves. A manager takes one Monitor per store ([ErrDuplicateMonitor]).
+// manager serves, under the label monitor="default" ([WithName] and [WithRegistry]
+// change both). A manager takes one Monitor per store, and one per name
+// ([ErrDuplicateMonitor]).
 //
 // # Reconciling
 //
-// A reconcile calls [Monitor.HandleDeletion] first: it keeps [Finalizer] on the object,
-// and when the object is deleted it cancels the run's operations through their plugins,
-// deletes the run and lets the object go. Then [Monitor.SubmitRun] starts the run, stamped
+// A reconcile calls [Monitor.HandleDeletion], with the Kind, first: it keeps [Finalizer]
+// on the object, and when the object is deleted it cancels the run's operations through
+// their plugins, deletes the run and lets the object go. Then [Monitor.SubmitRun] starts the run, stamped
 // by the Monitor's clock, and wakes the Monitor so that the run's operations are polled
 // at once; it refuses an owner without a UID, and cancels the stale run of a deleted
 // object of the same name before starting the new object's.
@@ -45,5 +51,7 @@
 // [RunStatus] is the part of an object's status that mirrors its run: phase, counts and
 // the conditions Ready, Progressing and Degraded. [RunStatus.Set] fills it from a run,
 // and [RecordPhaseChanges] emits a Kubernetes Event for each phase change the status has
-// not shown yet.
+// not shown yet, through the events.EventRecorder of a manager's GetEventRecorder (in
+// controller-runtime v0.24 and later); [RecordPhaseChangesFor] does the same through the
+// record.EventRecorder of GetEventRecorderFor, which the managers of v0.19 to v0.21 give.
 package controllerruntime

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,7 +106,7 @@ func TestOwnKindOnManager(t *testing.T) {
 		if err := c.Get(ctx, cmKey, &obj); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if deleted, err := m.HandleDeletion(ctx, c, &obj, snapshots.Name); deleted || err != nil {
+		if deleted, err := m.HandleDeletion(ctx, c, &obj, snapshots); deleted || err != nil {
 			return err
 		}
 		_, err := m.SubmitRun(ctx, snapshots.Run(&obj), main)
@@ -132,7 +131,8 @@ func TestOwnKindOnManager(t *testing.T) {
 			t.Fatal("no pass counted the run")
 		}
 	}
-	require.Equal(t, 1.0, gaugeValue(t, "itemops_runs", map[string]string{"kind": "DatabaseSnapshot", "phase": string(phase.WaitingForPluginOperations)}))
+	series := gatherSeries(t, metrics.Registry)
+	require.Equal(t, 1.0, series[`itemops_runs{kind="DatabaseSnapshot",monitor="default",phase="WaitingForPluginOperations"}`], "series: %v", series)
 
 	// Deleting the object cancels its jobs, and its run goes.
 	var obj corev1.ConfigMap
@@ -157,36 +157,4 @@ func slicesContainKind(counts []monitor.PhaseCount, kind phase.Kind) bool {
 		}
 	}
 	return false
-}
-
-// gaugeValue returns the value of the series of gauge name with labels in
-// controller-runtime's metrics registry, failing the test when there is none.
-func gaugeValue(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelsAre(m, labels) {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
-}
-
-func labelsAre(m *dto.Metric, want map[string]string) bool {
-	if len(m.GetLabel()) != len(want) {
-		return false
-	}
-	for _, l := range m.GetLabel() {
-		if want[l.GetName()] != l.GetValue() {
-			return false
-		}
-	}
-	return true
 }

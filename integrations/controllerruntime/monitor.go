@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -26,7 +29,9 @@ import (
 type Monitor struct {
 	*monitor.Monitor
 
-	store operations.Store
+	store    operations.Store
+	log      logr.Logger
+	reporter *prommetrics.Reporter // nil without metrics
 
 	recovered   chan struct{} // closed once Recover has succeeded
 	recoverOnce sync.Once
@@ -34,6 +39,7 @@ type Monitor struct {
 	// queuesMu guards queues: the workqueues of the started sources, by kind.
 	queuesMu sync.Mutex
 	queues   map[phase.Kind][]*queue
+	unheard  map[phase.Kind]bool // the kinds whose changes no source took, logged once
 }
 
 type queue struct {
@@ -41,85 +47,145 @@ type queue struct {
 }
 
 // New returns a Monitor of the runs in store, whose plugins resolver finds, and adds it
-// to mgr. opts are passed to [monitor.New] after the integration's own: the
-// manager's logger, named "itemops" (through logr's slog bridge), an observer of the run
-// changes its sources need, and the metrics of package prommetrics, registered on
-// controller-runtime's metrics registry (shared with the other Monitors of the process,
-// whose counts add up). A WithLogger among opts replaces the logger.
+// to mgr. The Monitor logs through the manager's logger, named "itemops" (through logr's
+// slog bridge), and reports the metrics of package prommetrics, under the label
+// monitor="default", on controller-runtime's metrics registry, which the manager serves;
+// opts change these ([WithName], [WithRegistry]) and pass options to [monitor.New]
+// ([WithMonitorOptions]).
 //
 // The Monitor runs only on the elected leader (when the manager has leader election).
 // When the manager starts it, it calls [monitor.Monitor.Recover], then runs
-// [monitor.Monitor.Run] until the manager stops, and returns nil then. A failure of
-// Recover stops the manager: the restart rules must be applied before any run is
-// started. Reconcilers wrapped with [Gate] wait for Recover.
+// [monitor.Monitor.Run] until the manager stops, and returns nil then; its gauges leave
+// the registry when it returns (see prommetrics.Reporter.Close). A failure of Recover
+// stops the manager: the restart rules must be applied before any run is started.
+// Reconcilers wrapped with [Gate] wait for Recover.
 //
 // New fails with an error wrapping [ErrDuplicateMonitor] when mgr already has a Monitor
-// over store (two would poll every operation twice), with one wrapping
-// [operations.ErrInvalid] for a nil store or manager, and when the metrics cannot be
-// registered or the manager refuses the runnable.
-func New(mgr manager.Manager, store operations.Store, resolver operations.Resolver, opts ...monitor.Option) (*Monitor, error) {
-	if err := claimStore(mgr, store); err != nil {
+// over store (two would poll every operation twice) or of the same name (their series
+// would be one), with one wrapping [operations.ErrInvalid] for a nil store or manager,
+// and when the metrics cannot be registered or the manager refuses the runnable.
+func New(mgr manager.Manager, store operations.Store, resolver operations.Resolver, opts ...Option) (*Monitor, error) {
+	cfg := config{name: "default", registry: metrics.Registry}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	claims, err := claim(mgr, store, cfg.name)
+	if err != nil {
 		return nil, err
 	}
-	pm := prommetrics.New()
-	if err := pm.Register(metrics.Registry); err != nil {
-		releaseStore(mgr, store)
-		return nil, fmt.Errorf("register itemops metrics: %w", err)
+	var reporter *prommetrics.Reporter
+	mopts := cfg.monitorOptions
+	if cfg.registry != nil {
+		pm := prommetrics.New()
+		if err := pm.Register(cfg.registry); err != nil {
+			release(claims)
+			return nil, fmt.Errorf("register itemops metrics: %w", err)
+		}
+		reporter = pm.Reporter(cfg.name)
+		mopts = append(reporter.MonitorOptions(), mopts...)
 	}
-	m := newMonitor(store, resolver, mgr.GetLogger().WithName("itemops"), append(pm.MonitorOptions(), opts...))
+	m := newMonitor(store, resolver, mgr.GetLogger().WithName("itemops"), mopts)
+	m.reporter = reporter
 	if err := mgr.Add(manager.RunnableFunc(m.Start)); err != nil {
-		releaseStore(mgr, store)
+		release(claims)
 		return nil, err
 	}
 	return m, nil
 }
 
-// ErrDuplicateMonitor is the error (wrapped) of [New] for a second Monitor over one store
-// in one manager.
-var ErrDuplicateMonitor = errors.New("a Monitor over this store is already in this manager")
+// An Option configures a Monitor that [New] builds.
+type Option interface{ apply(*config) }
 
-// monitored holds the managers and stores that [New] has paired. An entry lives as long
-// as the process: managers are not many, and nothing says when one is done with.
+type config struct {
+	name           string
+	registry       prometheus.Registerer
+	monitorOptions []monitor.Option
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithName names the Monitor: its metrics carry the label monitor=name. A manager takes
+// one Monitor of each name. The default is "default"; name a second Monitor of a
+// manager.
+func WithName(name string) Option {
+	return optionFunc(func(c *config) { c.name = name })
+}
+
+// WithRegistry registers the Monitor's metrics on r. The default is controller-runtime's
+// metrics.Registry, which the manager serves; nil registers no metrics.
+func WithRegistry(r prometheus.Registerer) Option {
+	return optionFunc(func(c *config) { c.registry = r })
+}
+
+// WithMonitorOptions passes opts to [monitor.New], after the integration's own options
+// (the logger, the observers of the sources and the metrics): a monitor.WithLogger among
+// them replaces the logger. Each WithMonitorOptions adds to those before it.
+func WithMonitorOptions(opts ...monitor.Option) Option {
+	return optionFunc(func(c *config) { c.monitorOptions = append(c.monitorOptions, opts...) })
+}
+
+// ErrDuplicateMonitor is the error (wrapped) of [New] for a second Monitor over one store,
+// or of one name, in one manager.
+var ErrDuplicateMonitor = errors.New("a Monitor over this store, or of this name, is already in this manager")
+
+// monitored holds the stores and names of the Monitors that [New] has added to each
+// manager. An entry lives as long as the process: managers are not many, and nothing
+// says when one is done with.
 var (
 	monitoredMu sync.Mutex
 	monitored   = map[[2]any]bool{}
 )
 
-// claimStore records that mgr has a Monitor over store, or fails with
-// ErrDuplicateMonitor. A store whose type cannot be compared (not a pointer, as the
-// stores of itemops are) is not recorded, and never refused.
-func claimStore(mgr manager.Manager, store operations.Store) error {
+// claim records that mgr has a Monitor over store and one named name, or fails with
+// ErrDuplicateMonitor, recording nothing. It returns the keys it recorded, for release. A
+// store whose type cannot be compared (not a pointer, as the stores of itemops are) is
+// not recorded, and never refused; nor are the names of such a manager.
+func claim(mgr manager.Manager, store operations.Store, name string) ([][2]any, error) {
 	if store == nil || mgr == nil {
-		return fmt.Errorf("controllerruntime: new Monitor: nil store or manager: %w", operations.ErrInvalid)
+		return nil, fmt.Errorf("controllerruntime: new Monitor: nil store or manager: %w", operations.ErrInvalid)
 	}
-	if !reflect.TypeOf(store).Comparable() || !reflect.TypeOf(mgr).Comparable() {
-		return nil
+	if !reflect.TypeOf(mgr).Comparable() {
+		return nil, nil
+	}
+	keys := [][2]any{{mgr, monitorName(name)}}
+	if reflect.TypeOf(store).Comparable() {
+		keys = append(keys, [2]any{mgr, store})
 	}
 	monitoredMu.Lock()
 	defer monitoredMu.Unlock()
-	key := [2]any{mgr, store}
-	if monitored[key] {
-		return fmt.Errorf("controllerruntime: new Monitor over %T: %w", store, ErrDuplicateMonitor)
+	if monitored[keys[0]] {
+		return nil, fmt.Errorf("controllerruntime: new Monitor named %q: %w", name, ErrDuplicateMonitor)
 	}
-	monitored[key] = true
-	return nil
+	if len(keys) > 1 && monitored[keys[1]] {
+		return nil, fmt.Errorf("controllerruntime: new Monitor over %T: %w", store, ErrDuplicateMonitor)
+	}
+	for _, k := range keys {
+		monitored[k] = true
+	}
+	return keys, nil
 }
 
-// releaseStore undoes claimStore, for a New that failed.
-func releaseStore(mgr manager.Manager, store operations.Store) {
-	if !reflect.TypeOf(store).Comparable() || !reflect.TypeOf(mgr).Comparable() {
-		return
-	}
+// monitorName is the type of a name among the keys of monitored, apart from any store.
+type monitorName string
+
+// release undoes claim, for a New that failed.
+func release(keys [][2]any) {
 	monitoredMu.Lock()
 	defer monitoredMu.Unlock()
-	delete(monitored, [2]any{mgr, store})
+	for _, k := range keys {
+		delete(monitored, k)
+	}
 }
 
 func newMonitor(store operations.Store, resolver operations.Resolver, log logr.Logger, opts []monitor.Option) *Monitor {
 	m := &Monitor{
 		store:     store,
+		log:       log,
 		recovered: make(chan struct{}),
 		queues:    make(map[phase.Kind][]*queue),
+		unheard:   make(map[phase.Kind]bool),
 	}
 	base := []monitor.Option{
 		monitor.WithLogger(slog.New(logr.ToSlogHandler(log))),
@@ -130,9 +196,13 @@ func newMonitor(store operations.Store, resolver operations.Resolver, log logr.L
 }
 
 // Start applies the restart rules, then runs the Monitor until ctx ends, and returns
-// nil then; it fails with the error of Recover. [New] adds it to the manager, which
-// calls it; call it only once.
+// nil then; it fails with the error of Recover. Either way it removes the Monitor's
+// gauges from its metrics before it returns. [New] adds it to the manager, which calls
+// it; call it only once.
 func (m *Monitor) Start(ctx context.Context) error {
+	if m.reporter != nil {
+		defer m.reporter.Close()
+	}
 	if _, err := m.Recover(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -164,12 +234,17 @@ func Gate[request comparable](m *Monitor, r reconcile.TypedReconciler[request]) 
 	})
 }
 
-// Source returns a source that enqueues, for each run of kind that the Monitor changes
-// (see [monitor.RunChange]), the object [ObjectKey] names. A change is delivered to
-// every source of its kind started at the time; the workqueue merges requests for one
-// object. Changes made before a source starts are not delivered to it (a controller
-// reconciles every object when it starts anyway).
-func (m *Monitor) Source(kind phase.Kind) source.Source {
+// Source returns a source that enqueues, for each run of kind k (k.Name) that the
+// Monitor changes (see [monitor.RunChange]), the object [ObjectKey] names. Pass it the
+// Kind the reconciler starts its runs with ([Kind.Run]): a source of another kind never
+// enqueues them. A change is delivered to every source of its kind started at the time;
+// the workqueue merges requests for one object. Changes made before a source starts are
+// not delivered to it (a controller reconciles every object when it starts anyway).
+//
+// When the Monitor changes a run of a kind that no started source watches while some
+// source is started, it logs so, once per kind, naming the kinds the sources watch.
+func (m *Monitor) Source(k Kind) source.Source {
+	kind := k.Name
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		entry := &queue{q: q}
 		m.queuesMu.Lock()
@@ -185,6 +260,9 @@ func (m *Monitor) Source(kind phase.Kind) source.Source {
 					break
 				}
 			}
+			if len(m.queues[kind]) == 0 {
+				delete(m.queues, kind)
+			}
 		})
 		return nil
 	})
@@ -196,7 +274,14 @@ func (m *Monitor) enqueue(c monitor.RunChange) {
 	req := reconcile.Request{NamespacedName: ObjectKey(c.Owner)}
 	m.queuesMu.Lock()
 	defer m.queuesMu.Unlock()
-	for _, e := range m.queues[c.Owner.Kind] {
+	qs := m.queues[c.Owner.Kind]
+	for _, e := range qs {
 		e.q.Add(req)
+	}
+	if len(qs) == 0 && len(m.queues) > 0 && !m.unheard[c.Owner.Kind] {
+		m.unheard[c.Owner.Kind] = true
+		watched := slices.Sorted(maps.Keys(m.queues))
+		m.log.Info("a run changed, but no source watches its kind: pass Monitor.Source the Kind the runs are started with",
+			"kind", c.Owner.Kind, "watched", watched)
 	}
 }

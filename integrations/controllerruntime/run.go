@@ -50,8 +50,9 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 	return m.Monitor.SubmitRun(ctx, template, main)
 }
 
-// HandleDeletion keeps the run of obj (of kind) from outliving it. Call it at the start
-// of every reconcile, after reading obj:
+// HandleDeletion keeps the run of obj, of kind k (the Kind its runs are started with,
+// [Kind.Run]), from outliving it. Call it at the start of every reconcile, after reading
+// obj:
 //
 //   - For an object not being deleted, it adds [Finalizer] to obj (an Update through c)
 //     if obj lacks it, and returns false.
@@ -73,8 +74,8 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 // holds the run's claim: that Monitor cancels the operations, and a later reconcile
 // finishes), and ctx.Err(); the finalizer then stays, and the next reconcile tries
 // again. It is safe for concurrent use, for distinct objects.
-func (m *Monitor) HandleDeletion(ctx context.Context, c client.Client, obj client.Object, kind phase.Kind) (deleted bool, err error) {
-	o := OwnerOf(kind, obj)
+func (m *Monitor) HandleDeletion(ctx context.Context, c client.Client, obj client.Object, k Kind) (deleted bool, err error) {
+	o := k.Owner(obj)
 	if o.UID == "" {
 		return false, fmt.Errorf("handle deletion of %s: object has no UID: %w", o, operations.ErrInvalid)
 	}

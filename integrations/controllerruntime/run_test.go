@@ -119,7 +119,7 @@ func reconcileConfigMap(ctx context.Context, m *Monitor, c client.Client, main f
 	if err := c.Get(ctx, cmKey, &obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if deleted, err := m.HandleDeletion(ctx, c, &obj, phase.Backup); deleted || err != nil {
+	if deleted, err := m.HandleDeletion(ctx, c, &obj, Kind{Name: phase.Backup}); deleted || err != nil {
 		return err
 	}
 	_, err := m.SubmitRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, &obj)}, main)
@@ -186,7 +186,7 @@ func TestOwnerWithoutUIDRefused(t *testing.T) {
 	m := newMonitor(memstore.New(), resolverOf(t, c, j), logr.Discard(), nil)
 	_, err := m.SubmitRun(ctx, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "shop/nightly"}}, j.start("a"))
 	require.ErrorIs(t, err, operations.ErrInvalid)
-	_, err = m.HandleDeletion(ctx, c, newConfigMap(""), phase.Backup)
+	_, err = m.HandleDeletion(ctx, c, newConfigMap(""), Kind{Name: phase.Backup})
 	require.ErrorIs(t, err, operations.ErrInvalid)
 	require.Empty(t, j.left())
 }
@@ -207,7 +207,7 @@ func startManagerOn(t *testing.T, c client.Client, store operations.Store, resol
 		NewClient: func(*rest.Config, client.Options) (client.Client, error) { return c, nil },
 	})
 	require.NoError(t, err)
-	m, err := New(mgr, store, resolver, opts...)
+	m, err := New(mgr, store, resolver, WithMonitorOptions(opts...))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -270,20 +270,24 @@ func TestDeletionOnManager(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(c.Get(ctx, cmKey, &obj)))
 }
 
-// A second Monitor over one store in one manager is refused; over another store it is
-// welcome.
+// A second Monitor over one store, or of one name, in one manager is refused, and the
+// refused New holds neither; over another store and with another name it is welcome.
 func TestNewRefusesSecondMonitorOverOneStore(t *testing.T) {
 	mgr, err := manager.New(&rest.Config{Host: "http://127.0.0.1:1"}, manager.Options{
 		Metrics: metricsserver.Options{BindAddress: "0"}, Logger: logr.Discard(),
 	})
 	require.NoError(t, err)
 	store := memstore.New()
-	_, err = New(mgr, store, newJobsResolver())
+	_, err = New(mgr, store, newJobsResolver(), WithRegistry(nil))
 	require.NoError(t, err)
-	_, err = New(mgr, store, newJobsResolver())
+	_, err = New(mgr, store, newJobsResolver(), WithRegistry(nil), WithName("second"))
 	require.ErrorIs(t, err, ErrDuplicateMonitor)
-	_, err = New(mgr, memstore.New(), newJobsResolver())
-	require.NoError(t, err)
+	require.ErrorContains(t, err, "over *memstore.Store")
+	_, err = New(mgr, memstore.New(), newJobsResolver(), WithRegistry(nil))
+	require.ErrorIs(t, err, ErrDuplicateMonitor)
+	require.ErrorContains(t, err, `named "default"`)
+	_, err = New(mgr, memstore.New(), newJobsResolver(), WithRegistry(nil), WithName("second"))
+	require.NoError(t, err, "the refused New kept the name")
 	_, err = New(mgr, nil, newJobsResolver())
 	require.ErrorIs(t, err, operations.ErrInvalid)
 }

@@ -2,12 +2,14 @@ package controllerruntime
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -139,13 +141,34 @@ func (s *RunStatus) SetFromStore(ctx context.Context, store operations.Store, o 
 // the last one that reached from, the phase obj's status showed (every change when from
 // is empty or not in the history): type Normal, or Warning when the phase reached is
 // Failed, FailedValidation or partially failed; the phase reached as reason, "PhaseChange"
-// as action, and the change's reason as note. Call it before the new status is written,
-// with the phase the status had; a status write that fails then repeats the Events on
-// the next reconcile, which the Events API counts as one series. The Events name obj
-// without its resourceVersion, so that they are the same Events to rec when the repeat
-// comes from a newer version of obj (a status write that met a 409 Conflict), not new
-// ones.
+// as action, and "<from> → <to>: <the change's reason>" as note. Call it before the new
+// status is written, with the phase the status had; a status write that fails then
+// repeats the Events on the next reconcile, which the Events API counts as one series.
+// The Events name obj without its resourceVersion, so that they are the same Events to
+// rec when the repeat comes from a newer version of obj (a status write that met a 409
+// Conflict), not new ones.
+//
+// A manager gives rec with GetEventRecorder(name) in controller-runtime v0.24 and later;
+// with the GetEventRecorderFor of older managers, use [RecordPhaseChangesFor].
 func RecordPhaseChanges(rec events.EventRecorder, obj runtime.Object, from string, run operations.Run) {
+	obj = withoutResourceVersion(obj)
+	phaseChanges(from, run, func(typ, reason, note string) {
+		rec.Eventf(obj, nil, typ, reason, "PhaseChange", "%s", note)
+	})
+}
+
+// RecordPhaseChangesFor emits the Events of [RecordPhaseChanges] through rec, a recorder
+// of the core Events API, such as GetEventRecorderFor(name) of a manager gives (the one
+// recorder a manager of controller-runtime v0.19 to v0.21 gives). Those Events have no
+// action; their message is the note. They too name obj without its resourceVersion.
+func RecordPhaseChangesFor(rec record.EventRecorder, obj runtime.Object, from string, run operations.Run) {
+	obj = withoutResourceVersion(obj)
+	phaseChanges(from, run, func(typ, reason, note string) { rec.Event(obj, typ, reason, note) })
+}
+
+// phaseChanges calls emit with the type, reason and note of the Event of each phase
+// change of run after the last one that reached from (see [RecordPhaseChanges]).
+func phaseChanges(from string, run operations.Run, emit func(typ, reason, note string)) {
 	h := run.History
 	for i := len(h) - 1; i >= 0; i-- {
 		if string(h[i].To) == from {
@@ -153,20 +176,26 @@ func RecordPhaseChanges(rec events.EventRecorder, obj runtime.Object, from strin
 			break
 		}
 	}
-	if len(h) == 0 {
-		return
-	}
-	if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() != "" {
-		obj = obj.DeepCopyObject()
-		if m, err := meta.Accessor(obj); err == nil {
-			m.SetResourceVersion("")
-		}
-	}
 	for _, t := range h {
 		typ := "Normal"
 		if t.To == phase.Failed || t.To == phase.FailedValidation || phase.IsPartiallyFailed(t.To) {
 			typ = "Warning"
 		}
-		rec.Eventf(obj, nil, typ, string(t.To), "PhaseChange", "%s → %s: %s", t.From, t.To, t.Reason)
+		emit(typ, string(t.To), fmt.Sprintf("%s → %s: %s", t.From, t.To, t.Reason))
 	}
+}
+
+// withoutResourceVersion returns obj, or a copy of it without its resourceVersion when
+// it has one, for the Events of a phase change to name: a recorder counts the Events
+// that name one version of an object apart from those that name another.
+func withoutResourceVersion(obj runtime.Object) runtime.Object {
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetResourceVersion() == "" {
+		return obj
+	}
+	obj = obj.DeepCopyObject()
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion("")
+	}
+	return obj
 }

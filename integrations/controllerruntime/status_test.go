@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -82,6 +84,8 @@ func TestRunStatusKeepsTransitionTime(t *testing.T) {
 	require.Equal(t, "WaitingForPluginOperations", progressing.Reason)
 }
 
+// TestRecordPhaseChanges: both recorders, that of the Events API and the core one, get
+// the same Events.
 func TestRecordPhaseChanges(t *testing.T) {
 	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly"}}
 	run := runThrough(t, phase.InProgress, phase.WaitingForPluginOperationsPartiallyFailed, phase.FinalizingPartiallyFailed, phase.PartiallyFailed)
@@ -104,14 +108,28 @@ func TestRecordPhaseChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := events.NewFakeRecorder(10)
 			RecordPhaseChanges(rec, obj, tc.from, run)
-			close(rec.Events)
-			var got []string
-			for e := range rec.Events {
-				got = append(got, e)
+			if diff := cmp.Diff(tc.want, drain(rec.Events)); diff != "" {
+				t.Errorf("events of RecordPhaseChanges (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
+			core := record.NewFakeRecorder(10)
+			RecordPhaseChangesFor(core, obj, tc.from, run)
+			if diff := cmp.Diff(tc.want, drain(core.Events)); diff != "" {
+				t.Errorf("events of RecordPhaseChangesFor (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
+
+// drain returns what events holds, closing it.
+func drain(events chan string) []string {
+	close(events)
+	var got []string
+	for e := range events {
+		got = append(got, e)
+	}
+	return got
+}
+
+// What every manager gives, from controller-runtime v0.19 on, is what
+// RecordPhaseChangesFor takes.
+var _ func(manager.Manager, string) record.EventRecorder = manager.Manager.GetEventRecorderFor

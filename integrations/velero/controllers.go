@@ -11,6 +11,7 @@ import (
 
 	velerov1api "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	"github.com/vmware-tanzu/velero/pkg/itemoperation"
+	biav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/backupitemaction/v2"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
@@ -285,10 +286,11 @@ func BackupItemOperationProgress(backup *velerov1api.Backup, plugins Plugins, li
 	for i, op := range list {
 		ops[i], statuses[i] = FromBackupOperation(op), op.Status
 	}
-	r := NewResolver(plugins, Objects{Backup: func(context.Context, operations.Owner) (*velerov1api.Backup, error) { return backup, nil }})
+	seen := &seenActions{Plugins: plugins, backup: map[string]biav2.BackupItemAction{}}
+	r := NewResolver(seen, Objects{Backup: func(context.Context, operations.Owner) (*velerov1api.Backup, error) { return backup, nil }})
 	return mainRunProgress(o, phase.ProfileOf(phase.Backup), backup.Spec.ItemOperationTimeout.Duration, r, statuses, ops,
 		func(i int, s itemoperation.OperationStatus) { list[i].Status = s },
-		func(op operations.Operation) string { return pluginErrText(op.Status.Error, plugins, op.Action) })
+		func(op operations.Operation) string { return pluginErrText(op.Status.Error, seen, op.Action) })
 }
 
 // RestoreItemOperationProgress does for a restore's operations what
@@ -309,15 +311,46 @@ func RestoreItemOperationProgress(restore *velerov1api.Restore, plugins Plugins,
 }
 
 // pluginErrText is Velero's text for a backup operation's error msg: the message, ", "
-// when there is one, and "plugin: " with the name of the item action, or "unknown" when
-// the plugin manager does not have it.
-func pluginErrText(msg string, plugins Plugins, action string) string {
+// when there is one, and "plugin: " with the name of the item action the check got for
+// action, or "unknown" when the plugin manager gave none. An action the check did not
+// look up (a list itemops cannot hold) is looked up here.
+func pluginErrText(msg string, seen *seenActions, action string) string {
+	a, ok := seen.backupAction(action)
+	if !ok {
+		a, _ = seen.GetBackupItemActionV2(action)
+	}
 	name := "unknown"
-	if a, err := plugins.GetBackupItemActionV2(action); err == nil && a != nil {
+	if a != nil {
 		name = a.Name()
 	}
 	if msg != "" {
 		msg += ", "
 	}
 	return msg + "plugin: " + name
+}
+
+// seenActions is a Plugins that keeps the backup item action each name last gave, so
+// that BackupItemOperationProgress names the plugin of a failed operation with the
+// action its check got, as Velero does, and asks the plugin manager once per
+// operation. It is safe for concurrent use when its Plugins is.
+type seenActions struct {
+	Plugins
+	mu     sync.Mutex // guards backup
+	backup map[string]biav2.BackupItemAction
+}
+
+func (s *seenActions) GetBackupItemActionV2(name string) (biav2.BackupItemAction, error) {
+	a, err := s.Plugins.GetBackupItemActionV2(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.backup[name] = a
+	return a, err
+}
+
+// backupAction returns the action name last gave, and whether it was asked for.
+func (s *seenActions) backupAction(name string) (biav2.BackupItemAction, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.backup[name]
+	return a, ok
 }

@@ -32,11 +32,11 @@
 //
 // A [Resolver] is an [operations.Resolver] over Velero's plugin manager ([Plugins],
 // which clientmgmt.Manager satisfies) and a way to fetch the Backup or Restore an
-// operation belongs to ([Objects]). Its Trackers call the v2 item action's Progress and
-// Cancel and map Velero's AsyncOperationsNotSupportedError and InvalidOperationIDError,
-// which Velero's plugins report by their text alone, to
-// [operations.ErrAsyncOperationsNotSupported] and [operations.ErrInvalidOperationID]
-// (a [*PluginError] that keeps the plugin's text).
+// operation belongs to ([Objects]). Its Trackers call the v2 item action's Progress,
+// and Cancel on the action Progress got, and map Velero's
+// AsyncOperationsNotSupportedError and InvalidOperationIDError, which Velero's plugins
+// report by their text alone, to [operations.ErrAsyncOperationsNotSupported] and
+// [operations.ErrInvalidOperationID] (a [*PluginError] that keeps the plugin's text).
 //
 // # The bucket
 //
@@ -61,10 +61,11 @@
 //
 // The tests in integrations/velero/parity run Velero's own, unpatched controllers and
 // these side by side on a waiting backup and restore whose operations complete, fail by
-// error, fail by the plugin's report and keep running, with a download request in
-// between, and on Velero's early ways out; the bucket's bytes and the objects' statuses
-// are the same after every step: phases, error counts, operation totals, when the file
-// and the backup's JSON are uploaded, and the operations' error texts. What cannot be
+// error, fail by the plugin's report, time out and keep running, with download requests
+// in between, and on Velero's early ways out; the bucket's bytes and the objects'
+// statuses are the same after every step: phases, error counts, operation totals, when
+// the file and the backup's JSON are uploaded, and the operations' error texts; and so
+// are the plugin calls of each pass, as multisets. What cannot be
 // the same, because Velero's behaviour there is a crash, a hang or a report no plugin
 // makes:
 //
@@ -92,8 +93,11 @@
 //
 // The Monitor checks up to 16 operations of a run at once (monitor.DefaultWorkers),
 // where Velero checks them one after another: a plugin's Progress may be called
-// concurrently for different operations, as Velero's gRPC plugin clients allow; what is
-// recorded does not depend on the order.
+// concurrently for different operations, as Velero's gRPC plugin clients allow, and the
+// calls of a pass come in another order. What is recorded does not depend on the order,
+// and the calls of a pass are Velero's as a set: for each unfinished operation, one
+// lookup of its action in the plugin manager, Progress on that action, and Cancel on the
+// same action when the operation timed out.
 //
 // The progress of operations between uploads lives in memory, as in Velero: a restart
 // of the server loses it, and the next reconcile starts again from the bucket.

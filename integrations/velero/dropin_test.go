@@ -112,6 +112,9 @@ func TestMainRunProgress(t *testing.T) {
 		require.Equal(t, "rpc error: boom", list[1].Status.Error)
 		require.Equal(t, missing.Error(), list[4].Status.Error)
 		require.True(t, list[3].Status.Started.Time.Equal(testNow))
+		// As Velero's loop: one lookup per unfinished operation, whose action also names
+		// the plugin in the error texts.
+		plugins.AssertNumberOfCalls(t, "GetBackupItemActionV2", len(list))
 
 		// A second check finds nothing new: the ended operations are counted, not checked.
 		_, changes, completed, failed, errs = velero.BackupItemOperationProgress(backup, plugins, list[:3])
@@ -133,6 +136,7 @@ func TestMainRunProgress(t *testing.T) {
 		require.Equal(t, 1, completed)
 		require.Equal(t, 3, failed)
 		require.ElementsMatch(t, []string{"rpc error: boom", "quota exceeded", missing.Error()}, errs, "a restore's texts name no plugin, as in Velero")
+		plugins.AssertNumberOfCalls(t, "GetRestoreItemActionV2", len(list))
 		for i, op := range list {
 			require.Equal(t, wantPhases[i], op.Status.Phase, op.Spec.OperationID)
 		}

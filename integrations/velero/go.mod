@@ -4,11 +4,12 @@ go 1.23.0
 
 require (
 	github.com/google/go-cmp v0.6.0
-	github.com/itemops/itemops v0.0.0
+	github.com/itemops/itemops v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.20.5
 	github.com/sirupsen/logrus v1.9.3
 	github.com/stretchr/testify v1.10.0
 	github.com/vmware-tanzu/velero v1.16.0
+	golang.org/x/mod v0.22.0
 	k8s.io/apimachinery v0.31.3
 	sigs.k8s.io/controller-runtime v0.19.3
 )

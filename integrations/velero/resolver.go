@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	velerov1api "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
+	vplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
 	biav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/backupitemaction/v2"
 	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
 
@@ -29,11 +31,17 @@ type Objects struct {
 	Restore func(ctx context.Context, o operations.Owner) (*velerov1api.Restore, error)
 }
 
-// A Resolver is an [operations.Resolver] over Velero's plugins: the Tracker it gives
-// for a plugin name gets the backup or restore item action of that name from the
-// plugin manager, and the run's object from [Objects], at each call, as Velero's
-// operations controllers do at each reconcile, and calls the action's Progress and
-// Cancel with the operation's ID.
+// A Resolver is an [operations.Resolver] over Velero's plugins. The Tracker it gives
+// for a plugin name serves one operation's check: its Progress gets the backup or
+// restore item action of that name from the plugin manager, and the run's object from
+// [Objects], at each call, as Velero's operations controllers do at each reconcile, and
+// calls the action's Progress with the operation's ID; its Cancel calls Cancel on the
+// action and object the Tracker's last Progress call for the same operation got, as
+// Velero calls Progress and then Cancel on the one action it got, and looks them up
+// afresh when no such call came first (a run being cancelled). The Monitor resolves each
+// operation's plugin once per check and makes that check's Progress and Cancel calls on
+// that one Tracker (see monitor.Monitor.Poll), so the plugin manager is asked once per
+// operation per pass, as in Velero.
 //
 // Velero's plugins report two conditions by their message alone: the Trackers turn
 // an error whose text is AsyncOperationsNotSupportedError's into one that matches
@@ -63,66 +71,78 @@ func NewResolver(plugins Plugins, objects Objects) *Resolver {
 	return &Resolver{plugins: plugins, objects: objects}
 }
 
-// Resolve returns the Tracker of the plugin named action. It never fails: the plugin
-// is looked up at each call, so a plugin that is missing fails the operations that
-// name it (with the plugin manager's error), as in Velero.
+// Resolve returns a new Tracker of the plugin named action. It never fails: the plugin
+// is looked up at each Progress call, so a plugin that is missing fails the operations
+// that name it (with the plugin manager's error), as in Velero.
 func (r *Resolver) Resolve(action string) (operations.Tracker, error) {
-	return tracker{r: r, action: action}, nil
+	return &tracker{r: r, action: action}, nil
 }
 
+// A tracker is what Resolver.Resolve returns. Its Cancel uses the target its last
+// Progress call looked up for the same operation, so that a check asks the plugin
+// manager once, as Velero does.
 type tracker struct {
 	r      *Resolver
 	action string
+	// lastMu guards last, the target the last Progress call looked up, and lastOwner
+	// and lastID, the operation it was for.
+	lastMu    sync.Mutex
+	last      target
+	lastOwner operations.Owner
+	lastID    string
 }
 
-var _ operations.Tracker = tracker{}
+var _ operations.Tracker = (*tracker)(nil)
 
-func (t tracker) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-	var (
-		p   operations.Progress
-		err error
-	)
-	switch op.Owner.Kind {
-	case phase.Backup:
-		var a biav2.BackupItemAction
-		var b *velerov1api.Backup
-		if a, b, err = t.backup(ctx, op); err == nil {
-			vp, perr := a.Progress(op.ID, b)
-			p, err = FromProgress(vp), perr
-		}
-	case phase.Restore:
-		var a riav2.RestoreItemAction
-		var rs *velerov1api.Restore
-		if a, rs, err = t.restore(ctx, op); err == nil {
-			vp, perr := a.Progress(op.ID, rs)
-			p, err = FromProgress(vp), perr
-		}
-	default:
-		err = notVeleroKind(op)
-	}
+// A target is an item action and the object its calls are about: what one lookup
+// finds.
+type target interface {
+	progress(id string) (vplugin.OperationProgress, error)
+	cancel(id string) error
+}
+
+type backupTarget struct {
+	a biav2.BackupItemAction
+	b *velerov1api.Backup
+}
+
+func (t backupTarget) progress(id string) (vplugin.OperationProgress, error) {
+	return t.a.Progress(id, t.b)
+}
+func (t backupTarget) cancel(id string) error { return t.a.Cancel(id, t.b) }
+
+type restoreTarget struct {
+	a riav2.RestoreItemAction
+	r *velerov1api.Restore
+}
+
+func (t restoreTarget) progress(id string) (vplugin.OperationProgress, error) {
+	return t.a.Progress(id, t.r)
+}
+func (t restoreTarget) cancel(id string) error { return t.a.Cancel(id, t.r) }
+
+func (t *tracker) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+	tg, err := t.lookup(ctx, op)
 	if err != nil {
 		return operations.Progress{}, t.pluginError(op, err)
 	}
-	return p, nil
+	t.lastMu.Lock()
+	t.last, t.lastOwner, t.lastID = tg, op.Owner, op.ID
+	t.lastMu.Unlock()
+	p, err := tg.progress(op.ID)
+	if err != nil {
+		return operations.Progress{}, t.pluginError(op, err)
+	}
+	return FromProgress(p), nil
 }
 
-func (t tracker) Cancel(ctx context.Context, op operations.Operation) error {
-	var err error
-	switch op.Owner.Kind {
-	case phase.Backup:
-		var a biav2.BackupItemAction
-		var b *velerov1api.Backup
-		if a, b, err = t.backup(ctx, op); err == nil {
-			err = a.Cancel(op.ID, b)
-		}
-	case phase.Restore:
-		var a riav2.RestoreItemAction
-		var rs *velerov1api.Restore
-		if a, rs, err = t.restore(ctx, op); err == nil {
-			err = a.Cancel(op.ID, rs)
-		}
-	default:
-		err = notVeleroKind(op)
+func (t *tracker) Cancel(ctx context.Context, op operations.Operation) error {
+	tg, err := t.takeLast(ctx, op)
+	if tg == nil && err == nil {
+		tg, err = t.lookup(ctx, op)
+	}
+	if err == nil {
+		err = tg.cancel(op.ID)
 	}
 	if err != nil {
 		return t.pluginError(op, err)
@@ -130,52 +150,69 @@ func (t tracker) Cancel(ctx context.Context, op operations.Operation) error {
 	return nil
 }
 
-func (t tracker) backup(ctx context.Context, op operations.Operation) (biav2.BackupItemAction, *velerov1api.Backup, error) {
+// takeLast returns, and forgets, the target the last Progress call looked up when it
+// was for op, or nil; or ctx.Err() when ctx has ended.
+func (t *tracker) takeLast(ctx context.Context, op operations.Operation) (target, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if t.r.objects.Backup == nil {
-		return nil, nil, fmt.Errorf("velero: no way to fetch backup %q: %w", op.Owner.Name, operations.ErrInvalid)
+	t.lastMu.Lock()
+	defer t.lastMu.Unlock()
+	tg := t.last
+	if tg == nil || t.lastOwner != op.Owner || t.lastID != op.ID {
+		return nil, nil
 	}
-	a, err := t.r.plugins.GetBackupItemActionV2(t.action)
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := t.r.objects.Backup(ctx, op.Owner)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	return a, b, nil
+	t.last = nil
+	return tg, nil
 }
 
-func (t tracker) restore(ctx context.Context, op operations.Operation) (riav2.RestoreItemAction, *velerov1api.Restore, error) {
+// lookup gets the action of the tracker's plugin and the object of op's run, for op's
+// kind: it fails with ctx.Err() when ctx ends before or during the lookup, with an
+// error wrapping operations.ErrInvalid when op's kind is not Velero's or Objects has no
+// way to fetch its object, and with the plugin manager's or Objects' error as it is.
+func (t *tracker) lookup(ctx context.Context, op operations.Operation) (target, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if t.r.objects.Restore == nil {
-		return nil, nil, fmt.Errorf("velero: no way to fetch restore %q: %w", op.Owner.Name, operations.ErrInvalid)
+	var (
+		tg  target
+		err error
+	)
+	switch op.Owner.Kind {
+	case phase.Backup:
+		if t.r.objects.Backup == nil {
+			return nil, fmt.Errorf("velero: no way to fetch backup %q: %w", op.Owner.Name, operations.ErrInvalid)
+		}
+		var bt backupTarget
+		if bt.a, err = t.r.plugins.GetBackupItemActionV2(t.action); err == nil {
+			bt.b, err = t.r.objects.Backup(ctx, op.Owner)
+		}
+		tg = bt
+	case phase.Restore:
+		if t.r.objects.Restore == nil {
+			return nil, fmt.Errorf("velero: no way to fetch restore %q: %w", op.Owner.Name, operations.ErrInvalid)
+		}
+		var rt restoreTarget
+		if rt.a, err = t.r.plugins.GetRestoreItemActionV2(t.action); err == nil {
+			rt.r, err = t.r.objects.Restore(ctx, op.Owner)
+		}
+		tg = rt
+	default:
+		return nil, notVeleroKind(op)
 	}
-	a, err := t.r.plugins.GetRestoreItemActionV2(t.action)
 	if err != nil {
-		return nil, nil, err
-	}
-	rs, err := t.r.objects.Restore(ctx, op.Owner)
-	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return a, rs, nil
+	return tg, nil
 }
 
 // pluginError maps Velero's two plugin conditions to itemops's errors. Velero's
 // constructors are the same for backup and restore actions; over gRPC the message
 // may come wrapped, so it is looked for anywhere in the text.
-func (t tracker) pluginError(op operations.Operation, err error) error {
+func (t *tracker) pluginError(op operations.Operation, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, biav2.AsyncOperationsNotSupportedError().Error()):

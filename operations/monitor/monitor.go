@@ -109,6 +109,10 @@ type PollResult struct {
 //     is called once and the operation fails with [TimeoutMessage];
 //   - still running with a start time reported: New becomes InProgress.
 //
+// Each operation's check resolves its plugin once and makes all its calls on that one
+// Tracker: Progress, then Cancel when the operation timed out (Cancel alone when the run
+// is being cancelled). A Resolver may thus give a Tracker that serves a single check.
+//
 // Counters, units, description and times are copied from every report; NCompleted
 // above NTotal is recorded as reported, as Velero records it. A report that no store
 // accepts fails the operation, with an error that says why, and none of it is recorded:

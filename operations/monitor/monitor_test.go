@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -906,4 +907,64 @@ func TestPollWritesOnlyChanges(t *testing.T) {
 	puts, updates = poll()
 	require.Equal(t, [2]int64{1, 1}, [2]int64{puts, updates}, "the last one failed: one batch, one run update")
 	require.Equal(t, phase.FinalizingPartiallyFailed, e.get(o).Phase)
+}
+
+// TestPollResolvesOncePerCheck checks that a poll resolves each operation's plugin once
+// and makes that operation's Progress and Cancel calls on the one Tracker it got, so
+// that a Resolver can give a Tracker that serves one check (integrations/velero's
+// Cancel reuses the action its Progress looked up, as Velero does).
+func TestPollResolvesOncePerCheck(t *testing.T) {
+	e := newEnv(t)
+	type calls struct {
+		mu               sync.Mutex
+		progress, cancel []string
+	}
+	var (
+		mu       sync.Mutex
+		resolved []*calls
+	)
+	r := operations.ResolverFunc(func(action string) (operations.Tracker, error) {
+		c := &calls{}
+		mu.Lock()
+		resolved = append(resolved, c)
+		mu.Unlock()
+		return &operationstest.Tracker{
+			ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				c.progress = append(c.progress, op.ID)
+				if op.ID == "done" {
+					return done, nil
+				}
+				return running, nil
+			},
+			CancelFunc: func(ctx context.Context, op operations.Operation) error {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				c.cancel = append(c.cancel, op.ID)
+				return nil
+			},
+		}, nil
+	})
+	late := ops("late")[0]
+	late.Status.Created = t0.Add(-monitor.DefaultOperationTimeout - time.Second)
+	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, append(ops("done", "runs"), late)...)
+	m := monitor.New(e.store, r, monitor.WithClock(e.clock))
+	for pass := 1; pass <= 2; pass++ {
+		resolved = nil
+		_, err := m.Poll(context.Background(), o)
+		require.NoError(t, err)
+		var got [][2][]string
+		for _, c := range resolved {
+			got = append(got, [2][]string{c.progress, c.cancel})
+		}
+		slices.SortFunc(got, func(a, b [2][]string) int { return strings.Compare(a[0][0], b[0][0]) })
+		want := [][2][]string{{{"done"}, nil}, {{"late"}, {"late"}}, {{"runs"}, nil}}
+		if pass == 2 { // only "runs" is left
+			want = [][2][]string{{{"runs"}, nil}}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("pass %d: each Tracker's Progress and Cancel calls (-want +got):\n%s", pass, diff)
+		}
+	}
 }

@@ -197,7 +197,7 @@ type treeWalk struct {
 func (w *treeWalk) mark(id, overflow uint64, what string) error {
 	for q := id; q <= id+overflow; q++ {
 		if w.seen[q/64]&(1<<(q%64)) != 0 {
-			return fmt.Errorf("page %d is %w (as %s; a cycle, two parents, or a free page in use)", q, ErrPageReachedTwice, what)
+			return fmt.Errorf("page %d is %w (as %s; a cycle, two parents, or a free page in use)", q, errPageReachedTwice, what)
 		}
 		w.seen[q/64] |= 1 << (q % 64)
 	}

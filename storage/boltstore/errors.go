@@ -26,11 +26,12 @@ var ErrSchemaVersion = errors.New("unsupported schema version")
 // met it, it writes nothing more (see the package documentation, "Damage").
 var ErrCorrupt = operations.ErrCorrupt
 
-// ErrPageReachedTwice is wrapped, beside ErrCorrupt, by the error of the check of a file
-// (at Open, and Store.Check) in which a page is reached twice from the root: a cycle,
-// a page with two parents, or a free page in use. bbolt's own reads may loop forever or
-// overflow the stack on such a file, so nothing but the check may read it.
-var ErrPageReachedTwice = errors.New("reached twice")
+// errPageReachedTwice is wrapped, beside ErrCorrupt, by the error of the check of a file
+// (at Open, and Store.Check) in which a page is reached twice from the root: a cycle, a
+// page with two parents, or a free page in use. bbolt's own reads may loop forever or
+// overflow the stack on such a file, so nothing but the check may read it. It is
+// unexported: a caller knows such a file by ErrCorrupt, and the message names the page.
+var errPageReachedTwice = errors.New("reached twice")
 
 // ErrReadOnly is returned by every write of a [Store] opened with [Options.ReadOnly].
 var ErrReadOnly = errors.New("store is opened read-only")

@@ -12,14 +12,16 @@ import (
 	"github.com/itemops/itemops/internal/seqmerge"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/record"
 	"github.com/itemops/itemops/storage/kv"
 )
 
 // migrate1 rewrites a file of schema 1 in the engine's layout (schema 3), inside tx. Schema 1 kept
 // run records under runs/<kind byte><name> and each run's operation records under
 // operations/<run key>/{unfinished,finished}/<8-byte sequence number>, in the record
-// encoding the engine still uses; the engine writes them again, in first-put order,
-// through a kv.Backend over tx, and the old buckets are deleted.
+// encoding the engine still uses (storage/internal/record decodes them); the engine
+// writes them again, in first-put order, through a kv.Backend over tx, and the old
+// buckets are deleted.
 func migrate1(tx *bolt.Tx) error {
 	if _, err := tx.CreateBucket(bucketKV); err != nil {
 		return err
@@ -38,7 +40,7 @@ func migrate1(tx *bolt.Tx) error {
 		if err != nil {
 			return err
 		}
-		run, err := kv.DecodeRun(o, v)
+		run, err := record.DecodeRun(o, v)
 		if err != nil {
 			return fmt.Errorf("run %s: %w", o, err)
 		}
@@ -131,7 +133,7 @@ func schema1Operations(o operations.Owner, rb *bolt.Bucket) ([]operations.Operat
 			if len(k) != 8 {
 				return fmt.Errorf("sequence key %x: %w", k, ErrCorrupt)
 			}
-			op, err := kv.DecodeOperation(o, v)
+			op, err := record.DecodeOperation(o, v)
 			lists[i].Add(binary.BigEndian.Uint64(k), op)
 			return err
 		})

@@ -215,7 +215,7 @@ func (w *salvageWalk) page(id uint64) ([]byte, error) {
 		return nil, fmt.Errorf("page %d lies outside the file's %d whole pages", id, w.pages)
 	}
 	if w.seen[id/64]&(1<<(id%64)) != 0 {
-		return nil, fmt.Errorf("page %d is %w", id, ErrPageReachedTwice)
+		return nil, fmt.Errorf("page %d is %w", id, errPageReachedTwice)
 	}
 	var head [pageHeaderSize]byte
 	if _, err := w.f.ReadAt(head[:], int64(id*w.pageSize)); err != nil {

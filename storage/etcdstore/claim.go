@@ -11,7 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/storage/kv"
 )
 
 // A session is the lease that holds a store's claims, kept alive until stop or until
@@ -247,10 +246,11 @@ func (s *Store) ready(ctx context.Context) error {
 	return s.b.ready(ctx)
 }
 
-// claimKey is the key of the claim on the run of o: the engine's name for the run,
-// under claims/.
+// claimKey is the key of the claim on the run of o: claims/ and [operations.Owner.String],
+// the kind, a slash and the name. A kind holds no slash (phase.Kind.Validate), so each
+// run has its own key, the same for every UID.
 func (s *Store) claimKey(o operations.Owner) string {
-	return s.prefix + "claims/" + string(kv.ClaimKey(o))
+	return s.prefix + "claims/" + o.String()
 }
 
 // abandoning marks in held a key whose claim abandon is giving up, so that no Monitor

@@ -70,10 +70,11 @@
 //
 //	format           {"format":"itemops.etcdstore","version":2}
 //	kv/<key>         the keys of the engine (package storage/kv), each as it is
-//	claims/<run>     the Identity of the store that holds the run's claim, bound to that
-//	                 store's lease; <run> is the engine's name for the run
-//	                 (kv.ClaimKey); "handed over, free from <time> by <Identity>" while
-//	                 a replica hands the run to another (see Claims)
+//	claims/<kind>/<name>
+//	                 the Identity of the store that holds the claim on the run of that
+//	                 kind and name (whatever its UID), bound to that store's lease;
+//	                 "handed over, free from <time> by <Identity>" while a replica hands
+//	                 the run to another (see Claims)
 //	replicas/<id>    the Identity of a store whose Monitor runs, one key per Run,
 //	                 bound to that store's lease; <id> is the lease's ID and a number
 //
@@ -81,7 +82,9 @@
 // ModRevision of their keys, which is the version the engine sees of every key (0 for
 // an absent key). Open writes the format marker under an empty prefix, and refuses a
 // prefix that holds other keys ([ErrNotStore]) or another schema version
-// ([ErrSchemaVersion]).
+// ([ErrSchemaVersion]). The replicas that share a prefix run one version of this
+// package: the names of the claims are part of the layout, and replicas that named them
+// apart would not see one another's claims.
 //
 // # Schema 1
 //

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
-	"github.com/itemops/itemops/storage/kv"
 	"github.com/itemops/itemops/storage/storetest"
 )
 
@@ -79,6 +79,50 @@ func TestOpenPrefixGetsSlash(t *testing.T) {
 	require.Greater(t, len(keys), 1)
 }
 
+// TestClaimKeys checks the names of claim keys that the package documentation gives:
+// claims/<kind>/<name>, the same for every UID of a run, for Backup, Restore and a kind
+// of one's own, whose names may hold slashes.
+func TestClaimKeys(t *testing.T) {
+	c := newClient(t, testServer)
+	prefix := newPrefix()
+	s := openStore(t, c, prefix, nil)
+	owners := []operations.Owner{
+		{Kind: phase.Backup, Name: "nightly/with slash", UID: "u1"},
+		{Kind: phase.Restore, Name: "nightly", UID: "u2"},
+		{Kind: "Snapshot", Name: "a/b", UID: "u3"},
+		{Kind: "Snapshot", Name: "a", UID: "u4"},
+		{Kind: "Snapshot2", Name: "a", UID: "u5"},
+	}
+	for _, o := range owners {
+		release, ok, err := s.ClaimRun(bg, o)
+		require.NoError(t, err, "ClaimRun(%s)", o)
+		require.True(t, ok, "ClaimRun(%s)", o)
+		defer release()
+	}
+	want := []string{
+		"claims/Backup/nightly/with slash",
+		"claims/Restore/nightly",
+		"claims/Snapshot/a",
+		"claims/Snapshot/a/b",
+		"claims/Snapshot2/a",
+	}
+	var got []string
+	for _, k := range rawKeys(t, c, prefix) {
+		if strings.HasPrefix(k, "claims/") {
+			got = append(got, k)
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("claim keys (-want +got):\n%s", d)
+	}
+	for _, o := range owners {
+		o.UID = "another"
+		_, ok, err := s.ClaimRun(bg, o)
+		require.NoError(t, err, "ClaimRun(%s) of another UID", o)
+		require.False(t, ok, "ClaimRun(%s) of another UID: the run is claimed whatever its UID", o)
+	}
+}
+
 // TestLayout checks the keys the package documentation describes: the marker, the
 // engine's keys under kv/, claims under claims/.
 func TestLayout(t *testing.T) {
@@ -94,7 +138,7 @@ func TestLayout(t *testing.T) {
 	defer release()
 
 	keys := rawKeys(t, c, prefix)
-	require.Equal(t, "claims/"+string(kv.ClaimKey(b)), keys[0])
+	require.Equal(t, "claims/Backup/nightly/with slash", keys[0])
 	require.Equal(t, "format", keys[1])
 	require.Greater(t, len(keys), 3)
 	for _, k := range keys[2:] {

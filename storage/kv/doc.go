@@ -14,7 +14,8 @@
 // read-then-conditional-commit loop (an update function may therefore be called more
 // than once, and is never called with a lock of the backend held), keeps each run's
 // phase history through [operations.ValidateRunUpdate], encodes records in one compact
-// binary format, and keeps the indexes that let a controller's passes cost in proportion
+// binary format (package storage/internal/record, which boltstore's migration of
+// schema-1 files also reads them with), and keeps the indexes that let a controller's passes cost in proportion
 // to what is unfinished: runs by phase, and each run's operations split into unfinished
 // and finished ones. Owners are checked by UID: a call that names an owner whose UID
 // differs from its stored run's fails with operations.ErrUIDMismatch.

@@ -35,3 +35,6 @@ func QueuedCommits(s *Store) int {
 // StagedChunkKey returns the key of chunk n of the staged batch that the value of
 // StagedMeta names.
 func StagedChunkKey(o operations.Owner, n int) []byte { return stagedKey(opsPrefix(o), 1, n) }
+
+// RunKey returns the key of the record of o's run.
+func RunKey(o operations.Owner) []byte { return runKey(o) }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/record"
 )
 
 // The key layout; see the package documentation.
@@ -177,7 +178,7 @@ func recordKey(prefix []byte, seq uint64, code byte) []byte {
 // appendRecordKey appends the key of recordKey to b.
 func appendRecordKey(b, prefix []byte, seq uint64, code byte) []byte {
 	s := byte(opsFinished)
-	if unfinishedCode(code) {
+	if record.Unfinished(code) {
 		s = opsUnfinished
 	}
 	return binary.BigEndian.AppendUint64(append(append(b, prefix...), s), seq)
@@ -232,7 +233,7 @@ func appendIDEntry(b []byte, e idEntry) []byte {
 }
 
 func parseIDEntry(id string, v []byte) (idEntry, error) {
-	if len(v) != 9 || v[8] == 0 || int(v[8]) >= len(codePhases) {
+	if len(v) != 9 || v[8] == 0 || int(v[8]) >= len(record.CodePhases) {
 		return idEntry{}, fmt.Errorf("operation %q: ID index value %x: %w", id, v, operations.ErrCorrupt)
 	}
 	return idEntry{binary.BigEndian.Uint64(v), v[8]}, nil
@@ -267,19 +268,19 @@ func parseOpsMeta(v []byte) (opsMetaValue, error) {
 	if v == nil {
 		return opsMetaValue{next: 1}, nil
 	}
-	d := decoder{b: v}
+	d := record.NewDecoder(v)
 	var m opsMetaValue
-	f := d.u8()
-	if d.err == nil && f != opsMetaFormat1 && f != opsMetaFormat2 {
+	f := d.U8()
+	if !d.Failed() && f != opsMetaFormat1 && f != opsMetaFormat2 {
 		return m, fmt.Errorf("operations metadata format %d: %w", f, operations.ErrCorrupt)
 	}
-	m.next, m.batches, m.staged = d.uvarint(), d.uvarint(), d.uvarint()
+	m.next, m.batches, m.staged = d.Uvarint(), d.Uvarint(), d.Uvarint()
 	if f == opsMetaFormat1 {
-		if c := d.uvarint(); c > 1<<31 {
-			d.fail("chunk count %d", c)
+		if c := d.Uvarint(); c > 1<<31 {
+			d.Fail("chunk count %d", c)
 		}
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return m, fmt.Errorf("operations metadata: %w: %w", operations.ErrCorrupt, err)
 	}
 	return m, nil

@@ -1,7 +1,7 @@
 package kv
 
 import (
-	"encoding/binary"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -49,56 +49,45 @@ func TestKeysOfOwnKinds(t *testing.T) {
 	}
 }
 
-// TestRunRecordKeepsTheBase: a run record keeps the base of its kind's profile, and one
-// whose base does not fit the kind its key names does not decode.
-func TestRunRecordKeepsTheBase(t *testing.T) {
-	for _, base := range []phase.Kind{phase.Backup, phase.Restore} {
-		p, err := phase.Declare("DB", base, phase.WithQueue(), phase.WithRestoreFinalizing())
-		require.NoError(t, err)
-		r := operations.Run{Owner: operations.Owner{Kind: "DB", Name: "a", UID: "u"}, Phase: phase.New, Profile: p}
-		got, err := decodeRun(r.Owner, appendRun(nil, &r))
-		require.NoError(t, err)
-		require.Empty(t, cmp.Diff(r, got))
+// The operations metadata of format 1, which ended with a chunk count, still reads.
+func TestOpsMetaFormat1(t *testing.T) {
+	old := []byte{opsMetaFormat1, 7, 3, 5, 2} // next 7, batches 3, staged 5, 2 chunks
+	got, err := parseOpsMeta(old)
+	require.NoError(t, err)
+	want := opsMetaValue{next: 7, batches: 3, staged: 5}
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(opsMetaValue{})); d != "" {
+		t.Errorf("format 1 metadata (-want +got):\n%s", d)
+	}
+	again, err := parseOpsMeta(got.append(nil))
+	require.NoError(t, err)
+	if d := cmp.Diff(want, again, cmp.AllowUnexported(opsMetaValue{})); d != "" {
+		t.Errorf("metadata written again (-want +got):\n%s", d)
+	}
+}
 
-		// The same record under Backup's or Restore's key, or a kind's without a base.
-		for _, o := range []operations.Owner{{Kind: phase.Backup, Name: "a"}, {Kind: phase.Restore, Name: "a"}} {
-			if o.Kind == base {
-				continue
+// FuzzDecode feeds the parsers of the engine's values other than records (a run's
+// operations metadata and a staged chunk) what a damaged backend might hold: they must
+// return a value or an error wrapping operations.ErrCorrupt, never panic, and a value
+// they return must encode back to the same bytes. The records have their own fuzz test
+// in storage/internal/record.
+func FuzzDecode(f *testing.F) {
+	f.Add(opsMetaValue{next: 7, batches: 3, staged: 5}.append(nil))
+	f.Add([]byte{opsMetaFormat1, 7, 3, 5, 2})
+	chunks, err := (&Store{}).chunks(nil, 1, []Write{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("d"), Delete: true}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(chunks[0])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if m, err := parseOpsMeta(b); err != nil {
+			if !errors.Is(err, operations.ErrCorrupt) {
+				t.Fatalf("parseOpsMeta error %v does not wrap ErrCorrupt", err)
 			}
-			_, err = decodeRun(o, appendRun(nil, &r))
-			require.ErrorIs(t, err, operations.ErrCorrupt, "%s following %s", o.Kind, base)
+		} else if b != nil && b[0] == opsMetaFormat2 && string(m.append(nil)) != string(b) {
+			t.Fatalf("operations metadata %x parses to %+v, which encodes to %x", b, m, m.append(nil))
 		}
-	}
-	plain := operations.Run{Owner: operations.Owner{Kind: "DB", Name: "a"}, Phase: phase.New}
-	_, err := decodeRun(plain.Owner, appendRun(nil, &plain))
-	require.ErrorIs(t, err, operations.ErrCorrupt)
-	require.ErrorIs(t, err, phase.ErrUnknownKind)
-
-	// Both bases at once is no profile.
-	rec := appendRun(nil, &operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "a"}, Phase: phase.New})
-	flags := len(appendString(appendString([]byte{runFormat1}, ""), "New")) // after format, UID and phase
-	require.Zero(t, rec[flags])
-	rec[flags] = profileBaseBackup | profileBaseRestore
-	_, err = decodeRun(plain.Owner, rec)
-	require.ErrorIs(t, err, operations.ErrCorrupt)
-
-	// A kind declared with its phases keeps them; a set that is empty or that no
-	// declaration gives is refused.
-	few := []phase.Phase{phase.New, phase.InProgress, phase.WaitingForPluginOperations,
-		phase.WaitingForPluginOperationsPartiallyFailed, phase.Completed, phase.PartiallyFailed, phase.Failed}
-	p, err := phase.Declare("DB", phase.Backup, phase.WithPhases(few...))
-	require.NoError(t, err)
-	r := operations.Run{Owner: operations.Owner{Kind: "DB", Name: "a", UID: "u"}, Phase: phase.New, Profile: p}
-	got, err := decodeRun(r.Owner, appendRun(nil, &r))
-	require.NoError(t, err)
-	require.Empty(t, cmp.Diff(r, got))
-	for _, set := range []phase.Set{0, phase.SetOf(phase.New, phase.Completed)} {
-		rec := appendRun(nil, &operations.Run{Owner: r.Owner, Phase: phase.New, Profile: phase.Profile{Base: phase.Backup, Phases: phase.SetOf(few...)}})
-		flags := len(appendString(appendString([]byte{runFormat1}, "u"), "New"))
-		require.Equal(t, byte(profileBaseBackup|profilePhases), rec[flags])
-		n := len(binary.AppendUvarint(nil, uint64(phase.SetOf(few...))))
-		rec = append(append(rec[:flags+1:flags+1], binary.AppendUvarint(nil, uint64(set))...), rec[flags+1+n:]...)
-		_, err = decodeRun(r.Owner, rec)
-		require.ErrorIs(t, err, operations.ErrCorrupt, "phases %s", set)
-	}
+		if _, err := parseChunk(b); err != nil && !errors.Is(err, operations.ErrCorrupt) {
+			t.Fatalf("parseChunk error %v does not wrap ErrCorrupt", err)
+		}
+	})
 }

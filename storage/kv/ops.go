@@ -8,6 +8,7 @@ import (
 
 	"github.com/itemops/itemops/internal/seqmerge"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/internal/record"
 )
 
 // encodeBatch validates ops as a batch of o and encodes their records. The records are
@@ -21,7 +22,7 @@ func encodeBatch(o operations.Owner, ops []operations.Operation) ([][]byte, erro
 	var buf []byte
 	for i := range ops {
 		start := len(buf)
-		buf = appendOperation(buf, &ops[i])
+		buf = record.AppendOperation(buf, &ops[i])
 		recs[i] = buf[start:len(buf):len(buf)]
 		if i == 0 {
 			// Room for the others at the first one's size and an eighth more, so that
@@ -105,12 +106,12 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 				fresh = append(fresh, i)
 				continue
 			}
-			before := operations.Operation{Owner: o, ID: ops[i].ID, Status: operations.Status{Phase: codePhases[e.code]}}
+			before := operations.Operation{Owner: o, ID: ops[i].ID, Status: operations.Status{Phase: record.CodePhases[e.code]}}
 			if err := operations.ValidateOperationUpdate(before, ops[i]); err != nil {
 				return fmt.Errorf("batch item %d: %w", i, err)
 			}
 			code := recs[i][1]
-			if unfinishedCode(code) != unfinishedCode(e.code) {
+			if record.Unfinished(code) != record.Unfinished(e.code) {
 				// The record moves between the unfinished and the finished keys.
 				body = append(body, Write{Key: keys.record(prefix, e.seq, e.code), Delete: true})
 			}
@@ -243,7 +244,7 @@ func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string)
 		if rec == nil {
 			return fmt.Errorf("indexed but not stored: %w", operations.ErrCorrupt)
 		}
-		op, err = decodeOperation(o, rec)
+		op, err = record.DecodeOperation(o, rec)
 		return err
 	})
 	if err != nil {
@@ -278,10 +279,10 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 				if len(k) != len(start)+8 {
 					return fmt.Errorf("operation record key %q: %w", k, operations.ErrCorrupt)
 				}
-				if c, err := recordCode(v); err == nil && !f.Match(operations.Operation{Status: operations.Status{Phase: codePhases[c]}}) {
+				if c, err := record.OperationCode(v); err == nil && !f.Match(operations.Operation{Status: operations.Status{Phase: record.CodePhases[c]}}) {
 					return nil // not selected: skip it without decoding
 				}
-				op, err := decodeOperation(o, v)
+				op, err := record.DecodeOperation(o, v)
 				if err != nil {
 					return fmt.Errorf("operation record %x: %w", k[len(start):], err)
 				}

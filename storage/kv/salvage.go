@@ -12,6 +12,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/record"
 )
 
 // A SalvagedRun is a run that [Salvage] read back, with those of its operations it read
@@ -113,7 +114,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 				lost = append(lost, Loss{Why: err.Error()})
 				continue
 			}
-			if run, err := decodeRun(o, v); err != nil {
+			if run, err := record.DecodeRun(o, v); err != nil {
 				undecoded[o] = err
 			} else {
 				runs[o] = run
@@ -121,7 +122,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 		case key[0] == prefixIdx:
 			// Only a copy: a run it would name is lost only with its record.
 			if o, err := ownerOfIdxKey(key); err == nil {
-				if run, err := decodeRun(o, v); err == nil {
+				if run, err := record.DecodeRun(o, v); err == nil {
 					copies[o] = run
 				}
 			}
@@ -201,7 +202,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 			id, rec := ro.names[seq], []byte(nil)
 			if both := ro.records[seq]; both != nil {
 				if e, indexed := ro.ids[seq]; indexed {
-					rec = both[btoi(!unfinishedCode(e.code))]
+					rec = both[btoi(!record.Unfinished(e.code))]
 				} else {
 					rec = both[btoi(both[1] != nil)]
 				}
@@ -210,7 +211,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 				lost = append(lost, Loss{Owner: o, ID: id, Why: "its record is lost (gone, or left out as damaged): only its ID index entry remains"})
 				continue
 			}
-			op, err := decodeOperation(o, rec)
+			op, err := record.DecodeOperation(o, rec)
 			if err != nil {
 				lost = append(lost, Loss{Owner: o, ID: id, Why: fmt.Sprintf("its record does not decode: %v", err)})
 				continue

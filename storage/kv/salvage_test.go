@@ -88,7 +88,7 @@ func TestSalvageAppliesStagedBatch(t *testing.T) {
 // only key that starts with 'p' and ends with a zero byte and o's name).
 func dropRunRecords(t *testing.T, b kv.Backend, o operations.Owner) {
 	t.Helper()
-	writes := []kv.Write{{Key: kv.ClaimKey(o), Delete: true}}
+	writes := []kv.Write{{Key: kv.RunKey(o), Delete: true}}
 	require.NoError(t, b.Read(bg, func(r kv.Reader) error {
 		return r.Scan(bg, []byte("p"), []byte("q"), func(k, _ []byte, _ kv.Version) error {
 			if bytes.HasSuffix(k, append([]byte{0}, o.Name...)) {
@@ -124,7 +124,7 @@ func TestSalvageRunFromIndexCopy(t *testing.T) {
 	require.NoError(t, s.PutOperations(bg, owner, batch))
 	want, err := s.GetRun(bg, owner)
 	require.NoError(t, err)
-	require.NoError(t, b.Commit(bg, nil, []kv.Write{{Key: kv.ClaimKey(owner), Delete: true}}))
+	require.NoError(t, b.Commit(bg, nil, []kv.Write{{Key: kv.RunKey(owner), Delete: true}}))
 
 	runs, lost := salvage(t, b)
 	require.Empty(t, lost)

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/internal/record"
 )
 
 // fits reports whether one Commit of conds and writes is within the backend's limits.
@@ -110,18 +111,18 @@ func (s *Store) chunks(prefix []byte, batch uint64, writes []Write) ([][]byte, e
 
 // parseChunk decodes a staged chunk.
 func parseChunk(b []byte) ([]Write, error) {
-	d := decoder{b: b}
+	d := record.NewDecoder(b)
 	var out []Write
-	for d.err == nil && d.off < len(d.b) {
-		flag := d.u8()
+	for d.More() {
+		flag := d.U8()
 		if flag > 1 {
-			d.fail("unknown write flag %d", flag)
+			d.Fail("unknown write flag %d", flag)
 		}
-		k := d.bytes()
-		v := d.bytes()
+		k := d.Bytes()
+		v := d.Bytes()
 		out = append(out, Write{Key: k, Value: v, Delete: flag == 1})
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return nil, fmt.Errorf("staged chunk: %w: %w", operations.ErrCorrupt, err)
 	}
 	return out, nil

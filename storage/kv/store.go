@@ -10,6 +10,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/record"
 )
 
 // A Store is the engine: an [operations.Store] over a [Backend]. Create one with [Open].
@@ -35,11 +36,6 @@ const DefaultRetries = 100
 // WithRetries sets how many times a write that loses races is tried (see
 // [DefaultRetries]); the default is DefaultRetries, and less than 1 means 1.
 func WithRetries(n int) Option { return func(s *Store) { s.attempts = max(n, 1) } }
-
-// ClaimKey returns a name for the run of o, unique among runs and the same for every
-// UID, for a driver that keeps claims on runs (see operations.RunClaimer) outside the
-// engine's keys, as storage/etcdstore does with leases.
-func ClaimKey(o operations.Owner) []byte { return runKey(o) }
 
 var _ operations.Store = (*Store)(nil)
 
@@ -112,7 +108,7 @@ func readRun(ctx context.Context, r Reader, o operations.Owner) (operations.Run,
 	if v == nil {
 		return operations.Run{}, 0, operations.ErrNotFound
 	}
-	run, err := decodeRun(o, v)
+	run, err := record.DecodeRun(o, v)
 	if err != nil {
 		return operations.Run{}, 0, err
 	}
@@ -153,7 +149,7 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.Owner, err)
 	}
-	rk, rec := runKey(r.Owner), appendRun(nil, &r)
+	rk, rec := runKey(r.Owner), record.AppendRun(nil, &r)
 	prefix := opsPrefix(r.Owner)
 	metaKey := opsKey(prefix, opsMeta)
 	head := []Write{{Key: rk, Value: rec}, {Key: idxKey(r.Owner, r.Phase), Value: rec}}
@@ -241,7 +237,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 		if err := operations.ValidateRunUpdate(before, after); err != nil {
 			return err
 		}
-		rk, rec := runKey(o), appendRun(nil, &after)
+		rk, rec := runKey(o), record.AppendRun(nil, &after)
 		writes := []Write{{Key: rk, Value: rec}, {Key: idxKey(o, after.Phase), Value: rec}}
 		if after.Phase != before.Phase {
 			writes = append(writes, Write{Key: idxKey(o, before.Phase), Delete: true})
@@ -284,7 +280,7 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 					if err != nil {
 						return err
 					}
-					run, err := decodeRun(o, v)
+					run, err := record.DecodeRun(o, v)
 					if err != nil {
 						return fmt.Errorf("run %s: %w", o, err)
 					}
@@ -314,7 +310,7 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 							return err
 						}
 					}
-					run, err := decodeRun(o, v)
+					run, err := record.DecodeRun(o, v)
 					if err != nil {
 						return fmt.Errorf("phase index entry of run %s: %w", o, err)
 					}

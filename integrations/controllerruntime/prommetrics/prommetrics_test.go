@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -76,7 +77,7 @@ func TestScrape(t *testing.T) {
 	metrics := prommetrics.New()
 	require.NoError(t, metrics.Register(reg))
 	require.NoError(t, prommetrics.New().Register(reg), "a second Metrics shares the registered ones")
-	opts := append(metrics.MonitorOptions(),
+	opts := append(metrics.Reporter("m").MonitorOptions(),
 		monitor.WithClock(clocktest.NewClock(t0)),
 		monitor.WithCallTimeout(20*time.Millisecond),
 		monitor.WithFinalizer(monitor.FinalizerFunc(func(context.Context, operations.Run, []operations.ResourceIdentifier) error {
@@ -135,37 +136,37 @@ func TestScrape(t *testing.T) {
 	}
 	want := map[string][]sample{
 		"itemops_runs": { // as the pass found them: all three waiting
-			{l("kind", "Backup", "phase", "WaitingForPluginOperations"), 3},
+			{l("monitor", "m", "kind", "Backup", "phase", "WaitingForPluginOperations"), 3},
 		},
 		"itemops_operations": {
-			{l("phase", "InProgress"), 0},
-			{l("phase", "New"), 1}, // b3's quiet operation
+			{l("monitor", "m", "phase", "InProgress"), 0},
+			{l("monitor", "m", "phase", "New"), 1}, // b3's quiet operation
 		},
 		"itemops_operations_ended_total": {
-			{l("phase", "Completed"), 2},
-			{l("phase", "Failed"), 4},
+			{l("monitor", "m", "phase", "Completed"), 2},
+			{l("monitor", "m", "phase", "Failed"), 4},
 		},
-		"itemops_operations_timed_out_total":    {{l("action", "slow"), 1}},
-		"itemops_monitor_pass_duration_seconds": {{l(), 1}},
+		"itemops_operations_timed_out_total":    {{l("monitor", "m", "action", "slow"), 1}},
+		"itemops_monitor_pass_duration_seconds": {{l("monitor", "m"), 1}},
 		"itemops_plugin_call_duration_seconds": {
-			{l("action", "err", "call", "progress"), 1},
-			{l("action", "hang", "call", "progress"), 1},
-			{l("action", "ok", "call", "progress"), 2},
-			{l("action", "panic", "call", "progress"), 1},
-			{l("action", "quiet", "call", "progress"), 1},
-			{l("action", "slow", "call", "cancel"), 1},
-			{l("action", "slow", "call", "progress"), 1},
+			{l("monitor", "m", "action", "err", "call", "progress"), 1},
+			{l("monitor", "m", "action", "hang", "call", "progress"), 1},
+			{l("monitor", "m", "action", "ok", "call", "progress"), 2},
+			{l("monitor", "m", "action", "panic", "call", "progress"), 1},
+			{l("monitor", "m", "action", "quiet", "call", "progress"), 1},
+			{l("monitor", "m", "action", "slow", "call", "cancel"), 1},
+			{l("monitor", "m", "action", "slow", "call", "progress"), 1},
 		},
 		"itemops_plugin_calls_total": {
-			{l("action", "err", "call", "progress", "outcome", "errored"), 1},
-			{l("action", "hang", "call", "progress", "outcome", "timed_out"), 1},
-			{l("action", "ok", "call", "progress", "outcome", "succeeded"), 2},
-			{l("action", "panic", "call", "progress", "outcome", "panicked"), 1},
-			{l("action", "quiet", "call", "progress", "outcome", "succeeded"), 1},
-			{l("action", "slow", "call", "cancel", "outcome", "succeeded"), 1},
-			{l("action", "slow", "call", "progress", "outcome", "succeeded"), 1},
+			{l("monitor", "m", "action", "err", "call", "progress", "outcome", "errored"), 1},
+			{l("monitor", "m", "action", "hang", "call", "progress", "outcome", "timed_out"), 1},
+			{l("monitor", "m", "action", "ok", "call", "progress", "outcome", "succeeded"), 2},
+			{l("monitor", "m", "action", "panic", "call", "progress", "outcome", "panicked"), 1},
+			{l("monitor", "m", "action", "quiet", "call", "progress", "outcome", "succeeded"), 1},
+			{l("monitor", "m", "action", "slow", "call", "cancel", "outcome", "succeeded"), 1},
+			{l("monitor", "m", "action", "slow", "call", "progress", "outcome", "succeeded"), 1},
 		},
-		"itemops_finalizer_failures_total": {{l("kind", "Backup"), 2}}, // b1 and b2 both reach finalizing
+		"itemops_finalizer_failures_total": {{l("monitor", "m", "kind", "Backup"), 2}}, // b1 and b2 both reach finalizing
 	}
 	for k := range want {
 		slices.SortFunc(want[k], func(a, b sample) int { return cmp.Compare(labelKey(a.Labels), labelKey(b.Labels)) })
@@ -193,9 +194,9 @@ func labelKey(m map[string]string) string {
 	return fmt.Sprint(keys)
 }
 
-// TestMonitorsAddUp: Monitors that report to one registry, through Metrics of their own
-// or through one Metrics, each keep their part of the gauges: 3 + 1 + 2 waiting runs
-// show 6, not the last pass's count.
+// TestMonitorsAddUp: Monitors that report under one name to one registry, through
+// Metrics of their own or through one Metrics, each keep their part of the gauges: 3 + 1
+// + 2 waiting runs show 6, not the last pass's count.
 func TestMonitorsAddUp(t *testing.T) {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
@@ -219,9 +220,9 @@ func TestMonitorsAddUp(t *testing.T) {
 		return monitor.New(store, quiet, append(opts, monitor.WithClock(clocktest.NewClock(t0)))...)
 	}
 	monitors := []*monitor.Monitor{
-		monitorWith(3, first.MonitorOptions()),
-		monitorWith(1, second.MonitorOptions()),
-		monitorWith(2, first.MonitorOptions()),
+		monitorWith(3, first.Reporter("m").MonitorOptions()),
+		monitorWith(1, second.Reporter("m").MonitorOptions()),
+		monitorWith(2, first.Reporter("m").MonitorOptions()),
 	}
 	for range 2 { // a second round replaces each Monitor's part, adding nothing
 		for _, m := range monitors {
@@ -240,9 +241,9 @@ func TestMonitorsAddUp(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"itemops_runs[kind=Backup phase=WaitingForPluginOperations]": 6,
-		"itemops_operations[phase=InProgress]":                       0,
-		"itemops_operations[phase=New]":                              6,
+		"itemops_runs[kind=Backup monitor=m phase=WaitingForPluginOperations]": 6,
+		"itemops_operations[monitor=m phase=InProgress]":                       0,
+		"itemops_operations[monitor=m phase=New]":                              6,
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("gauges (-want +got):\n%s", diff)
@@ -270,7 +271,7 @@ func TestHungCallCountedNotTimed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics := prommetrics.New()
 	require.NoError(t, metrics.Register(reg))
-	opts := append(metrics.MonitorOptions(), monitor.WithClock(clocktest.NewClock(t0)),
+	opts := append(metrics.Reporter("m").MonitorOptions(), monitor.WithClock(clocktest.NewClock(t0)),
 		monitor.WithCallTimeout(20*time.Millisecond), monitor.WithProgressErrorTolerance(10))
 	m := monitor.New(store, operationstest.Resolver(map[string]operations.Tracker{"stuck": stuck}), opts...)
 	for range 2 {
@@ -292,9 +293,9 @@ func TestHungCallCountedNotTimed(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"calls " + labelKey(map[string]string{"action": "stuck", "call": "progress", "outcome": "timed_out"}): 1,
-		"calls " + labelKey(map[string]string{"action": "stuck", "call": "progress", "outcome": "hung"}):      1,
-		"timed " + labelKey(map[string]string{"action": "stuck", "call": "progress"}):                         1,
+		"calls " + labelKey(map[string]string{"monitor": "m", "action": "stuck", "call": "progress", "outcome": "timed_out"}): 1,
+		"calls " + labelKey(map[string]string{"monitor": "m", "action": "stuck", "call": "progress", "outcome": "hung"}):      1,
+		"timed " + labelKey(map[string]string{"monitor": "m", "action": "stuck", "call": "progress"}):                         1,
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("plugin call metrics after two passes (-want +got):\n%s", diff)
@@ -308,4 +309,89 @@ func labelsOf(mt *dto.Metric) map[string]string {
 		m[l.GetName()] = l.GetValue()
 	}
 	return m
+}
+
+// TestMonitorsApart: Monitors that report to one registry under names of their own have
+// series of their own, on every metric; Close removes a Monitor's gauges, whatever
+// order it comes in, and keeps later passes out of them, while its counters and
+// histograms and the other Monitor's series stay.
+func TestMonitorsApart(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	metrics := prommetrics.New()
+	require.NoError(t, metrics.Register(reg))
+	tracker := func(p operations.Progress) operations.Tracker {
+		return &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) { return p, nil }}
+	}
+	resolver := operationstest.Resolver(map[string]operations.Tracker{
+		"done": tracker(operations.Progress{Completed: true}), "quiet": tracker(operations.Progress{}),
+	})
+	monitorWith := func(r *prommetrics.Reporter, runs int) *monitor.Monitor {
+		store := memstore.New()
+		for i := range runs {
+			_, err := operations.StartRun(ctx, store, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: fmt.Sprint("b", i)}, Created: t0},
+				func(context.Context) (operations.MainRun, error) {
+					return operations.MainRun{Operations: []operations.Operation{{Action: "quiet", ID: "1"}, {Action: "done", ID: "2"}}}, nil
+				})
+			require.NoError(t, err)
+		}
+		return monitor.New(store, resolver, append(r.MonitorOptions(), monitor.WithClock(clocktest.NewClock(t0)))...)
+	}
+	east, west := metrics.Reporter("east"), metrics.Reporter("west")
+	me, mw := monitorWith(east, 2), monitorWith(west, 1)
+	for _, m := range []*monitor.Monitor{me, mw} {
+		_, err := m.RunOnce(ctx)
+		require.NoError(t, err)
+	}
+	of := func(name string, runs, newOps float64, ended float64) map[string]float64 {
+		s := map[string]float64{
+			"itemops_operations_ended_total" + labelKey(map[string]string{"monitor": name, "phase": "Completed"}):                                      ended,
+			"itemops_operations_ended_total" + labelKey(map[string]string{"monitor": name, "phase": "Failed"}):                                         0,
+			"itemops_monitor_pass_duration_seconds" + labelKey(map[string]string{"monitor": name}):                                                     1,
+			"itemops_plugin_call_duration_seconds" + labelKey(map[string]string{"monitor": name, "action": "done", "call": "progress"}):                ended,
+			"itemops_plugin_call_duration_seconds" + labelKey(map[string]string{"monitor": name, "action": "quiet", "call": "progress"}):               ended,
+			"itemops_plugin_calls_total" + labelKey(map[string]string{"monitor": name, "action": "done", "call": "progress", "outcome": "succeeded"}):  ended,
+			"itemops_plugin_calls_total" + labelKey(map[string]string{"monitor": name, "action": "quiet", "call": "progress", "outcome": "succeeded"}): ended,
+		}
+		if runs > 0 {
+			s["itemops_runs"+labelKey(map[string]string{"monitor": name, "kind": "Backup", "phase": "WaitingForPluginOperations"})] = runs
+			s["itemops_operations"+labelKey(map[string]string{"monitor": name, "phase": "New"})] = newOps
+			s["itemops_operations"+labelKey(map[string]string{"monitor": name, "phase": "InProgress"})] = 0
+		}
+		return s
+	}
+	want := of("east", 2, 2, 2)
+	maps.Copy(want, of("west", 1, 1, 1))
+	if diff := gocmp.Diff(want, series(t, reg)); diff != "" {
+		t.Errorf("series of two Monitors (-want +got):\n%s", diff)
+	}
+
+	east.Close()
+	east.Close() // idempotent
+	want = of("east", 0, 0, 2)
+	maps.Copy(want, of("west", 1, 1, 1))
+	if diff := gocmp.Diff(want, series(t, reg)); diff != "" {
+		t.Errorf("series after the east Monitor's Close (-want +got):\n%s", diff)
+	}
+	_, err := me.RunOnce(ctx) // a pass after Close counts, but shows in no gauge
+	require.NoError(t, err)
+	got := series(t, reg)
+	require.NotContains(t, got, "itemops_runs"+labelKey(map[string]string{"monitor": "east", "kind": "Backup", "phase": "WaitingForPluginOperations"}))
+	require.Equal(t, 2.0, got["itemops_monitor_pass_duration_seconds"+labelKey(map[string]string{"monitor": "east"})])
+}
+
+// series gathers reg: the value of each series by its name and labels (a histogram's
+// sample count).
+func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			v := mt.GetCounter().GetValue() + mt.GetGauge().GetValue() + float64(mt.GetHistogram().GetSampleCount())
+			got[f.GetName()+labelKey(labelsOf(mt))] = v
+		}
+	}
+	return got
 }

@@ -3,7 +3,7 @@
 // over github.com/itemops/itemops/integrations/velero, which holds their logic. Run it
 // through the apply script next to it:
 //
-//	integrations/velero/dropin/apply VELERO_DIR
+//	integrations/velero/dropin/apply [-module-version VERSION] VELERO_DIR
 //
 // It changes, in VELERO_DIR:
 //
@@ -15,8 +15,11 @@
 //   - pkg/itemoperationmap/backup_operation_map.go and restore_operation_map.go: the map
 //     types become the bridge's BackupOperations and RestoreOperations, so the server, the
 //     controllers and the download-request controller share them as they shared the maps.
-//   - go.mod and go.sum: the bridge and itemops are required (replaced by the checkout
-//     the command runs from, when it runs from one), with what building them needs.
+//   - go.mod and go.sum: the bridge and itemops are required, with what building them
+//     needs: replaced by the itemops checkout given with -checkout (the apply script
+//     gives its own), or, with -module-version, at that version with no replace, so that
+//     the tree builds wherever it is cloned. The bridge's requirement goes in the block
+//     of Velero's direct requirements, the others in the block of its indirect ones.
 //
 // Nothing else is changed. A file that already imports the bridge is left alone, so
 // applying twice changes nothing more. When a function the drop-in replaces is missing
@@ -38,6 +41,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/mod/modfile"
 )
 
 const (
@@ -48,28 +53,29 @@ const (
 )
 
 func main() {
-	checkout := flag.String("checkout", "", "the itemops checkout to replace the modules with (none: require published versions)")
+	checkout := flag.String("checkout", "", "replace the modules of itemops and its Velero bridge by this itemops checkout, at version v0.0.0")
+	version := flag.String("module-version", "", "require this version of itemops and of its Velero bridge, with no replace: a tag, a pseudo-version or a commit, as go get takes it (default: latest)")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: apply [-checkout DIR] VELERO_DIR")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: dropin [-checkout DIR | -module-version VERSION] VELERO_DIR")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 1 {
+	if flag.NArg() != 1 || *checkout != "" && *version != "" {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := apply(flag.Arg(0), *checkout); err != nil {
+	if err := apply(flag.Arg(0), *checkout, *version); err != nil {
 		fmt.Fprintln(os.Stderr, "apply:", err)
 		os.Exit(1)
 	}
 }
 
 // apply installs the drop-in in the Velero tree at dir; see the package documentation.
-func apply(dir, checkout string) error {
+func apply(dir, checkout, version string) error {
 	if err := editFiles(dir); err != nil {
 		return err
 	}
-	return requireBridge(dir, checkout)
+	return requireBridge(dir, checkout, version)
 }
 
 // editFiles rewrites the Velero files of the drop-in in the tree at dir, all or none.
@@ -115,28 +121,64 @@ func editFiles(dir string) error {
 	return nil
 }
 
-// requireBridge adds the bridge and itemops to the go.mod of dir, replaced by checkout
-// when it is set, and adds to go.sum what building them needs (go get, which changes
-// nothing else of the module; go mod tidy would also need every test dependency of
-// every dependency, which Velero's graph does not always offer).
-func requireBridge(dir, checkout string) error {
-	if checkout == "" {
-		return goCmd(dir, "get", bridgePath+"@latest")
+// requireBridge makes the go.mod of dir require the bridge and itemops, at version,
+// and adds to go.sum what building them needs, with go get, which changes nothing else
+// of the module (go mod tidy would also need every test dependency of every
+// dependency, which Velero's graph does not always offer); then requireDirect moves
+// the bridge's requirement to the block of the direct ones. When checkout is set, both
+// modules are replaced by that itemops checkout and required at v0.0.0, so the go.mod
+// names a directory of this machine; otherwise they are required at version, "latest"
+// when it is empty. It fails, with go's message, when go get does.
+func requireBridge(dir, checkout, version string) error {
+	if checkout != "" {
+		abs, err := filepath.Abs(checkout)
+		if err != nil {
+			return err
+		}
+		mod, err := os.ReadFile(filepath.Join(abs, "go.mod"))
+		if err != nil || modulePath(mod) != rootPath {
+			return fmt.Errorf("%s: not an itemops checkout", checkout)
+		}
+		if err := goCmd(dir, "mod", "edit",
+			"-replace="+rootPath+"="+abs, "-replace="+bridgePath+"="+filepath.Join(abs, "integrations", "velero")); err != nil {
+			return err
+		}
+		version = "v0.0.0"
 	}
-	abs, err := filepath.Abs(checkout)
+	if version == "" {
+		version = "latest"
+	}
+	if err := goCmd(dir, "get", bridgePath+"@"+version, rootPath+"@"+version); err != nil {
+		return err
+	}
+	return requireDirect(filepath.Join(dir, "go.mod"), bridgePath)
+}
+
+// requireDirect rewrites the go.mod file at path with the requirement of the module
+// mpath marked direct, and moved to the block of the direct requirements, as go mod
+// tidy would: go get marks a module it adds indirect, as it does not read which
+// packages of the main module import it, and the drop-in's files import the bridge.
+// It fails when the file cannot be read, parsed or written.
+func requireDirect(path, mpath string) error {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	mod, err := os.ReadFile(filepath.Join(abs, "go.mod"))
-	if err != nil || modulePath(mod) != rootPath {
-		return fmt.Errorf("%s: not an itemops checkout", checkout)
-	}
-	if err := goCmd(dir, "mod", "edit",
-		"-replace="+rootPath+"="+abs, "-replace="+bridgePath+"="+filepath.Join(abs, "integrations", "velero"),
-		"-require="+rootPath+"@v0.0.0", "-require="+bridgePath+"@v0.0.0"); err != nil {
+	f, err := modfile.Parse(path, data, nil)
+	if err != nil {
 		return err
 	}
-	return goCmd(dir, "get", bridgePath+"@v0.0.0", rootPath+"@v0.0.0")
+	reqs := make([]*modfile.Require, len(f.Require))
+	for i, r := range f.Require {
+		reqs[i] = &modfile.Require{Mod: r.Mod, Indirect: r.Indirect && r.Mod.Path != mpath}
+	}
+	f.SetRequireSeparateIndirect(reqs)
+	f.Cleanup()
+	out, err := f.Format()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
 }
 
 func goCmd(dir string, args ...string) error {

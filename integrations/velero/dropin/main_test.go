@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // The files the drop-in changes, and the files it reads besides.
@@ -21,9 +23,16 @@ var dropinFiles = []string{
 	"go.sum",
 }
 
-// veleroMain is the source snapshot of Velero's main branch kept next to the
-// repository (../shared from its root, five levels up from this package).
-var veleroMain = filepath.Join("..", "..", "..", "..", "shared", "velero-main")
+// veleroMain is the source snapshot of Velero's main branch: the directory that
+// ITEMOPS_VELERO_MAIN names (.ci/velero sets it, since it tests a copy of this module
+// kept elsewhere), or else the one kept next to the repository (../shared from its
+// root, five levels up from this package).
+var veleroMain = func() string {
+	if dir := os.Getenv("ITEMOPS_VELERO_MAIN"); dir != "" {
+		return dir
+	}
+	return filepath.Join("..", "..", "..", "..", "shared", "velero-main")
+}()
 
 // copyTree copies the files the drop-in touches from Velero's tree src into a new
 // directory.
@@ -66,7 +75,7 @@ func read(t *testing.T, dir string) map[string][]byte {
 // with the drop-in, are CI's (.ci/velero).
 func TestEditVeleroMain(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(veleroMain, "go.mod")); errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("needs Velero main's source snapshot at %s (../shared/velero-main next to the repository), which is absent", veleroMain)
+		t.Skipf("needs Velero main's source snapshot at %s (../shared/velero-main next to the repository, or the directory ITEMOPS_VELERO_MAIN names), which is absent", veleroMain)
 	}
 	dir := copyTree(t, veleroMain)
 	if err := editFiles(dir); err != nil {
@@ -145,7 +154,7 @@ func (c *backupOperationsReconciler) updateBackupAndOperationsJSON() error { ret
 			t.Fatal(err)
 		}
 	}
-	err := apply(dir, "")
+	err := apply(dir, "", "latest")
 	if err == nil || !strings.Contains(err.Error(), "no getBackupItemOperationProgress") {
 		t.Fatalf("apply = %v, want an error naming getBackupItemOperationProgress", err)
 	}
@@ -162,7 +171,81 @@ func (c *backupOperationsReconciler) updateBackupAndOperationsJSON() error { ret
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/other\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := apply(dir, ""); err == nil || !strings.Contains(err.Error(), "not a Velero source tree") {
+	if err := apply(dir, "", "latest"); err == nil || !strings.Contains(err.Error(), "not a Velero source tree") {
 		t.Errorf("apply on another module = %v, want a refusal", err)
+	}
+}
+
+// TestRequireDirect checks that requireDirect moves the bridge's requirement, which go
+// get writes among the indirect ones, to the block of the direct ones, unmarked, and
+// leaves every other line of a go.mod laid out as Velero's is as it was, and that a
+// second run changes nothing.
+func TestRequireDirect(t *testing.T) {
+	const pseudo = "v0.0.0-20261127095805-8a4d4f3d4ee0"
+	in := `module github.com/vmware-tanzu/velero
+
+go 1.24.0
+
+require (
+	github.com/aws/aws-sdk-go-v2 v1.36.3
+	github.com/vmware-tanzu/crash-diagnostics v0.3.7
+	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	cel.dev/expr v0.25.1 // indirect
+	github.com/itemops/itemops ` + pseudo + ` // indirect
+	github.com/itemops/itemops/integrations/velero ` + pseudo + ` // indirect
+	github.com/looplab/fsm v1.0.3 // indirect
+	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
+)
+
+replace github.com/kopia/kopia => github.com/project-velero/kopia v0.0.0-20260512025144-908c5c098101
+`
+	want := `module github.com/vmware-tanzu/velero
+
+go 1.24.0
+
+require (
+	github.com/aws/aws-sdk-go-v2 v1.36.3
+	github.com/itemops/itemops/integrations/velero ` + pseudo + `
+	github.com/vmware-tanzu/crash-diagnostics v0.3.7
+	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	cel.dev/expr v0.25.1 // indirect
+	github.com/itemops/itemops ` + pseudo + ` // indirect
+	github.com/looplab/fsm v1.0.3 // indirect
+	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
+)
+
+replace github.com/kopia/kopia => github.com/project-velero/kopia v0.0.0-20260512025144-908c5c098101
+`
+	path := filepath.Join(t.TempDir(), "go.mod")
+	if err := os.WriteFile(path, []byte(in), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= 2; run++ {
+		if err := requireDirect(path, bridgePath); err != nil {
+			t.Fatalf("run %d: requireDirect: %v", run, err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, string(got)); diff != "" {
+			t.Errorf("run %d: go.mod (-want +got):\n%s", run, diff)
+		}
+	}
+
+	if err := os.WriteFile(path, []byte("module m\nrequire (\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := requireDirect(path, bridgePath); err == nil {
+		t.Error("requireDirect on a go.mod that does not parse: nil error")
+	}
+	if got, _ := os.ReadFile(path); string(got) != "module m\nrequire (\n" {
+		t.Errorf("requireDirect wrote a go.mod that does not parse: %q", got)
 	}
 }

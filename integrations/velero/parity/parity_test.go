@@ -48,12 +48,17 @@ import (
 const (
 	ns     = velerov1api.DefaultNamespace
 	action = "velero.io/test-action"
-	bucket = "velero-bucket"
+	// missing is an action the plugin manager does not have.
+	missing = "velero.io/missing-action"
+	bucket  = "velero-bucket"
 )
 
 // script is what the plugin reports for each operation at each step: the operations
 // are "done" (completes at once), "errs" (Progress fails), "reports" (completes with an
-// error) and "runs" (makes progress at step 0, then at step 1, and completes at step 2).
+// error), "runs" (makes progress at step 0, then at step 1, and completes at step 2),
+// "slow" (makes progress until step 4, and completes at step 5) and "stuck" (makes
+// progress and never completes). Cancel fails for an operation whose ID ends in
+// "cancel-fails".
 type script struct {
 	mu   sync.Mutex
 	step int
@@ -75,10 +80,21 @@ func (s *script) progress(id string) (vplugin.OperationProgress, error) {
 	}
 	p := vplugin.OperationProgress{NCompleted: int64(10 * (step + 1)), NTotal: 30, OperationUnits: "Bytes",
 		Description: "copying", Started: started, Updated: started.Add(time.Duration(step+1) * time.Minute)}
-	if step >= 2 {
-		p.Completed = true
+	switch {
+	case strings.HasSuffix(id, "runs"):
+		p.Completed = step >= 2
+	case strings.HasSuffix(id, "slow"):
+		p.NTotal = 60
+		p.Completed = step >= 5
 	}
 	return p, nil
+}
+
+func (s *script) cancel(id string) error {
+	if strings.HasSuffix(id, "cancel-fails") {
+		return errors.New("rpc error: code = Internal desc = cannot cancel")
+	}
+	return nil
 }
 
 func (s *script) next() {
@@ -93,6 +109,9 @@ type side struct {
 	objects map[string][]byte // the bucket, by key
 	mu      sync.Mutex
 	plugins *pluginmocks.Manager
+	bia     *biamocks.BackupItemAction
+	ria     *riamocks.RestoreItemAction
+	seen    [3]int // how many calls of plugins, bia and ria the last side.calls saw
 	bs      persistence.BackupStore
 	getter  persistence.ObjectBackupStoreGetter
 }
@@ -134,9 +153,14 @@ func newSide(t *testing.T, sc *script, objs ...runtime.Object) *side {
 	ria.On("Progress", mock.Anything, mock.Anything).Return(
 		func(id string, _ *velerov1api.Restore) vplugin.OperationProgress { p, _ := sc.progress(id); return p },
 		func(id string, _ *velerov1api.Restore) error { _, err := sc.progress(id); return err })
+	bia.On("Cancel", mock.Anything, mock.Anything).Return(func(id string, _ *velerov1api.Backup) error { return sc.cancel(id) })
+	ria.On("Cancel", mock.Anything, mock.Anything).Return(func(id string, _ *velerov1api.Restore) error { return sc.cancel(id) })
+	s.bia, s.ria = bia, ria
 	s.plugins.On("GetObjectStore", "memory").Return(store, nil)
 	s.plugins.On("GetBackupItemActionV2", action).Return(bia, nil)
 	s.plugins.On("GetRestoreItemActionV2", action).Return(ria, nil)
+	s.plugins.On("GetBackupItemActionV2", missing).Return(nil, errors.New(`unable to get valid BackupItemActionV2 for "velero.io/missing-action"`))
+	s.plugins.On("GetRestoreItemActionV2", missing).Return(nil, errors.New(`unable to get valid RestoreItemActionV2 for "velero.io/missing-action"`))
 	s.plugins.On("CleanupClients").Return()
 
 	s.getter = persistence.NewObjectBackupStoreGetter(nil)
@@ -147,6 +171,33 @@ func newSide(t *testing.T, sc *script, objs ...runtime.Object) *side {
 }
 
 func (s *side) newPluginManager(logrus.FieldLogger) clientmgmt.Manager { return s.plugins }
+
+// calls returns the calls of the plugin manager and of the item actions made since
+// the last call of calls, sorted, so that two sides' calls compare as multisets: the
+// Monitor checks a run's operations concurrently, Velero one after another. Each is
+// written as the method and its string arguments (a plugin's name, an operation's ID),
+// without the Backup or Restore object. Name, which Velero calls to build the error
+// texts that a reconcile only counts, is left out.
+func (s *side) calls() []string {
+	var out []string
+	for i, m := range []*mock.Mock{&s.plugins.Mock, &s.bia.Mock, &s.ria.Mock} {
+		for _, c := range m.Calls[s.seen[i]:] {
+			if c.Method == "Name" {
+				continue
+			}
+			var args []string
+			for _, a := range c.Arguments {
+				if a, ok := a.(string); ok {
+					args = append(args, a)
+				}
+			}
+			out = append(out, c.Method+"("+strings.Join(args, ", ")+")")
+		}
+		s.seen[i] = len(m.Calls)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // bucket returns the bucket's objects, the itemoperations files decompressed, so that
 // a difference shows as text; the compressed bytes are compared by sameBytes.
@@ -473,4 +524,166 @@ func copies(objs []runtime.Object) []runtime.Object {
 		out[i] = o.DeepCopyObject()
 	}
 	return out
+}
+
+// A multiPassOp is an operation of TestMultiPassParity's runs.
+type multiPassOp struct {
+	id, action string
+	created    *metav1.Time
+	phase      itemoperation.OperationPhase
+}
+
+// multiPassOps are the operations of TestMultiPassParity's runs, one of each outcome
+// (see script): they complete at once, fail by a Progress error, fail by the plugin's
+// report, complete at the third pass, complete at the sixth, time out at the first
+// pass with a Cancel that succeeds or fails, name a plugin the manager does not have,
+// or had completed before the first pass. The run's timeout is an hour; the two
+// operations that time out were created two hours ago.
+func multiPassOps() []multiPassOp {
+	long := metav1.NewTime(time.Now().Add(-2 * time.Hour).Truncate(time.Second))
+	return []multiPassOp{
+		{"op-done", action, created(), itemoperation.OperationPhaseNew},
+		{"op-errs", action, created(), itemoperation.OperationPhaseNew},
+		{"op-reports", action, created(), itemoperation.OperationPhaseInProgress},
+		{"op-runs", action, created(), itemoperation.OperationPhaseNew},
+		{"op-slow", action, created(), itemoperation.OperationPhaseInProgress},
+		{"op-stuck", action, &long, itemoperation.OperationPhaseInProgress},
+		{"op-stuck-cancel-fails", action, &long, itemoperation.OperationPhaseNew},
+		{"op-missing", missing, created(), itemoperation.OperationPhaseNew},
+		{"op-ended", action, created(), itemoperation.OperationPhaseCompleted},
+	}
+}
+
+// multiPass reconciles both sides pass after pass until the run has ended, with a
+// download request after the second and the fifth, and requires after each the same
+// errors, the same status of the object at key and bucket (see compare), and the same
+// plugin calls, as multisets. reconcile and download make a reconcile and a download
+// request on each side and return Velero's error and the bridge's.
+func multiPass(t *testing.T, velero, itemops *side, vsc, isc *script, key client.ObjectKey, obj func() client.Object, status func(client.Object) any,
+	reconcile, download func() (verr, ierr error)) {
+	t.Helper()
+	velero.calls() // the set-up's
+	itemops.calls()
+	for pass := 1; pass <= 7; pass++ {
+		step := fmt.Sprintf("pass %d", pass)
+		verr, ierr := reconcile()
+		require.Equal(t, errText(verr), errText(ierr), "%s: reconcile error", step)
+		compare(t, step, velero, itemops, key, obj, status)
+		vc, ic := velero.calls(), itemops.calls()
+		if diff := cmp.Diff(vc, ic); diff != "" {
+			t.Errorf("%s: plugin calls (-velero +itemops):\n%s", step, diff)
+		}
+		if pass == 1 {
+			for _, c := range []string{"Cancel(op-stuck)", "Cancel(op-stuck-cancel-fails)", "Progress(op-errs)"} {
+				require.Contains(t, vc, c, "the scenario makes Velero call %s in the first pass", c)
+			}
+		}
+		if pass == 2 || pass == 5 {
+			step += ", then a download request"
+			verr, ierr := download()
+			require.NoError(t, verr, step)
+			require.NoError(t, ierr, step)
+			compare(t, step, velero, itemops, key, obj, status)
+			if diff := cmp.Diff(velero.calls(), itemops.calls()); diff != "" {
+				t.Errorf("%s: plugin calls (-velero +itemops):\n%s", step, diff)
+			}
+		}
+		vsc.next()
+		isc.next()
+	}
+}
+
+// TestMultiPassParity runs a backup and a restore whose operations end in every way
+// (multiPassOps) through Velero's operations controllers and through the bridge, pass
+// after pass, with download requests between, and requires after each pass the same
+// plugin calls (the plugin manager's lookups, Progress and Cancel, as multisets: the
+// Monitor makes them concurrently), the same status and the same bucket.
+func TestMultiPassParity(t *testing.T) {
+	t.Run("backup", func(t *testing.T) {
+		backup := builder.ForBackup(ns, "backup-1").StorageLocation("default").ItemOperationTimeout(time.Hour).
+			ObjectMeta(builder.WithUID("uid-1"), builder.WithLabels(velerov1api.ScheduleNameLabel, "daily")).
+			Phase(velerov1api.BackupPhaseWaitingForPluginOperations).Result()
+		var ops []*itemoperation.BackupOperation
+		for _, op := range multiPassOps() {
+			ops = append(ops, &itemoperation.BackupOperation{
+				Spec: itemoperation.BackupOperationSpec{BackupName: backup.Name, BackupUID: "uid-1", BackupItemAction: op.action,
+					ResourceIdentifier: id(), OperationID: op.id},
+				Status: itemoperation.OperationStatus{Phase: op.phase, Created: op.created},
+			})
+		}
+		file, errs := encode.ToJSONGzip(ops, "backup item operations list")
+		require.Empty(t, errs)
+		vsc, isc := &script{}, &script{}
+		velero, itemops := newSide(t, vsc, backup.DeepCopy(), location()), newSide(t, isc, backup.DeepCopy(), location())
+		for _, s := range []*side{velero, itemops} {
+			require.NoError(t, s.bs.PutBackupItemOperations(backup.Name, bytes.NewReader(file.Bytes())))
+		}
+		vmap := itemoperationmap.NewBackupItemOperationsMap()
+		vr := controller.NewBackupOperationsReconciler(quiet(), velero.client, time.Second, velero.newPluginManager, velero.getter, metrics.NewServerMetrics(), vmap)
+		iops := itemvelero.NewBackupOperations()
+		env := itemvelero.BackupEnv{Client: itemops.client, Logger: quiet(), NewPluginManager: itemops.newPluginManager,
+			BackupStoreGetter: itemops.getter, Metrics: metrics.NewServerMetrics()}
+		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: backup.Name}}
+		key := client.ObjectKey{Namespace: ns, Name: backup.Name}
+		obj := func() client.Object { return &velerov1api.Backup{} }
+		status := func(o client.Object) any { return o.(*velerov1api.Backup).Status }
+		multiPass(t, velero, itemops, vsc, isc, key, obj, status,
+			func() (error, error) {
+				_, verr := vr.Reconcile(context.Background(), req)
+				_, ierr := iops.Reconcile(context.Background(), env, req)
+				return verr, ierr
+			},
+			func() (error, error) {
+				return vmap.UpdateForBackup(velero.bs, backup.Name), iops.UpdateForBackup(itemops.bs, backup.Name)
+			})
+		got := &velerov1api.Backup{}
+		require.NoError(t, itemops.client.Get(context.Background(), key, got))
+		require.Equal(t, velerov1api.BackupPhaseFinalizingPartiallyFailed, got.Status.Phase)
+		require.Equal(t, 4, got.Status.BackupItemOperationsCompleted)
+		require.Equal(t, 5, got.Status.BackupItemOperationsFailed)
+	})
+	t.Run("restore", func(t *testing.T) {
+		backup := builder.ForBackup(ns, "backup-1").StorageLocation("default").Result()
+		restore := builder.ForRestore(ns, "restore-1").Backup("backup-1").ItemOperationTimeout(time.Hour).
+			ObjectMeta(builder.WithUID("uid-2")).Phase(velerov1api.RestorePhaseWaitingForPluginOperations).Result()
+		var ops []*itemoperation.RestoreOperation
+		for _, op := range multiPassOps() {
+			ops = append(ops, &itemoperation.RestoreOperation{
+				Spec: itemoperation.RestoreOperationSpec{RestoreName: restore.Name, RestoreUID: "uid-2", RestoreItemAction: op.action,
+					ResourceIdentifier: id(), OperationID: op.id},
+				Status: itemoperation.OperationStatus{Phase: op.phase, Created: op.created},
+			})
+		}
+		file, errs := encode.ToJSONGzip(ops, "restore item operations list")
+		require.Empty(t, errs)
+		vsc, isc := &script{}, &script{}
+		velero := newSide(t, vsc, restore.DeepCopy(), backup.DeepCopy(), location())
+		itemops := newSide(t, isc, restore.DeepCopy(), backup.DeepCopy(), location())
+		for _, s := range []*side{velero, itemops} {
+			require.NoError(t, s.bs.PutRestoreItemOperations(restore.Name, bytes.NewReader(file.Bytes())))
+		}
+		vmap := itemoperationmap.NewRestoreItemOperationsMap()
+		vr := controller.NewRestoreOperationsReconciler(quiet(), ns, velero.client, time.Second, velero.newPluginManager, velero.getter, metrics.NewServerMetrics(), vmap)
+		iops := itemvelero.NewRestoreOperations()
+		env := itemvelero.RestoreEnv{Client: itemops.client, Logger: quiet(), NewPluginManager: itemops.newPluginManager,
+			BackupStoreGetter: itemops.getter, BackupLocation: func(string) (*velerov1api.BackupStorageLocation, error) { return location(), nil }}
+		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: restore.Name}}
+		key := client.ObjectKey{Namespace: ns, Name: restore.Name}
+		obj := func() client.Object { return &velerov1api.Restore{} }
+		status := func(o client.Object) any { return o.(*velerov1api.Restore).Status }
+		multiPass(t, velero, itemops, vsc, isc, key, obj, status,
+			func() (error, error) {
+				_, verr := vr.Reconcile(context.Background(), req)
+				_, ierr := iops.Reconcile(context.Background(), env, req)
+				return verr, ierr
+			},
+			func() (error, error) {
+				return vmap.UpdateForRestore(velero.bs, restore.Name), iops.UpdateForRestore(itemops.bs, restore.Name)
+			})
+		got := &velerov1api.Restore{}
+		require.NoError(t, itemops.client.Get(context.Background(), key, got))
+		require.Equal(t, velerov1api.RestorePhaseFinalizingPartiallyFailed, got.Status.Phase)
+		require.Equal(t, 4, got.Status.RestoreItemOperationsCompleted)
+		require.Equal(t, 5, got.Status.RestoreItemOperationsFailed)
+	})
 }

@@ -1,7 +1,8 @@
-package kv
+package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -46,39 +47,33 @@ var (
 // they return must encode back to the same bytes (but for times of the read-only form
 // timeLocal1, which encode as timeUTC), bytes that decode and encode to themselves.
 func FuzzDecode(f *testing.F) {
-	f.Add(appendRun(nil, &fuzzRun))
-	f.Add(appendOperation(nil, &fuzzOp))
+	f.Add(AppendRun(nil, &fuzzRun))
+	f.Add(AppendOperation(nil, &fuzzOp))
 	f.Add([]byte{runFormat1})
 	f.Add([]byte{opFormat1, codeNew, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	f.Add(withTimeLocal1(appendRun(nil, &fuzzRunLocal1), fuzzRunLocal1.Cancel.At, 0))
+	f.Add(withTimeLocal1(AppendRun(nil, &fuzzRunLocal1), fuzzRunLocal1.Cancel.At, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d := decoder{b: b}
+		d := NewDecoder(b)
 		if r, err := d.run(fuzzRunOwner); err != nil {
 			if !errors.Is(err, operations.ErrCorrupt) {
-				t.Fatalf("decodeRun error %v does not wrap ErrCorrupt", err)
+				t.Fatalf("DecodeRun error %v does not wrap ErrCorrupt", err)
 			}
-		} else if again := appendRun(nil, &r); d.timesLocal1 == 0 && string(again) != string(b) {
+		} else if again := AppendRun(nil, &r); d.timesLocal1 == 0 && string(again) != string(b) {
 			t.Fatalf("run record %x decodes to %+v, which encodes to %x", b, r, again)
-		} else if r2, err := decodeRun(fuzzRunOwner, again); err != nil || string(appendRun(nil, &r2)) != string(again) {
+		} else if r2, err := DecodeRun(fuzzRunOwner, again); err != nil || string(AppendRun(nil, &r2)) != string(again) {
 			t.Fatalf("run record %x decodes to %+v, which encodes to %x, which does not decode to the same: %+v, %v", b, r, again, r2, err)
 		}
-		d = decoder{b: b}
+		d = NewDecoder(b)
 		if op, err := d.operation(fuzzRunOwner); err != nil {
 			if !errors.Is(err, operations.ErrCorrupt) {
-				t.Fatalf("decodeOperation error %v does not wrap ErrCorrupt", err)
+				t.Fatalf("DecodeOperation error %v does not wrap ErrCorrupt", err)
 			}
 		} else if op.Validate() == nil {
-			if again := appendOperation(nil, &op); d.timesLocal1 == 0 && string(again) != string(b) {
+			if again := AppendOperation(nil, &op); d.timesLocal1 == 0 && string(again) != string(b) {
 				t.Fatalf("operation record %x decodes to %+v, which encodes to %x", b, op, again)
-			} else if op2, err := decodeOperation(fuzzRunOwner, again); err != nil || string(appendOperation(nil, &op2)) != string(again) {
+			} else if op2, err := DecodeOperation(fuzzRunOwner, again); err != nil || string(AppendOperation(nil, &op2)) != string(again) {
 				t.Fatalf("operation record %x decodes to %+v, which encodes to %x, which does not decode to the same: %+v, %v", b, op, again, op2, err)
 			}
-		}
-		if _, err := parseChunk(b); err != nil && !errors.Is(err, operations.ErrCorrupt) {
-			t.Fatalf("parseChunk error %v does not wrap ErrCorrupt", err)
-		}
-		if _, err := parseOpsMeta(b); err != nil && !errors.Is(err, operations.ErrCorrupt) {
-			t.Fatalf("parseOpsMeta error %v does not wrap ErrCorrupt", err)
 		}
 	})
 }
@@ -86,7 +81,7 @@ func FuzzDecode(f *testing.F) {
 // Every field of a run and of an operation survives the encoding, the cancel request
 // and times in three kinds of location included.
 func TestRecordRoundTrip(t *testing.T) {
-	r, err := decodeRun(fuzzRun.Owner, appendRun(nil, &fuzzRun))
+	r, err := DecodeRun(fuzzRun.Owner, AppendRun(nil, &fuzzRun))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +90,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if d := cmp.Diff(fuzzRun, r, eq); d != "" {
 		t.Errorf("run round trip (-want +got):\n%s", d)
 	}
-	op, err := decodeOperation(fuzzOp.Owner, appendOperation(nil, &fuzzOp))
+	op, err := DecodeOperation(fuzzOp.Owner, AppendOperation(nil, &fuzzOp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +139,11 @@ func TestTimesDecodeTheSameEverywhere(t *testing.T) {
 	time.Local = writer
 	op := operations.Operation{Owner: fuzzOp.Owner, ID: "op", Status: operations.Status{Phase: operations.OperationNew,
 		Created: t0.Local(), Started: t0.In(time.FixedZone("FIXED", -60)), Updated: t0}}
-	rec := appendOperation(nil, &op)
+	rec := AppendOperation(nil, &op)
 	old := op
 	old.Status = operations.Status{Phase: operations.OperationNew, Created: t0}
 	// Created, then the zero Started and Updated, one byte each.
-	oldRec := withTimeLocal1(appendOperation(nil, &old), t0, 2)
+	oldRec := withTimeLocal1(AppendOperation(nil, &old), t0, 2)
 
 	want := []zoned{
 		{t0.Unix(), 11, "WRITER", 5*3600 + 1800},
@@ -158,30 +153,14 @@ func TestTimesDecodeTheSameEverywhere(t *testing.T) {
 	}
 	for _, local := range []*time.Location{writer, reader} {
 		time.Local = local
-		got, err := decodeOperation(op.Owner, rec)
+		got, err := DecodeOperation(op.Owner, rec)
 		require.NoError(t, err)
-		gotOld, err := decodeOperation(op.Owner, oldRec)
+		gotOld, err := DecodeOperation(op.Owner, oldRec)
 		require.NoError(t, err)
 		times := []zoned{zonedOf(got.Status.Created), zonedOf(got.Status.Started), zonedOf(got.Status.Updated), zonedOf(gotOld.Status.Created)}
 		if d := cmp.Diff(want, times); d != "" {
 			t.Errorf("times decoded with time.Local %s (-want +got):\n%s", local, d)
 		}
-	}
-}
-
-// The operations metadata of format 1, which ended with a chunk count, still reads.
-func TestOpsMetaFormat1(t *testing.T) {
-	old := []byte{opsMetaFormat1, 7, 3, 5, 2} // next 7, batches 3, staged 5, 2 chunks
-	got, err := parseOpsMeta(old)
-	require.NoError(t, err)
-	want := opsMetaValue{next: 7, batches: 3, staged: 5}
-	if d := cmp.Diff(want, got, cmp.AllowUnexported(opsMetaValue{})); d != "" {
-		t.Errorf("format 1 metadata (-want +got):\n%s", d)
-	}
-	again, err := parseOpsMeta(got.append(nil))
-	require.NoError(t, err)
-	if d := cmp.Diff(want, again, cmp.AllowUnexported(opsMetaValue{})); d != "" {
-		t.Errorf("metadata written again (-want +got):\n%s", d)
 	}
 }
 
@@ -195,15 +174,15 @@ func TestZonesAreShared(t *testing.T) {
 		op.Status.Created = time.Unix(1700000000, 5).In(time.FixedZone(name, offset))
 		return &op
 	}
-	zoned, inUTC := appendOperation(nil, at("CEST", 7200)), appendOperation(nil, at("UTC", 0))
-	first, err := decodeOperation(fuzzOp.Owner, zoned)
+	zoned, inUTC := AppendOperation(nil, at("CEST", 7200)), AppendOperation(nil, at("UTC", 0))
+	first, err := DecodeOperation(fuzzOp.Owner, zoned)
 	require.NoError(t, err)
-	second, err := decodeOperation(fuzzOp.Owner, zoned)
+	second, err := DecodeOperation(fuzzOp.Owner, zoned)
 	require.NoError(t, err)
 	require.Same(t, first.Status.Created.Location(), second.Status.Created.Location())
 	decode := func(rec []byte) func() {
 		return func() {
-			if _, err := decodeOperation(fuzzOp.Owner, rec); err != nil {
+			if _, err := DecodeOperation(fuzzOp.Owner, rec); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -212,7 +191,7 @@ func TestZonesAreShared(t *testing.T) {
 
 	for i := range 3 * maxCachedZones {
 		name, offset := fmt.Sprintf("Z%d", i), (i%48-24)*1800
-		op, err := decodeOperation(fuzzOp.Owner, appendOperation(nil, at(name, offset)))
+		op, err := DecodeOperation(fuzzOp.Owner, AppendOperation(nil, at(name, offset)))
 		require.NoError(t, err)
 		gotName, gotOffset := op.Status.Created.Zone()
 		require.Equal(t, [2]any{name, offset}, [2]any{gotName, gotOffset})
@@ -220,4 +199,58 @@ func TestZonesAreShared(t *testing.T) {
 	zones.mu.RLock()
 	defer zones.mu.RUnlock()
 	require.LessOrEqual(t, zones.n, maxCachedZones)
+}
+
+// TestRunRecordKeepsTheBase: a run record keeps the base of its kind's profile, and one
+// whose base does not fit the kind its key names does not decode.
+func TestRunRecordKeepsTheBase(t *testing.T) {
+	for _, base := range []phase.Kind{phase.Backup, phase.Restore} {
+		p, err := phase.Declare("DB", base, phase.WithQueue(), phase.WithRestoreFinalizing())
+		require.NoError(t, err)
+		r := operations.Run{Owner: operations.Owner{Kind: "DB", Name: "a", UID: "u"}, Phase: phase.New, Profile: p}
+		got, err := DecodeRun(r.Owner, AppendRun(nil, &r))
+		require.NoError(t, err)
+		require.Empty(t, cmp.Diff(r, got))
+
+		// The same record under Backup's or Restore's key, or a kind's without a base.
+		for _, o := range []operations.Owner{{Kind: phase.Backup, Name: "a"}, {Kind: phase.Restore, Name: "a"}} {
+			if o.Kind == base {
+				continue
+			}
+			_, err = DecodeRun(o, AppendRun(nil, &r))
+			require.ErrorIs(t, err, operations.ErrCorrupt, "%s following %s", o.Kind, base)
+		}
+	}
+	plain := operations.Run{Owner: operations.Owner{Kind: "DB", Name: "a"}, Phase: phase.New}
+	_, err := DecodeRun(plain.Owner, AppendRun(nil, &plain))
+	require.ErrorIs(t, err, operations.ErrCorrupt)
+	require.ErrorIs(t, err, phase.ErrUnknownKind)
+
+	// Both bases at once is no profile.
+	rec := AppendRun(nil, &operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "a"}, Phase: phase.New})
+	flags := len(appendString(appendString([]byte{runFormat1}, ""), "New")) // after format, UID and phase
+	require.Zero(t, rec[flags])
+	rec[flags] = profileBaseBackup | profileBaseRestore
+	_, err = DecodeRun(plain.Owner, rec)
+	require.ErrorIs(t, err, operations.ErrCorrupt)
+
+	// A kind declared with its phases keeps them; a set that is empty or that no
+	// declaration gives is refused.
+	few := []phase.Phase{phase.New, phase.InProgress, phase.WaitingForPluginOperations,
+		phase.WaitingForPluginOperationsPartiallyFailed, phase.Completed, phase.PartiallyFailed, phase.Failed}
+	p, err := phase.Declare("DB", phase.Backup, phase.WithPhases(few...))
+	require.NoError(t, err)
+	r := operations.Run{Owner: operations.Owner{Kind: "DB", Name: "a", UID: "u"}, Phase: phase.New, Profile: p}
+	got, err := DecodeRun(r.Owner, AppendRun(nil, &r))
+	require.NoError(t, err)
+	require.Empty(t, cmp.Diff(r, got))
+	for _, set := range []phase.Set{0, phase.SetOf(phase.New, phase.Completed)} {
+		rec := AppendRun(nil, &operations.Run{Owner: r.Owner, Phase: phase.New, Profile: phase.Profile{Base: phase.Backup, Phases: phase.SetOf(few...)}})
+		flags := len(appendString(appendString([]byte{runFormat1}, "u"), "New"))
+		require.Equal(t, byte(profileBaseBackup|profilePhases), rec[flags])
+		n := len(binary.AppendUvarint(nil, uint64(phase.SetOf(few...))))
+		rec = append(append(rec[:flags+1:flags+1], binary.AppendUvarint(nil, uint64(set))...), rec[flags+1+n:]...)
+		_, err = DecodeRun(r.Owner, rec)
+		require.ErrorIs(t, err, operations.ErrCorrupt, "phases %s", set)
+	}
 }

@@ -1,4 +1,11 @@
-package kv
+// Package record is the encoding of the run and operation records of the storage engine
+// (storage/kv), and the reader of length-prefixed values that the engine's other values
+// use too. It is internal to storage/ so that the engine and a driver that migrates
+// records of this encoding from a layout of its own (storage/boltstore's schema 1) share
+// one codec without making it part of the engine's API. Every decoder fails with an
+// error wrapping operations.ErrCorrupt on bytes that are not a whole value, and never
+// panics.
+package record
 
 import (
 	"encoding/binary"
@@ -13,16 +20,16 @@ import (
 
 // The record encoding. Every value starts with a format byte, so a later version of the
 // store can read old records beside new ones; decoders refuse any other byte with
-// operations.ErrCorrupt. Integers are varints, strings and lists are length-prefixed, and a slice's
-// count is written plus one so that nil (0) and empty (1) stay apart.
+// operations.ErrCorrupt. Integers are varints, strings and lists are length-prefixed,
+// and a slice's count is written plus one so that nil (0) and empty (1) stay apart.
 const (
 	runFormat1 = 1 // runFormat1 is the first byte of a run record without a cancel request
 	runFormat2 = 2 // runFormat2 is the first byte of a run record with one, after its history
 	opFormat1  = 1 // opFormat1 is the first byte of an operation record
 )
 
-// Operation phase codes, as written in byte 1 of an operation record and in the ID index.
-// Zero is never written.
+// Operation phase codes, as written in byte 1 of an operation record and in the engine's
+// index of operation IDs. Zero is never written.
 const (
 	codeNew        byte = 1
 	codeInProgress byte = 2
@@ -45,11 +52,11 @@ func phaseCode(p operations.OperationPhase) byte {
 	return 0
 }
 
-// codePhases maps a code back to its phase; index 0 is unused.
-var codePhases = [...]operations.OperationPhase{"", operations.OperationNew, operations.OperationInProgress, operations.OperationCompleted, operations.OperationFailed}
+// CodePhases maps a code back to its phase; index 0 is unused.
+var CodePhases = [...]operations.OperationPhase{"", operations.OperationNew, operations.OperationInProgress, operations.OperationCompleted, operations.OperationFailed}
 
-// unfinishedCode reports whether c is the code of New or InProgress.
-func unfinishedCode(c byte) bool { return c == codeNew || c == codeInProgress }
+// Unfinished reports whether c is the code of New or InProgress.
+func Unfinished(c byte) bool { return c == codeNew || c == codeInProgress }
 
 // Time forms, the first byte of an encoded time. Every reader decodes a time to the
 // same instant in the same Location, whatever its own time.Local: UTC, or a fixed zone
@@ -102,9 +109,9 @@ func appendResource(b []byte, r operations.ResourceIdentifier) []byte {
 	return appendString(b, r.Name)
 }
 
-// appendOperation appends the record of op; the owner's kind and name are not written,
+// AppendOperation appends the record of op; the owner's kind and name are not written,
 // as the record's key names them. op must have passed [operations.Operation.Validate].
-func appendOperation(b []byte, op *operations.Operation) []byte {
+func AppendOperation(b []byte, op *operations.Operation) []byte {
 	b = append(b, opFormat1, phaseCode(op.Status.Phase))
 	b = appendString(b, op.Owner.UID)
 	b = appendString(b, op.Action)
@@ -141,9 +148,9 @@ const (
 	profileFlags             = profileQueue | profileRestoreFinalizing | profileBaseBackup | profileBaseRestore | profilePhases
 )
 
-// appendRun appends the record of r; the owner's kind and name are not written, as the
+// AppendRun appends the record of r; the owner's kind and name are not written, as the
 // record's key names them.
-func appendRun(b []byte, r *operations.Run) []byte {
+func AppendRun(b []byte, r *operations.Run) []byte {
 	format := byte(runFormat1)
 	if r.CancelRequested() {
 		format = runFormat2
@@ -202,9 +209,11 @@ func appendRun(b []byte, r *operations.Run) []byte {
 	return b
 }
 
-// A decoder reads one record. The first problem it meets is kept in err, after which every
-// read returns a zero value, so callers check err once at the end.
-type decoder struct {
+// A Decoder reads one value: a record, or a value of the engine's that is written with
+// the same varints and length-prefixed strings. The first problem it meets is kept, after
+// which every read returns a zero value, so callers check [Decoder.End] once at the end.
+// Make one with [NewDecoder].
+type Decoder struct {
 	b   []byte
 	off int
 	err error
@@ -215,18 +224,30 @@ type decoder struct {
 	timesLocal1 int // times read of the form timeLocal1, which encode again as timeUTC
 }
 
-func (d *decoder) fail(format string, args ...any) {
+// NewDecoder returns a Decoder that reads b from its first byte.
+func NewDecoder(b []byte) Decoder { return Decoder{b: b} }
+
+// More reports whether bytes are left to read and no read has failed.
+func (d *Decoder) More() bool { return d.err == nil && d.off < len(d.b) }
+
+// Failed reports whether a read has failed.
+func (d *Decoder) Failed() bool { return d.err != nil }
+
+// Fail records a problem at the current byte, unless one is recorded already: End then
+// reports it, and every later read returns a zero value.
+func (d *Decoder) Fail(format string, args ...any) {
 	if d.err == nil {
 		d.err = fmt.Errorf("at byte %d: "+format, append([]any{d.off}, args...)...)
 	}
 }
 
-func (d *decoder) u8() byte {
+// U8 reads one byte; none left is a failure.
+func (d *Decoder) U8() byte {
 	if d.err != nil {
 		return 0
 	}
 	if d.off >= len(d.b) {
-		d.fail("truncated")
+		d.Fail("truncated")
 		return 0
 	}
 	c := d.b[d.off]
@@ -234,26 +255,27 @@ func (d *decoder) u8() byte {
 	return c
 }
 
-func (d *decoder) uvarint() uint64 {
+// Uvarint reads an unsigned varint; a bad or overlong one is a failure.
+func (d *Decoder) Uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b[d.off:])
 	if n <= 0 || overlong(d.b[d.off:d.off+n]) {
-		d.fail("bad unsigned varint")
+		d.Fail("bad unsigned varint")
 		return 0
 	}
 	d.off += n
 	return v
 }
 
-func (d *decoder) varint() int64 {
+func (d *Decoder) varint() int64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Varint(d.b[d.off:])
 	if n <= 0 || overlong(d.b[d.off:d.off+n]) {
-		d.fail("bad varint")
+		d.Fail("bad varint")
 		return 0
 	}
 	d.off += n
@@ -266,10 +288,10 @@ func (d *decoder) varint() int64 {
 func overlong(v []byte) bool { return len(v) > 1 && v[len(v)-1] == 0 }
 
 // int reads a varint that must fit an int.
-func (d *decoder) intv() int {
+func (d *Decoder) intv() int {
 	v := d.varint()
 	if v < math.MinInt || v > math.MaxInt {
-		d.fail("integer %d out of range", v)
+		d.Fail("integer %d out of range", v)
 		return 0
 	}
 	return int(v)
@@ -278,27 +300,27 @@ func (d *decoder) intv() int {
 // count reads a slice length written plus one; nil reports a nil slice. Each element takes
 // at least size bytes, so a count the rest of the record cannot hold is refused before any
 // allocation.
-func (d *decoder) count(size int) (n int, isNil bool) {
-	v := d.uvarint()
+func (d *Decoder) count(size int) (n int, isNil bool) {
+	v := d.Uvarint()
 	if d.err != nil || v == 0 {
 		return 0, true
 	}
 	v--
 	if v > uint64(len(d.b)-d.off)/uint64(size) {
-		d.fail("list of %d elements exceeds the record", v)
+		d.Fail("list of %d elements exceeds the record", v)
 		return 0, true
 	}
 	return int(v), false
 }
 
 // span reads a length-prefixed byte string and returns it in place, within the record.
-func (d *decoder) span() []byte {
-	n := d.uvarint()
+func (d *Decoder) span() []byte {
+	n := d.Uvarint()
 	if d.err != nil {
 		return nil
 	}
 	if n > uint64(len(d.b)-d.off) {
-		d.fail("string of %d bytes exceeds the record", n)
+		d.Fail("string of %d bytes exceeds the record", n)
 		return nil
 	}
 	b := d.b[d.off : d.off+int(n)]
@@ -306,8 +328,8 @@ func (d *decoder) span() []byte {
 	return b
 }
 
-// str reads a length-prefixed string, copied out of the record (see decoder.s).
-func (d *decoder) str() string {
+// str reads a length-prefixed string, copied out of the record (see Decoder.s).
+func (d *Decoder) str() string {
 	b := d.span()
 	if len(b) == 0 {
 		return ""
@@ -319,25 +341,25 @@ func (d *decoder) str() string {
 	return d.s[end-len(b) : end]
 }
 
-// bytes reads a length-prefixed byte string, copying it out of the record.
-func (d *decoder) bytes() []byte { return append([]byte(nil), d.span()...) }
+// Bytes reads a length-prefixed byte string, copying it out of the value.
+func (d *Decoder) Bytes() []byte { return append([]byte(nil), d.span()...) }
 
-func (d *decoder) tm() time.Time {
-	form := d.u8()
+func (d *Decoder) tm() time.Time {
+	form := d.U8()
 	if d.err != nil || form == timeZero {
 		return time.Time{}
 	}
 	if form > timeOffset {
-		d.fail("unknown time form %d", form)
+		d.Fail("unknown time form %d", form)
 		return time.Time{}
 	}
 	sec := d.varint()
-	nsec := d.uvarint()
+	nsec := d.Uvarint()
 	if d.err != nil {
 		return time.Time{}
 	}
 	if nsec >= uint64(time.Second) {
-		d.fail("nanoseconds %d out of range", nsec)
+		d.Fail("nanoseconds %d out of range", nsec)
 		return time.Time{}
 	}
 	t := time.Unix(sec, int64(nsec)).UTC()
@@ -353,7 +375,7 @@ func (d *decoder) tm() time.Time {
 		return time.Time{}
 	}
 	if offset < -24*3600 || offset > 24*3600 {
-		d.fail("zone offset %d out of range", offset)
+		d.Fail("zone offset %d out of range", offset)
 		return time.Time{}
 	}
 	return t.In(zones.get(name, int(offset)))
@@ -414,31 +436,34 @@ func findZone(zs []zone, offset int) *time.Location {
 	return nil
 }
 
-func (d *decoder) resource() operations.ResourceIdentifier {
+func (d *Decoder) resource() operations.ResourceIdentifier {
 	return operations.ResourceIdentifier{Group: d.str(), Resource: d.str(), Namespace: d.str(), Name: d.str()}
 }
 
-// end reports the decoder's error, or an error when bytes are left over.
-func (d *decoder) end() error {
+// End reports the first problem a read met, or an error when bytes are left over, or
+// nil when the value was read whole. Its errors do not wrap operations.ErrCorrupt: the
+// caller, which knows what the value is, adds it.
+func (d *Decoder) End() error {
 	if d.err == nil && d.off != len(d.b) {
-		d.fail("%d trailing bytes", len(d.b)-d.off)
+		d.Fail("%d trailing bytes", len(d.b)-d.off)
 	}
 	return d.err
 }
 
-// decodeOperation decodes an operation record of owner o (whose UID is taken from the
-// record). The result shares no memory with b.
-func decodeOperation(o operations.Owner, b []byte) (operations.Operation, error) {
-	d := decoder{b: b}
+// DecodeOperation decodes an operation record of owner o (whose UID is taken from the
+// record). The result shares no memory with b. It fails with an error wrapping
+// operations.ErrCorrupt when b is not such a record.
+func DecodeOperation(o operations.Owner, b []byte) (operations.Operation, error) {
+	d := NewDecoder(b)
 	return d.operation(o)
 }
 
-func (d *decoder) operation(o operations.Owner) (operations.Operation, error) {
-	if f := d.u8(); d.err == nil && f != opFormat1 {
+func (d *Decoder) operation(o operations.Owner) (operations.Operation, error) {
+	if f := d.U8(); d.err == nil && f != opFormat1 {
 		return operations.Operation{}, fmt.Errorf("unknown operation record format %d: %w", f, operations.ErrCorrupt)
 	}
-	code := d.u8()
-	if d.err == nil && (code == 0 || int(code) >= len(codePhases)) {
+	code := d.U8()
+	if d.err == nil && (code == 0 || int(code) >= len(CodePhases)) {
 		return operations.Operation{}, fmt.Errorf("unknown operation phase code %d: %w", code, operations.ErrCorrupt)
 	}
 	op := operations.Operation{Owner: operations.Owner{Kind: o.Kind, Name: o.Name}}
@@ -452,7 +477,7 @@ func (d *decoder) operation(o operations.Owner) (operations.Operation, error) {
 			op.PostOperationItems[i] = d.resource()
 		}
 	}
-	op.Status.Phase = codePhases[code]
+	op.Status.Phase = CodePhases[code]
 	op.Status.Error = d.str()
 	op.Status.NCompleted = d.varint()
 	op.Status.NTotal = d.varint()
@@ -461,38 +486,42 @@ func (d *decoder) operation(o operations.Owner) (operations.Operation, error) {
 	op.Status.Created = d.tm()
 	op.Status.Started = d.tm()
 	op.Status.Updated = d.tm()
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return operations.Operation{}, fmt.Errorf("operation record: %w: %w", operations.ErrCorrupt, err)
 	}
 	return op, nil
 }
 
-// recordCode returns the phase code of an operation record without decoding the rest.
-func recordCode(b []byte) (byte, error) {
-	if len(b) < 2 || b[0] != opFormat1 || b[1] == 0 || int(b[1]) >= len(codePhases) {
+// OperationCode returns the phase code of an operation record without decoding the rest
+// (an index into CodePhases), or an error wrapping operations.ErrCorrupt when b does not
+// start as an operation record.
+func OperationCode(b []byte) (byte, error) {
+	if len(b) < 2 || b[0] != opFormat1 || b[1] == 0 || int(b[1]) >= len(CodePhases) {
 		return 0, fmt.Errorf("operation record header %x: %w", b[:min(len(b), 2)], operations.ErrCorrupt)
 	}
 	return b[1], nil
 }
 
-// decodeRun decodes the run record of owner o (whose UID is taken from the record). The
-// result shares no memory with b, and its phase is one of its kind and profile.
-func decodeRun(o operations.Owner, b []byte) (operations.Run, error) {
-	d := decoder{b: b}
+// DecodeRun decodes the run record of owner o (whose UID is taken from the record). The
+// result shares no memory with b, and its phase is one of its kind and profile. It fails
+// with an error wrapping operations.ErrCorrupt when b is not such a record, or when its
+// phase or profile does not fit o's kind.
+func DecodeRun(o operations.Owner, b []byte) (operations.Run, error) {
+	d := NewDecoder(b)
 	return d.run(o)
 }
 
-func (d *decoder) run(o operations.Owner) (operations.Run, error) {
-	f := d.u8()
+func (d *Decoder) run(o operations.Owner) (operations.Run, error) {
+	f := d.U8()
 	if d.err == nil && f != runFormat1 && f != runFormat2 {
 		return operations.Run{}, fmt.Errorf("unknown run record format %d: %w", f, operations.ErrCorrupt)
 	}
 	r := operations.Run{Owner: operations.Owner{Kind: o.Kind, Name: o.Name}}
 	r.Owner.UID = d.str()
 	r.Phase = phase.Phase(d.str())
-	flags := d.u8()
+	flags := d.U8()
 	if flags&^profileFlags != 0 || flags&profileBaseBackup != 0 && flags&profileBaseRestore != 0 {
-		d.fail("unknown profile flags %#x", flags)
+		d.Fail("unknown profile flags %#x", flags)
 	}
 	r.Profile = phase.Profile{Queue: flags&profileQueue != 0, RestoreFinalizing: flags&profileRestoreFinalizing != 0}
 	switch {
@@ -502,9 +531,9 @@ func (d *decoder) run(o operations.Owner) (operations.Run, error) {
 		r.Profile.Base = phase.Restore
 	}
 	if flags&profilePhases != 0 {
-		set := d.uvarint()
+		set := d.Uvarint()
 		if set == 0 || set > math.MaxUint16 {
-			d.fail("phases %#x out of range", set)
+			d.Fail("phases %#x out of range", set)
 		}
 		r.Profile.Phases = phase.Set(set)
 	}
@@ -533,11 +562,11 @@ func (d *decoder) run(o operations.Owner) (operations.Run, error) {
 	if f == runFormat2 {
 		r.Cancel = operations.CancelRequest{Reason: d.str(), At: d.tm()}
 		if d.err == nil && !r.CancelRequested() {
-			// appendRun writes this form only for a request: an empty one is damage.
-			d.fail("a cancel request with neither reason nor time")
+			// AppendRun writes this form only for a request: an empty one is damage.
+			d.Fail("a cancel request with neither reason nor time")
 		}
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return operations.Run{}, fmt.Errorf("run record: %w: %w", operations.ErrCorrupt, err)
 	}
 	// Only the phase is checked: the owner comes from the record's key, and texts
@@ -546,16 +575,4 @@ func (d *decoder) run(o operations.Owner) (operations.Run, error) {
 		return operations.Run{}, fmt.Errorf("run record: %w: %w", operations.ErrCorrupt, err)
 	}
 	return r, nil
-}
-
-// DecodeRun decodes a run record of the engine's encoding, for owner o (its kind and
-// name; the UID comes from the record). The engine's drivers use it to migrate stores
-// whose records had this encoding under another layout (boltstore's schema 1). It fails
-// with an error wrapping [operations.ErrCorrupt] when b is not such a record.
-func DecodeRun(o operations.Owner, b []byte) (operations.Run, error) { return decodeRun(o, b) }
-
-// DecodeOperation decodes an operation record of the engine's encoding, for owner o, as
-// [DecodeRun] does a run record.
-func DecodeOperation(o operations.Owner, b []byte) (operations.Operation, error) {
-	return decodeOperation(o, b)
 }
