@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
@@ -12,6 +13,7 @@ import (
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/integrations/controllerruntime"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -34,6 +36,9 @@ type BackupReconciler struct {
 	Events  events.EventRecorder
 	// Kind is the kind of the AppBackups' runs (see NewKind).
 	Kind controllerruntime.Kind
+	// MonitorOptions configure the Monitor that SetupWithManager builds (its interval,
+	// for one); none by default.
+	MonitorOptions []monitor.Option
 	// Monitor polls the uploads; SetupWithManager sets it.
 	Monitor *controllerruntime.Monitor
 }
@@ -49,8 +54,21 @@ func NewKind() (controllerruntime.Kind, error) {
 
 // Reconcile starts the run of the AppBackup req names, if it has none, and brings its
 // status up to date with the run; for an AppBackup being deleted it cancels the run's
-// uploads and lets the AppBackup go.
+// uploads and lets the AppBackup go (see reconcile). A 409 Conflict on a write of the
+// AppBackup ends it without an error: the AppBackup was read before a newer version of
+// it (the manager's client reads from a cache), whose watch event brings another
+// reconcile, which writes again. Returned, the conflict would be logged as the
+// controller's error and retried with backoff.
 func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{}, nil
+	}
+	return res, err
+}
+
+// reconcile does the work of Reconcile, and returns a conflict as any other error.
+func (r *BackupReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var b AppBackup
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -101,7 +119,7 @@ func (r *BackupReconciler) mainRun(ctx context.Context, b *AppBackup) (operation
 // leader, applies the restart rules before the reconciler (gated) runs, and reconciles
 // an AppBackup whenever it changes its run.
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	m, err := controllerruntime.New(mgr, r.Store, r.Plugins)
+	m, err := controllerruntime.New(mgr, r.Store, r.Plugins, controllerruntime.WithMonitorOptions(r.MonitorOptions...))
 	if err != nil {
 		return err
 	}

@@ -36,8 +36,8 @@ func TestGuideCodeBlocks(t *testing.T) {
 
 // TestGuideShellBlocks runs the shell blocks of docs/operators.md as a reader would. Those
 // of "1. A module" run in an empty directory beside a checkout of this repository (this
-// one, linked as ../itemops); then this package's sources are copied into the module they
-// made, which takes the versions of the examples module, and go mod tidy, go build and go
+// one, linked as ../itemops); then this package's sources, and the CRD manifest under
+// config that cluster.go embeds, are copied into the module they made, which takes the versions of the examples module, and go mod tidy, go build and go
 // test must pass there, as the guide says. Those of
 // "10. On a cluster" run in the examples module. A shell block in any other section fails
 // the test, which would not know where to run it. It needs the module proxy, or a module
@@ -78,6 +78,7 @@ func TestGuideShellBlocks(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(module, f), b, 0o644))
 	}
+	require.NoError(t, os.CopyFS(filepath.Join(module, "config"), os.DirFS("config")), "the CRD that cluster.go embeds")
 	// The module takes the versions the examples module selects, so that its build reuses
 	// the packages the examples' own build left in the cache; the guide's go mod tidy then
 	// adds nothing newer, since the examples module is tidy.

@@ -3,14 +3,23 @@
 // claim, and the operations Monitor that polls the uploads (see SetupWithManager for the
 // manager's wiring, through package integrations/controllerruntime).
 //
-// To run without a cluster, main starts a manager whose client is controller-runtime's
-// fake client, with the Monitor in it but no controller (a controller watches the API
-// server), and reconciles the AppBackup whenever the Monitor reports that its run
-// changed, as the Monitor's source does in a controller.
+// With -cluster, main runs the operator on the cluster that controller-runtime's standard
+// lookup finds (the -kubeconfig flag, $KUBECONFIG, the in-cluster configuration,
+// ~/.kube/config): it installs AppBackup's CRD (config/crd/appbackups.yaml), creates an
+// AppBackup in namespace shop, shows its status until its run ends, deletes it, and
+// stops. From the examples module:
+//
+//	go run ./operator -cluster -kubeconfig ~/.kube/config
+//
+// Without -cluster, main runs without one: it starts a manager whose client is
+// controller-runtime's fake client, with the Monitor in it but no controller (a
+// controller watches the API server), and reconciles the AppBackup whenever the Monitor
+// reports that its run changed, as the Monitor's source does in a controller.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -36,9 +45,21 @@ import (
 )
 
 func main() {
+	cluster := flag.Bool("cluster", false, "run on the cluster of -kubeconfig, $KUBECONFIG, the in-cluster configuration or ~/.kube/config, instead of a fake client")
+	flag.Parse() // controller-runtime registers -kubeconfig
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := example(ctx, os.Stdout); err != nil {
+	run := example
+	if *cluster {
+		run = func(ctx context.Context, w io.Writer) error {
+			cfg, err := ctrl.GetConfig()
+			if err != nil {
+				return err
+			}
+			return onCluster(ctx, w, cfg, manager.Options{Logger: logr.Discard()})
+		}
+	}
+	if err := run(ctx, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }

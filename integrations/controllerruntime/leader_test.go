@@ -24,16 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/itemops/itemops/integrations/controllerruntime/apiservertest"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
 )
-
-// kube is the API server of this test binary's tests that need one; TestMain stops it.
-var kube = apiservertest.New(apiservertest.Options{})
 
 // The leader election's timing in TestLeaderElectionTakeover, shorter than
 // controller-runtime's defaults (15s, 10s, 2s) so that waiting out a lease costs seconds.

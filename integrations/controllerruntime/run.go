@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -60,7 +61,8 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 //     at once (each Cancel call bounded by the Monitor's call timeout,
 //     monitor.WithCallTimeout; a plugin that fails or does not answer fails its
 //     operation all the same), deletes the run, removes the finalizer (an Update through
-//     c), and returns true: the reconcile is over. An object being deleted without the
+//     c; an object already gone, read before an earlier reconcile removed the
+//     finalizer, is no error), and returns true: the reconcile is over. An object being deleted without the
 //     finalizer is left alone, and HandleDeletion returns true.
 //
 // The plugins get obj, still readable while its finalizer holds it. A run that never
@@ -92,7 +94,9 @@ func (m *Monitor) HandleDeletion(ctx context.Context, c client.Client, obj clien
 		return true, fmt.Errorf("handle deletion of %s: %w", o, err)
 	}
 	controllerutil.RemoveFinalizer(obj, Finalizer)
-	if err := c.Update(ctx, obj); err != nil {
+	// Not found: an earlier reconcile removed the finalizer and the object is gone, and
+	// obj was read, from a cache, before it went.
+	if err := c.Update(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 		return true, fmt.Errorf("remove finalizer from %s: %w", o, err)
 	}
 	return true, nil

@@ -144,10 +144,14 @@ func (s *RunStatus) SetFromStore(ctx context.Context, store operations.Store, o 
 // as action, and "<from> → <to>: <the change's reason>" as note. Call it before the new
 // status is written, with the phase the status had; a status write that fails then
 // repeats the Events on the next reconcile, which the Events API counts as one series.
+// The Events name obj without its resourceVersion, so that they are the same Events to
+// rec when the repeat comes from a newer version of obj (a status write that met a 409
+// Conflict), not new ones.
 //
 // A manager gives rec with GetEventRecorder(name) in controller-runtime v0.24 and later;
 // with the GetEventRecorderFor of older managers, use [RecordPhaseChangesFor].
 func RecordPhaseChanges(rec events.EventRecorder, obj runtime.Object, from string, run operations.Run) {
+	obj = withoutResourceVersion(obj)
 	phaseChanges(from, run, func(typ, reason, note string) {
 		rec.Eventf(obj, nil, typ, reason, "PhaseChange", "%s", note)
 	})
@@ -156,8 +160,9 @@ func RecordPhaseChanges(rec events.EventRecorder, obj runtime.Object, from strin
 // RecordPhaseChangesFor emits the Events of [RecordPhaseChanges] through rec, a recorder
 // of the core Events API, such as GetEventRecorderFor(name) of a manager gives (the one
 // recorder a manager of controller-runtime v0.19 to v0.21 gives). Those Events have no
-// action; their message is the note.
+// action; their message is the note. They too name obj without its resourceVersion.
 func RecordPhaseChangesFor(rec record.EventRecorder, obj runtime.Object, from string, run operations.Run) {
+	obj = withoutResourceVersion(obj)
 	phaseChanges(from, run, func(typ, reason, note string) { rec.Event(obj, typ, reason, note) })
 }
 
@@ -178,4 +183,19 @@ func phaseChanges(from string, run operations.Run, emit func(typ, reason, note s
 		}
 		emit(typ, string(t.To), fmt.Sprintf("%s → %s: %s", t.From, t.To, t.Reason))
 	}
+}
+
+// withoutResourceVersion returns obj, or a copy of it without its resourceVersion when
+// it has one, for the Events of a phase change to name: a recorder counts the Events
+// that name one version of an object apart from those that name another.
+func withoutResourceVersion(obj runtime.Object) runtime.Object {
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetResourceVersion() == "" {
+		return obj
+	}
+	obj = obj.DeepCopyObject()
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion("")
+	}
+	return obj
 }

@@ -82,7 +82,9 @@ func (m *Monitor) Wake() {
 //
 // RunOnce returns the pass's statistics and, as its error, ctx.Err() when ctx ended first,
 // or else what went wrong with the store or a finalizer (the same as PassStats.Err); a
-// failure of one run does not stop the pass. The error joins the failures of the pass,
+// failure of one run does not stop the pass. A run that the store no longer holds when
+// the pass reads or writes it (deleted, or replaced by the run of a new owner of its
+// name, since the pass listed it) is left alone and counted nowhere: no failure. The error joins the failures of the pass,
 // so errors.Is(err, operations.ErrCorrupt) tells whether any of them met a damaged
 // store, after which [Monitor.Run] would stop. It is safe to call concurrently with other
 // methods, Run included, and several Monitors may make passes over one store at once.
@@ -135,7 +137,9 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 	}
 	m.each(ctx, runs, func(r operations.Run) {
 		res, fresh, err := m.poll(ctx, r.Owner, session)
-		if err != nil {
+		if gone(err) {
+			return
+		} else if err != nil {
 			fail(fmt.Errorf("poll %s: %w", r.Owner, err))
 			return
 		}
@@ -169,7 +173,9 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 	stats.RunPhases = countPhases(runs, fin)
 	m.each(ctx, fin, func(r operations.Run) {
 		to, skipped, err := m.finalize(ctx, r.Owner, session)
-		if err != nil {
+		if gone(err) {
+			return
+		} else if err != nil {
 			fail(fmt.Errorf("finalize %s: %w", r.Owner, err))
 		}
 		mu.Lock()
@@ -191,6 +197,14 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 		listed += c.Runs
 	}
 	return stats, listed, complete
+}
+
+// gone reports whether err says that a run the pass listed is no longer in the store:
+// deleted since (its object was, and the integration's HandleDeletion deleted the run
+// while this pass polled it), or replaced by the run of a new owner of its name. There
+// is nothing left to poll or finalize, and nothing failed.
+func gone(err error) bool {
+	return errors.Is(err, operations.ErrNotFound) || errors.Is(err, operations.ErrUIDMismatch)
 }
 
 // each calls work for every run, cfg.storeWork at a time, and returns when all calls

@@ -34,6 +34,8 @@
 //     provide the binaries; when the environment sets CI=true they fail instead, so
 //     that a CI run that lost its binaries does not pass by skipping.
 //
-// A server whose binaries were found but which fails to start fails the tests that ask
-// for it, CI or not.
+// A server whose binaries were found but which fails to start, or to install the CRDs
+// of [Options], fails the tests that ask for it, CI or not. A test binary that panics,
+// or that go test ends at its -timeout, exits without [Server.StopAfter]'s stop: its
+// kube-apiserver and etcd go on running until killed.
 package apiservertest

@@ -79,11 +79,7 @@ func (s *Server) start() {
 		s.err = err
 		return
 	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     s.opts.CRDDirectoryPaths,
-		ErrorIfCRDPathMissing: true,
-	}
+	env := &envtest.Environment{BinaryAssetsDirectory: dir}
 	cfg, err := env.Start()
 	if err != nil {
 		// envtest stops etcd itself when kube-apiserver fails to start; its Stop would
@@ -92,7 +88,16 @@ func (s *Server) start() {
 		os.RemoveAll(links)
 		return
 	}
-	s.env, s.links, s.cfg = env, links, cfg
+	s.env, s.links = env, links
+	// The CRDs are installed once the server runs, so that a failure stops it.
+	if len(s.opts.CRDDirectoryPaths) > 0 {
+		_, err = envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: s.opts.CRDDirectoryPaths, ErrorIfPathMissing: true})
+		if err != nil {
+			s.err = fmt.Errorf("install the CRDs of %v: %w", s.opts.CRDDirectoryPaths, err)
+			return
+		}
+	}
+	s.cfg = cfg
 }
 
 // StopAfter returns an M whose Run runs m's tests and then stops the server, if a test

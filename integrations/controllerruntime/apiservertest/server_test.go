@@ -59,6 +59,19 @@ func (r *recorder) Fatal(args ...any) {
 	runtime.Goexit()
 }
 
+// configOf calls s.Config on a goroutine of its own, which Skip and Fatal end, and
+// returns how the call ended.
+func configOf(s *Server) recorder {
+	var r recorder
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Config(&r)
+	}()
+	<-done
+	return r
+}
+
 // TestConfigWithoutBinaries: with KUBEBUILDER_ASSETS naming a directory that lacks the
 // binaries, Config skips and says how to provide them, but fails under CI=true.
 func TestConfigWithoutBinaries(t *testing.T) {
@@ -75,13 +88,7 @@ func TestConfigWithoutBinaries(t *testing.T) {
 			t.Setenv("KUBEBUILDER_ASSETS", t.TempDir())
 			t.Setenv("CI", tc.ci)
 			s := New(Options{})
-			var r recorder
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				s.Config(&r)
-			}()
-			<-done
+			r := configOf(s)
 			require.Equal(t, tc.skip, r.skipped, "skipped")
 			require.Equal(t, tc.failed, r.failed, "failed")
 			require.Contains(t, r.msg, "set KUBEBUILDER_ASSETS to a directory that holds both")
@@ -89,4 +96,15 @@ func TestConfigWithoutBinaries(t *testing.T) {
 			require.Equal(t, 0, s.StopAfter(runFunc(func() int { return 0 })).Run(), "StopAfter with no server started")
 		})
 	}
+}
+
+// TestConfigWithAMissingCRD: a CRD path that does not exist fails the tests that ask for
+// the server, CI or not, and the server that started is stopped.
+func TestConfigWithAMissingCRD(t *testing.T) {
+	kube.Config(t) // skips, as the tests that need the server do, without the binaries
+	s := New(Options{CRDDirectoryPaths: []string{"testdata/missing"}})
+	r := configOf(s)
+	require.True(t, r.failed, "failed")
+	require.Contains(t, r.msg, "install the CRDs of [testdata/missing]")
+	require.Equal(t, 0, s.StopAfter(runFunc(func() int { return 0 })).Run(), "StopAfter of the server that started")
 }
