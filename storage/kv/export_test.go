@@ -38,3 +38,7 @@ func StagedChunkKey(o operations.Owner, n int) []byte { return stagedKey(opsPref
 
 // RunKey returns the key of the record of o's run.
 func RunKey(o operations.Owner) []byte { return runKey(o) }
+
+// BatchNumbers makes a Store number its staged batches with next, in place of random
+// numbers, so that a test can compare what it writes byte for byte.
+func BatchNumbers(next func() uint64) Option { return func(s *Store) { s.nextBatch = next } }

@@ -46,7 +46,7 @@ func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Conditio
 	if s.fits(conds, all) {
 		return s.commits.commit(ctx, conds, all)
 	}
-	batch := rand.Uint64() | 1 // never 0, which means none
+	batch := s.batchNumber()
 	chunks, err := s.chunks(prefix, batch, body)
 	if err != nil {
 		return err
@@ -65,6 +65,16 @@ func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Conditio
 		return err
 	}
 	return s.rollForward(ctx, prefix)
+}
+
+// batchNumber returns the number of a new staged batch: random, so that the chunks of
+// two writers that stage batches of one run at once never share keys, and never 0,
+// which means none.
+func (s *Store) batchNumber() uint64 {
+	if s.nextBatch != nil {
+		return s.nextBatch()
+	}
+	return rand.Uint64() | 1
 }
 
 // chunks encodes writes, puts and single-key deletes, into chunks that each fit one

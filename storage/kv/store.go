@@ -22,6 +22,8 @@ type Store struct {
 	limits   Limits
 	attempts int // see WithRetries
 	turns    turns
+
+	nextBatch func() uint64 // nil: batchNumber draws at random; tests set it
 }
 
 // An Option configures a [Store].
