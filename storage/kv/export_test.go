@@ -27,9 +27,10 @@ func StagedMeta(o operations.Owner) (key, value []byte) {
 
 // QueuedCommits returns how many commits wait in s for a group to write them.
 func QueuedCommits(s *Store) int {
-	s.commits.mu.Lock()
-	defer s.commits.mu.Unlock()
-	return len(s.commits.queue)
+	c := s.b.(*flat).commits
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
 }
 
 // StagedChunkKey returns the key of chunk n of the staged batch that the value of

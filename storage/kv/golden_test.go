@@ -47,16 +47,22 @@ func goldenOps(o operations.Owner, from, to int, p operations.OperationPhase) []
 	return ops
 }
 
-// goldenWorkload opens a store over b and makes the same calls every time, each
-// checked: runs of Backup, Restore and a kind of one's own, batches that fit one commit
-// and batches that are staged, operations that finish, phase changes, a cancel, a
-// create that finds its run, reads of each kind, and a delete.
-func goldenWorkload(t *testing.T, b kv.Backend) {
+// goldenStore opens the engine over b, numbering its staged batches 1, 2, 3...
+func goldenStore(t *testing.T, b kv.Backend) *kv.Store {
+	t.Helper()
+	n := uint64(0)
+	s, err := kv.Open(context.Background(), b, kv.BatchNumbers(func() uint64 { n++; return n }))
+	require.NoError(t, err)
+	return s
+}
+
+// goldenWorkload makes the same calls on s every time, each checked: runs of Backup,
+// Restore and a kind of one's own, batches that fit one commit and batches that are
+// staged, operations that finish, phase changes, a cancel, a create that finds its run,
+// reads of each kind, and a delete.
+func goldenWorkload(t *testing.T, s *kv.Store) {
 	t.Helper()
 	ctx := context.Background()
-	n := uint64(0)
-	s, err := kv.Open(ctx, b, kv.BatchNumbers(func() uint64 { n++; return n }))
-	require.NoError(t, err)
 	snapshot, err := phase.Declare("Snapshot", phase.Backup)
 	require.NoError(t, err)
 	bk := operations.Owner{Kind: phase.Backup, Name: "nightly", UID: "u-b"}
@@ -230,7 +236,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 // that batches are staged, is what testdata/layout.golden holds.
 func TestLayoutGolden(t *testing.T) {
 	b := memstore.NewBackend(goldenLimits)
-	goldenWorkload(t, b)
+	goldenWorkload(t, goldenStore(t, b))
 	checkGolden(t, "layout.golden", dump(t, b))
 }
 
@@ -240,6 +246,6 @@ func TestLayoutGolden(t *testing.T) {
 // testdata/calls.golden holds.
 func TestBackendCallTrace(t *testing.T) {
 	tr := &tracer{b: memstore.NewBackend(goldenLimits)}
-	goldenWorkload(t, tr)
+	goldenWorkload(t, goldenStore(t, tr))
 	checkGolden(t, "calls.golden", tr.trace.Bytes())
 }
