@@ -31,10 +31,11 @@ func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
 
 // commitBatch writes a batch of the operations of o's run: head (the write of the run's
 // record, if any, which run describes), body (operation records and index entries) and
-// the run's operations metadata meta, with its batch counter raised, if conds hold. When all of it fits one Commit, it is one
-// Commit. Otherwise body is staged in chunks, each its own Commit under the run's
-// staged/ keys that no reader looks at; then one Commit of head and of meta, naming the
-// batch, commits it; then the chunks are applied (see rollForward). A reader never sees
+// the run's operations metadata meta, with its batch counter raised, if conds hold.
+// When all of it fits one Commit, it is one Commit. Otherwise body is staged in chunks,
+// each its own Commit under the run's staged/ keys that no reader looks at; then one
+// Commit of head and of meta, naming the batch, commits it; then the chunks are applied
+// (see rollForward). A reader never sees
 // part of the batch: before the commit none of it counts, and after it every reader
 // applies the rest before it reads. An error wrapping ErrConditionFailed means a
 // condition did not hold and the batch was not committed; its staged chunks, if any,

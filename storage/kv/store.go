@@ -2,7 +2,6 @@ package kv
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -287,22 +286,8 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	slices.SortFunc(out, func(a, b operations.Run) int {
-		return cmp.Or(cmp.Compare(kindRank(a.Owner.Kind), kindRank(b.Owner.Kind)),
-			cmp.Compare(a.Owner.Kind, b.Owner.Kind), cmp.Compare(a.Owner.Name, b.Owner.Name))
-	})
+	slices.SortFunc(out, func(a, b operations.Run) int { return compareOwners(a.Owner, b.Owner) })
 	return out, nil
-}
-
-// kindRank orders kinds as runs are listed: Backup, Restore, then kinds of one's own.
-func kindRank(k phase.Kind) int {
-	switch k {
-	case phase.Backup:
-		return 0
-	case phase.Restore:
-		return 1
-	}
-	return 2
 }
 
 // DeleteRun deletes the run of o and all its operations in one atomic write. It fails,
