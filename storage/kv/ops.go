@@ -87,7 +87,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			// Another write's batch is committed but not applied: apply it, and try
 			// again. This counts as a lost race, so that a run given one staged batch
 			// after another still ends in a bounded number of tries.
-			if err := s.rollForward(ctx, o); err != nil {
+			if err := s.rollForward(ctx, partitionOf(o), prefix); err != nil {
 				return err
 			}
 			return errLost
@@ -128,7 +128,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			body = append(body, planNew(prefix, &meta, newOps, newRecs)...)
 		}
 		conds := []Condition{{Key: rk, Version: runVer}, {Key: metaKey, Version: metaVer}}
-		return lost(s.commitBatch(ctx, o, conds, nil, RunChange{}, body, meta))
+		return lost(s.commitBatch(ctx, partitionOf(o), prefix, conds, RunChange{}, body, meta))
 	})
 	if err != nil {
 		return fmt.Errorf("put operations of %s: %w", o, err)
@@ -207,7 +207,7 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 		if err != nil || !staged {
 			return err
 		}
-		if err := s.rollForward(ctx, o); err != nil {
+		if err := s.rollForward(ctx, partitionOf(o), prefix); err != nil {
 			return err
 		}
 		return errLost // read again, now that the batch is applied

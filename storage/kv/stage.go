@@ -29,19 +29,23 @@ func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
 	return binary.BigEndian.AppendUint32(stagedPrefix(prefix, batch), uint32(chunk))
 }
 
-// commitBatch writes a batch of the operations of o's run: head (the write of the run's
-// record, if any, which run describes), body (operation records and index entries) and
-// the run's operations metadata meta, with its batch counter raised, if conds hold.
+// commitBatch writes a batch of the operations of the run of partition p, whose
+// operations prefix is prefix: the run's record, when run gives one, body (operation
+// records and index entries) and the run's operations metadata meta, with its batch
+// counter raised, if conds hold.
 // When all of it fits one Commit, it is one Commit. Otherwise body is staged in chunks,
 // each its own Commit under the run's staged/ keys that no reader looks at; then one
-// Commit of head and of meta, naming the batch, commits it; then the chunks are applied
+// Commit of the run's record and of meta, naming the batch, commits it; then the chunks are applied
 // (see rollForward). A reader never sees
 // part of the batch: before the commit none of it counts, and after it every reader
 // applies the rest before it reads. An error wrapping ErrConditionFailed means a
 // condition did not hold and the batch was not committed; its staged chunks, if any,
 // are left for the run's next staged batch or its deletion to remove.
-func (s *Store) commitBatch(ctx context.Context, o operations.Owner, conds []Condition, head []Write, run RunChange, body []Write, meta opsMetaValue) error {
-	p, prefix := partitionOf(o), opsPrefix(o)
+func (s *Store) commitBatch(ctx context.Context, p Partition, prefix []byte, conds []Condition, run RunChange, body []Write, meta opsMetaValue) error {
+	var head []Write
+	if run.Record != nil {
+		head = []Write{{Key: runKey(p.owner()), Value: run.Record}}
+	}
 	metaKey := opsKey(prefix, opsMeta)
 	meta.batches++
 	all := append(body, Write{Key: metaKey, Value: meta.append(nil)}) // body's spare room, if any
@@ -69,7 +73,7 @@ func (s *Store) commitBatch(ctx context.Context, o operations.Owner, conds []Con
 	if err := s.b.CommitPartition(ctx, p, run, conds, commit); err != nil {
 		return err
 	}
-	return s.rollForward(ctx, o)
+	return s.rollForward(ctx, p, prefix)
 }
 
 // batchNumber returns the number of a new staged batch: random, so that the chunks of
@@ -143,15 +147,15 @@ func parseChunk(b []byte) ([]Write, error) {
 	return out, nil
 }
 
-// rollForward applies the staged batch that the operations metadata of o's run names,
+// rollForward applies the staged batch that the operations metadata of the run of p,
+// under prefix, names,
 // if any: each chunk is applied, and deleted, by one Commit on condition that the
 // metadata has not changed, and a last such Commit clears the metadata's batch and
 // deletes every staged chunk of the run (those of batches that never committed too).
 // Because no other batch of the run can commit while one is staged, two callers that
 // apply the same chunk write the same values; a caller that finds the metadata changed
 // starts over.
-func (s *Store) rollForward(ctx context.Context, o operations.Owner) error {
-	p, prefix := partitionOf(o), opsPrefix(o)
+func (s *Store) rollForward(ctx context.Context, p Partition, prefix []byte) error {
 	metaKey := opsKey(prefix, opsMeta)
 	err := s.retry(ctx, func() error {
 		var meta opsMetaValue

@@ -158,11 +158,10 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	rk, rec := runKey(r.Owner), record.AppendRun(nil, &r)
 	prefix := opsPrefix(r.Owner)
 	metaKey := opsKey(prefix, opsMeta)
-	head := []Write{{Key: rk, Value: rec}}
 	meta := opsMetaValue{next: 1}
 	body := planNew(prefix, &meta, ops, recs)
 	conds := []Condition{{Key: rk}, {Key: metaKey}}
-	err = s.commitBatch(ctx, r.Owner, conds, head, RunChange{Record: rec, Phase: r.Phase}, body, meta)
+	err = s.commitBatch(ctx, partitionOf(r.Owner), prefix, conds, RunChange{Record: rec, Phase: r.Phase}, body, meta)
 	if errors.Is(err, ErrConditionFailed) {
 		// The stored run is read, and decoded, within a Read of the backend, so that a
 		// damaged one is reported as such (see Backend.Read).
