@@ -80,8 +80,8 @@ type PartitionedBackend interface {
 	Limits() Limits
 }
 
-// OpenPartitioned returns the engine over b, as [Open] returns it over a [Backend], and
-// fails as Open does, leaving b unchanged.
+// OpenPartitioned returns the engine over b, as [Open] returns it over a [Backend]: it
+// writes the format key into a backend that holds no key, and fails as Open does.
 func OpenPartitioned(ctx context.Context, b PartitionedBackend, opts ...Option) (*Store, error) {
 	return open(ctx, b, opts...)
 }
