@@ -51,6 +51,21 @@
 // operations of a run reads only its u keys; listing runs by phase reads only the p keys
 // of those phases.
 //
+// # Partitioned backends
+//
+// No commit of the engine spans two runs: each touches the keys of one run (its record,
+// its operations, their indexes and staged chunks) or the global format key, and every
+// read reads one of them, but the listing of runs and Open's check that a backend
+// without a format key holds no key at all. A driver whose unit of atomicity is one
+// object therefore implements a [PartitionedBackend] and opens the engine with
+// [OpenPartitioned]: each commit names its [Partition] and carries a [RunChange] that
+// says what it does to the run's record and phase, and ListRuns is one call,
+// [PartitionedBackend.ScanRuns], that the driver may answer from an index of its own.
+// [Open] gives a [Backend] the same view: a read of a partition is a Read, a commit is
+// a Commit, and the phase index above (the p keys) is what the Backend's view writes
+// for each RunChange and scans for ScanRuns. The keys, values and calls a Backend sees
+// are therefore those of the layout above.
+//
 // # Group commit
 //
 // A backend whose commits each cost a sync to disk can take several commits in one

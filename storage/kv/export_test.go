@@ -27,9 +27,10 @@ func StagedMeta(o operations.Owner) (key, value []byte) {
 
 // QueuedCommits returns how many commits wait in s for a group to write them.
 func QueuedCommits(s *Store) int {
-	s.commits.mu.Lock()
-	defer s.commits.mu.Unlock()
-	return len(s.commits.queue)
+	c := s.b.(*flat).commits
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
 }
 
 // StagedChunkKey returns the key of chunk n of the staged batch that the value of
@@ -38,3 +39,7 @@ func StagedChunkKey(o operations.Owner, n int) []byte { return stagedKey(opsPref
 
 // RunKey returns the key of the record of o's run.
 func RunKey(o operations.Owner) []byte { return runKey(o) }
+
+// BatchNumbers makes a Store number its staged batches with next, in place of random
+// numbers, so that a test can compare what it writes byte for byte.
+func BatchNumbers(next func() uint64) Option { return func(s *Store) { s.nextBatch = next } }

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 
@@ -89,6 +90,14 @@ func cutKind(b []byte) (phase.Kind, []byte, bool) {
 func runKey(o operations.Owner) []byte {
 	k := make([]byte, 0, 1+kindLen(o.Kind)+len(o.Name))
 	return append(appendKind(append(k, prefixRun), o.Kind), o.Name...)
+}
+
+// compareOwners orders owners as their run keys sort: by kind (Backup, Restore, then
+// kinds of one's own by name), then by name. No kind's part is a prefix of another's,
+// so comparing the kind parts, then the names, is comparing the keys.
+func compareOwners(a, b operations.Owner) int {
+	var ka, kb [2 + phase.MaxKindBytes]byte // room for the kind part of any valid kind
+	return cmp.Or(bytes.Compare(appendKind(ka[:0], a.Kind), appendKind(kb[:0], b.Kind)), cmp.Compare(a.Name, b.Name))
 }
 
 // runPrefix is the prefix of the run keys of kind, or of every kind of one's own when

@@ -71,7 +71,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		var runVer, metaVer Version
 		var meta opsMetaValue
 		found := make([]idEntry, len(ops)) // seq 0: not stored yet
-		err := s.b.Read(ctx, func(r Reader) (err error) {
+		err := s.b.ReadPartition(ctx, partitionOf(o), func(r Reader) (err error) {
 			if _, runVer, err = readRun(ctx, r, o); err != nil {
 				return err
 			}
@@ -87,7 +87,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			// Another write's batch is committed but not applied: apply it, and try
 			// again. This counts as a lost race, so that a run given one staged batch
 			// after another still ends in a bounded number of tries.
-			if err := s.rollForward(ctx, prefix); err != nil {
+			if err := s.rollForward(ctx, partitionOf(o), prefix); err != nil {
 				return err
 			}
 			return errLost
@@ -128,7 +128,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			body = append(body, planNew(prefix, &meta, newOps, newRecs)...)
 		}
 		conds := []Condition{{Key: rk, Version: runVer}, {Key: metaKey, Version: metaVer}}
-		return lost(s.commitBatch(ctx, prefix, conds, nil, body, meta))
+		return lost(s.commitBatch(ctx, partitionOf(o), prefix, conds, RunChange{}, body, meta))
 	})
 	if err != nil {
 		return fmt.Errorf("put operations of %s: %w", o, err)
@@ -191,7 +191,7 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 	metaKey := opsKey(prefix, opsMeta)
 	return s.retry(ctx, func() error {
 		staged := false
-		err := s.b.Read(ctx, func(r Reader) error {
+		err := s.b.ReadPartition(ctx, partitionOf(o), func(r Reader) error {
 			if _, _, err := readRun(ctx, r, o); err != nil {
 				return err
 			}
@@ -207,7 +207,7 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 		if err != nil || !staged {
 			return err
 		}
-		if err := s.rollForward(ctx, prefix); err != nil {
+		if err := s.rollForward(ctx, partitionOf(o), prefix); err != nil {
 			return err
 		}
 		return errLost // read again, now that the batch is applied

@@ -12,9 +12,12 @@ import (
 	"github.com/itemops/itemops/storage/internal/record"
 )
 
-// fits reports whether one Commit of conds and writes is within the backend's limits.
-func (s *Store) fits(conds []Condition, writes []Write) bool {
-	return s.limits.allows(commitSize(conds, writes))
+// fits reports whether one commit of p of conds and writes, which makes run, is within
+// the backend's limits, counted as [PartitionedBackend.Limits] says: with the phase
+// index entries that run makes on a Backend.
+func (s *Store) fits(p Partition, run RunChange, conds []Condition, writes []Write) bool {
+	flat, err := flatWrites(p, run, writes)
+	return err == nil && s.limits.allows(commitSize(conds, flat))
 }
 
 // stagedPrefix is the prefix of the staged chunks of one batch of a run.
@@ -26,45 +29,61 @@ func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
 	return binary.BigEndian.AppendUint32(stagedPrefix(prefix, batch), uint32(chunk))
 }
 
-// commitBatch writes a batch of a run's operations: head (run records, if any), body
-// (operation records and index entries) and the run's operations metadata meta, with
-// its batch counter raised, if conds hold. When all of it fits one Commit, it is one
-// Commit. Otherwise body is staged in chunks, each its own Commit under the run's
-// staged/ keys that no reader looks at; then one Commit of head and of meta, naming the
-// batch, commits it; then the chunks are applied (see rollForward). A reader never sees
+// commitBatch writes a batch of the operations of the run of partition p, whose
+// operations prefix is prefix: the run's record, when run gives one, body (operation
+// records and index entries) and the run's operations metadata meta, with its batch
+// counter raised, if conds hold.
+// When all of it fits one Commit, it is one Commit. Otherwise body is staged in chunks,
+// each its own Commit under the run's staged/ keys that no reader looks at; then one
+// Commit of the run's record and of meta, naming the batch, commits it; then the chunks are applied
+// (see rollForward). A reader never sees
 // part of the batch: before the commit none of it counts, and after it every reader
 // applies the rest before it reads. An error wrapping ErrConditionFailed means a
 // condition did not hold and the batch was not committed; its staged chunks, if any,
 // are left for the run's next staged batch or its deletion to remove.
-func (s *Store) commitBatch(ctx context.Context, prefix []byte, conds []Condition, head, body []Write, meta opsMetaValue) error {
+func (s *Store) commitBatch(ctx context.Context, p Partition, prefix []byte, conds []Condition, run RunChange, body []Write, meta opsMetaValue) error {
+	var head []Write
+	if run.Record != nil {
+		head = []Write{{Key: runKey(p.owner()), Value: run.Record}}
+	}
 	metaKey := opsKey(prefix, opsMeta)
 	meta.batches++
 	all := append(body, Write{Key: metaKey, Value: meta.append(nil)}) // body's spare room, if any
 	if len(head) > 0 {
 		all = append(head[:len(head):len(head)], all...)
 	}
-	if s.fits(conds, all) {
-		return s.commits.commit(ctx, conds, all)
+	if s.fits(p, run, conds, all) {
+		return s.b.CommitPartition(ctx, p, run, conds, all)
 	}
-	batch := rand.Uint64() | 1 // never 0, which means none
+	batch := s.batchNumber()
 	chunks, err := s.chunks(prefix, batch, body)
 	if err != nil {
 		return err
 	}
 	for i, c := range chunks {
-		if err := s.commits.commit(ctx, nil, []Write{{Key: stagedKey(prefix, batch, i), Value: c}}); err != nil {
+		if err := s.b.CommitPartition(ctx, p, RunChange{}, nil, []Write{{Key: stagedKey(prefix, batch, i), Value: c}}); err != nil {
 			return fmt.Errorf("stage chunk %d of %d: %w", i+1, len(chunks), err)
 		}
 	}
 	meta.staged = batch
 	commit := append(head[:len(head):len(head)], Write{Key: metaKey, Value: meta.append(nil)})
-	if !s.fits(conds, commit) {
+	if !s.fits(p, run, conds, commit) {
 		return fmt.Errorf("the run's records alone exceed one write of the backend (%+v): %w", s.limits, errors.Join(ErrTooLarge, operations.ErrInvalid))
 	}
-	if err := s.commits.commit(ctx, conds, commit); err != nil {
+	if err := s.b.CommitPartition(ctx, p, run, conds, commit); err != nil {
 		return err
 	}
-	return s.rollForward(ctx, prefix)
+	return s.rollForward(ctx, p, prefix)
+}
+
+// batchNumber returns the number of a new staged batch: random, so that the chunks of
+// two writers that stage batches of one run at once never share keys, and never 0,
+// which means none.
+func (s *Store) batchNumber() uint64 {
+	if s.nextBatch != nil {
+		return s.nextBatch()
+	}
+	return rand.Uint64() | 1
 }
 
 // chunks encodes writes, puts and single-key deletes, into chunks that each fit one
@@ -128,14 +147,15 @@ func parseChunk(b []byte) ([]Write, error) {
 	return out, nil
 }
 
-// rollForward applies the staged batch that the operations metadata under prefix names,
+// rollForward applies the staged batch that the operations metadata of the run of p,
+// under prefix, names,
 // if any: each chunk is applied, and deleted, by one Commit on condition that the
 // metadata has not changed, and a last such Commit clears the metadata's batch and
 // deletes every staged chunk of the run (those of batches that never committed too).
 // Because no other batch of the run can commit while one is staged, two callers that
 // apply the same chunk write the same values; a caller that finds the metadata changed
 // starts over.
-func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
+func (s *Store) rollForward(ctx context.Context, p Partition, prefix []byte) error {
 	metaKey := opsKey(prefix, opsMeta)
 	err := s.retry(ctx, func() error {
 		var meta opsMetaValue
@@ -147,7 +167,7 @@ func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
 		var chunks []chunk
 		// Chunks are decoded within the Read, so that the backend sees a damaged one
 		// (see Backend.Read).
-		err := s.b.Read(ctx, func(r Reader) (err error) {
+		err := s.b.ReadPartition(ctx, p, func(r Reader) (err error) {
 			if meta, ver, err = readMeta(ctx, r, metaKey); err != nil || meta.staged == 0 {
 				return err
 			}
@@ -166,13 +186,13 @@ func (s *Store) rollForward(ctx context.Context, prefix []byte) error {
 		}
 		cond := []Condition{{Key: metaKey, Version: ver}}
 		for _, c := range chunks {
-			if err := lost(s.commits.commit(ctx, cond, append(c.writes, Write{Key: c.key, Delete: true}))); err != nil {
+			if err := lost(s.b.CommitPartition(ctx, p, RunChange{}, cond, append(c.writes, Write{Key: c.key, Delete: true}))); err != nil {
 				return err
 			}
 		}
 		meta.staged = 0
 		staged := opsKey(prefix, opsStaged)
-		return lost(s.commits.commit(ctx, cond, []Write{
+		return lost(s.b.CommitPartition(ctx, p, RunChange{}, cond, []Write{
 			{Key: metaKey, Value: meta.append(nil)},
 			{Key: staged, End: end(staged), Delete: true},
 		}))

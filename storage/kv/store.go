@@ -2,7 +2,6 @@ package kv
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,15 +12,17 @@ import (
 	"github.com/itemops/itemops/storage/internal/record"
 )
 
-// A Store is the engine: an [operations.Store] over a [Backend]. Create one with [Open].
-// It is safe for concurrent use, as its Backend is, also by Stores in other processes on
-// the same backend. Every method of a nil *Store fails with [ErrClosed].
+// A Store is the engine: an [operations.Store] over a [Backend] or a
+// [PartitionedBackend]. Create one with [Open] or [OpenPartitioned]. It is safe for
+// concurrent use, as its backend is, also by Stores in other processes on the same
+// backend. Every method of a nil *Store fails with [ErrClosed].
 type Store struct {
-	b        Backend
-	commits  *committer // every commit of the engine goes through it
+	b        PartitionedBackend
 	limits   Limits
 	attempts int // see WithRetries
 	turns    turns
+
+	nextBatch func() uint64 // nil: batchNumber draws at random; tests set it
 }
 
 // An Option configures a [Store].
@@ -45,14 +46,19 @@ var _ operations.Store = (*Store)(nil)
 // A done ctx, or a backend error, fails it with that error; a write of the format key
 // that keeps losing races, as [DefaultRetries] says, fails it with operations.ErrConflict.
 func Open(ctx context.Context, b Backend, opts ...Option) (*Store, error) {
-	s := &Store{b: b, commits: newCommitter(b), limits: b.Limits(), attempts: DefaultRetries}
+	return open(ctx, newFlat(b), opts...)
+}
+
+// open is Open and OpenPartitioned, on the partitioned view of a backend.
+func open(ctx context.Context, b PartitionedBackend, opts ...Option) (*Store, error) {
+	s := &Store{b: b, limits: b.Limits(), attempts: DefaultRetries}
 	for _, o := range opts {
 		o(s)
 	}
 	err := s.retry(ctx, func() error {
 		var format []byte
 		var empty bool
-		err := b.Read(ctx, func(r Reader) error {
+		err := b.ReadPartition(ctx, Partition{}, func(r Reader) error {
 			v, _, err := r.Get(ctx, keyFormat)
 			if err != nil {
 				return err
@@ -79,7 +85,7 @@ func Open(ctx context.Context, b Backend, opts ...Option) (*Store, error) {
 			return fmt.Errorf("keys without a format key: %w", ErrFormat)
 		}
 		// Lost when another Open wrote the format key first: the next try reads it.
-		return lost(b.Commit(ctx, []Condition{{Key: keyFormat}}, []Write{{Key: keyFormat, Value: []byte(formatValue)}}))
+		return lost(b.CommitPartition(ctx, Partition{}, RunChange{}, []Condition{{Key: keyFormat}}, []Write{{Key: keyFormat, Value: []byte(formatValue)}}))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -152,11 +158,10 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	rk, rec := runKey(r.Owner), record.AppendRun(nil, &r)
 	prefix := opsPrefix(r.Owner)
 	metaKey := opsKey(prefix, opsMeta)
-	head := []Write{{Key: rk, Value: rec}, {Key: idxKey(r.Owner, r.Phase), Value: rec}}
 	meta := opsMetaValue{next: 1}
 	body := planNew(prefix, &meta, ops, recs)
 	conds := []Condition{{Key: rk}, {Key: metaKey}}
-	err = s.commitBatch(ctx, prefix, conds, head, body, meta)
+	err = s.commitBatch(ctx, partitionOf(r.Owner), prefix, conds, RunChange{Record: rec, Phase: r.Phase}, body, meta)
 	if errors.Is(err, ErrConditionFailed) {
 		// The stored run is read, and decoded, within a Read of the backend, so that a
 		// damaged one is reported as such (see Backend.Read).
@@ -192,7 +197,7 @@ func (s *Store) GetRun(ctx context.Context, o operations.Owner) (operations.Run,
 
 // getRun reads the run of o, as readRun does, in a snapshot of its own.
 func (s *Store) getRun(ctx context.Context, o operations.Owner) (run operations.Run, ver Version, err error) {
-	err = s.b.Read(ctx, func(r Reader) (err error) {
+	err = s.b.ReadPartition(ctx, partitionOf(o), func(r Reader) (err error) {
 		run, ver, err = readRun(ctx, r, o)
 		return err
 	})
@@ -238,11 +243,8 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 			return err
 		}
 		rk, rec := runKey(o), record.AppendRun(nil, &after)
-		writes := []Write{{Key: rk, Value: rec}, {Key: idxKey(o, after.Phase), Value: rec}}
-		if after.Phase != before.Phase {
-			writes = append(writes, Write{Key: idxKey(o, before.Phase), Delete: true})
-		}
-		return lost(s.commits.commit(ctx, []Condition{{Key: rk, Version: ver}}, writes))
+		change := RunChange{Record: rec, Phase: after.Phase, From: before.Phase}
+		return lost(s.b.CommitPartition(ctx, partitionOf(o), change, []Condition{{Key: rk, Version: ver}}, []Write{{Key: rk, Value: rec}}))
 	})
 	switch {
 	case fromUpdate:
@@ -254,85 +256,36 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 }
 
 // ListRuns returns the runs f selects, by kind (Backup, Restore, then kinds of one's own
-// in the byte order of their names), then name. When f names phases it reads only the
+// in the byte order of their names), then name, from one snapshot of the backend (see
+// [PartitionedBackend.ScanRuns]); on a [Backend], when f names phases it reads only the
 // phase index entries of those phases. It fails with an error wrapping
-// [operations.ErrCorrupt] when a record does not decode, and with ctx.Err() or the
-// backend's error.
+// [operations.ErrCorrupt] when a record does not decode or is listed under a phase
+// other than its own, and with ctx.Err() or the backend's error.
 func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
 	if s == nil {
 		return nil, ErrClosed
 	}
-	// The kinds to read, in listing order; "" stands for every kind of one's own.
-	kinds := []phase.Kind{phase.Backup, phase.Restore, ""}
-	if f.Kind != "" {
-		kinds = nil // no run has a kind that is no name
-		if f.Kind.Validate() == nil {
-			kinds = []phase.Kind{f.Kind}
-		}
-	}
 	out := []operations.Run{}
-	err := s.b.Read(ctx, func(r Reader) error {
-		if len(f.Phases) == 0 {
-			for _, kind := range kinds {
-				start := runPrefix(kind)
-				err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
-					o, err := ownerOfRunKey(k)
-					if err != nil {
-						return err
-					}
-					run, err := record.DecodeRun(o, v)
-					if err != nil {
-						return fmt.Errorf("run %s: %w", o, err)
-					}
-					if f.Match(run) {
-						out = append(out, run)
-					}
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-			}
-			return nil
+	err := s.b.ScanRuns(ctx, f, func(p Partition, indexed phase.Phase, v []byte) error {
+		o := p.owner()
+		run, err := record.DecodeRun(o, v)
+		switch {
+		case err != nil && indexed == "":
+			return fmt.Errorf("run %s: %w", o, err)
+		case err != nil:
+			return fmt.Errorf("phase index entry of run %s: %w", o, err)
+		case indexed != "" && run.Phase != indexed:
+			return fmt.Errorf("phase index entry of run %s in %s holds phase %s: %w", o, indexed, run.Phase, operations.ErrCorrupt)
 		}
-		for _, kind := range kinds {
-			n := len(out)
-			for i, p := range f.Phases {
-				if slices.Contains(f.Phases[:i], p) {
-					continue
-				}
-				start := idxPrefix(kind, p)
-				err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
-					o := operations.Owner{Kind: kind, Name: string(k[len(start):])}
-					if kind == "" {
-						var err error
-						if o, err = ownerOfOwnIdxKey(start, k); err != nil {
-							return err
-						}
-					}
-					run, err := record.DecodeRun(o, v)
-					if err != nil {
-						return fmt.Errorf("phase index entry of run %s: %w", o, err)
-					}
-					if run.Phase != p {
-						return fmt.Errorf("phase index entry of run %s in %s holds phase %s: %w", o, p, run.Phase, operations.ErrCorrupt)
-					}
-					out = append(out, run)
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-			}
-			slices.SortFunc(out[n:], func(a, b operations.Run) int {
-				return cmp.Or(cmp.Compare(a.Owner.Kind, b.Owner.Kind), cmp.Compare(a.Owner.Name, b.Owner.Name))
-			})
+		if f.Match(run) {
+			out = append(out, run)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
+	slices.SortFunc(out, func(a, b operations.Run) int { return compareOwners(a.Owner, b.Owner) })
 	return out, nil
 }
 
@@ -352,9 +305,8 @@ func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
 		if err != nil {
 			return err
 		}
-		return lost(s.commits.commit(ctx, []Condition{{Key: rk, Version: ver}}, []Write{
+		return lost(s.b.CommitPartition(ctx, partitionOf(o), RunChange{From: run.Phase, Delete: true}, []Condition{{Key: rk, Version: ver}}, []Write{
 			{Key: rk, Delete: true},
-			{Key: idxKey(o, run.Phase), Delete: true},
 			{Key: prefix, End: end(prefix), Delete: true},
 		}))
 	})

@@ -1,6 +1,8 @@
 // Package kvtest checks a [kv.Backend] against the rules written on that interface. It
 // is public so that the author of any driver (storage/memstore, storage/boltstore,
-// storage/etcdstore, or one of their own) runs the same checks.
+// storage/etcdstore, or one of their own) runs the same checks. It also gives, in
+// [NewPartitionedBackend], a [kv.PartitionedBackend] that refuses every commit spanning
+// two runs, for the engine's own tests.
 //
 //	func TestBackend(t *testing.T) {
 //		kvtest.Run(t, func(t *testing.T) kv.Backend {
