@@ -197,7 +197,9 @@ func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value 
 // checksum and that the keys ascend. If one fails, seek returns an error wrapping
 // [ErrCorrupt]. When the checks pass, the search was right: a binary search of a page
 // whose keys are sound and in order finds every key it holds. c is then left on no
-// particular entry.
+// particular entry. In a write transaction, a leaf that the transaction has grown can
+// hold more entries than a page until the commit splits it; the walk checks only
+// r.span of them each way.
 func (r reader) seek(c *bolt.Cursor, key []byte) (k, v []byte, err error) {
 	k, v = c.Seek(key)
 	if bytes.Equal(k, key) {
