@@ -107,7 +107,9 @@
 // pass, the search was right; else the read fails with ErrCorrupt. A scan also checks
 // the entry it stops at. So a changed byte of a leaf element, key or value of the kv
 // bucket is ErrCorrupt at the first read that meets it or misses because of it, never
-// an entry read as absent: TestMonitorOnEveryChangedKVByte changes each byte of the kv
+// an entry read as absent (but for a leaf that a group of commits has grown, within
+// one write transaction, past what a page holds: the walk checks only a page's worth
+// of it each way): TestMonitorOnEveryChangedKVByte changes each byte of the kv
 // bucket's leaf pages after their headers with three masks, opens the file with
 // SkipCheck and uses it as a controller and its Monitor do, and FuzzChangedLiveByte
 // does so with fuzzed bytes and masks. A read that misses its key pays for those
