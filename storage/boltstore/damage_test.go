@@ -419,17 +419,15 @@ func TestCheckFindsCutElementCount(t *testing.T) {
 // fuzzed mask; check must report it. It also XORs one byte of the Monitor's store
 // with the same mask, and uses the file as a controller and its Monitor do: each call
 // must return what it returns on the sound file, or damage must be reported and nothing
-// more written (see useDamagedAsMonitor), with the default options, which check the
-// file at Open. It leaves out the reads' own checks (Options.SkipCheck): a changed key
-// or leaf element can send a read's search away from it, so that the read misses an
-// entry and says it is not there (see the package documentation, "Damage"; the input
-// uint32(324), byte(0x60) is one), which TestMonitorOnEveryChangedKVByte does not meet
-// with its two masks.
+// more written (see useDamagedAsMonitor). It does so twice: a live byte (see liveBytes)
+// with the default options, which check the file at Open, and a byte of the kv
+// bucket's leaf pages (see kvLeafBytes) with Options.SkipCheck, which leaves it to the
+// checks of every read.
 func FuzzChangedLiveByte(f *testing.F) {
 	b := liveStoreFile(f)
 	live := liveBytes(f, b)
 	mb, sound := soundMonitorSteps(f, monitorRuns)
-	monitorLive := liveBytes(f, mb)
+	monitorLive, kvBytes := liveBytes(f, mb), kvLeafBytes(f, mb)
 	f.Add(uint32(0), byte(0x5a))
 	f.Add(uint32(len(live)/2), byte(0x80))
 	f.Add(uint32(len(live)-1), byte(0x01))
@@ -441,9 +439,14 @@ func FuzzChangedLiveByte(f *testing.F) {
 		if found, _ := changeDetected(t, t.TempDir(), b, lb.off, x); !found {
 			t.Errorf("byte %d of %s XOR %#02x: check reports the file sound", lb.off, lb.what, x)
 		}
-		lb = monitorLive[int(i%uint32(len(monitorLive)))]
-		changed := bytes.Clone(mb)
-		changed[lb.off] ^= x
-		useDamagedAsMonitor(t, t.TempDir(), fmt.Sprintf("byte %d of %s XOR %#02x", lb.off, lb.what, x), changed, nil, monitorRuns, sound)
+		for _, c := range []struct {
+			bytes []liveByte
+			opts  *boltstore.Options
+		}{{monitorLive, nil}, {kvBytes, &boltstore.Options{SkipCheck: true}}} {
+			lb := c.bytes[int(i%uint32(len(c.bytes)))]
+			changed := bytes.Clone(mb)
+			changed[lb.off] ^= x
+			useDamagedAsMonitor(t, t.TempDir(), fmt.Sprintf("byte %d of %s XOR %#02x", lb.off, lb.what, x), changed, c.opts, monitorRuns, sound)
+		}
 	})
 }

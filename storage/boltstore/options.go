@@ -40,10 +40,9 @@ type Options struct {
 	// whose pages were damaged so that they form a cycle makes bbolt loop forever at the
 	// first read that meets the cycle, a rolled-back last transaction goes unseen, a
 	// damaged page header or branch page can hide entries from every read, and a damaged
-	// freelist is found only by a later write, and a changed key or leaf element of the
-	// kv bucket can make a read miss an entry and say it is not there; a changed value
-	// is still ErrCorrupt at the first read that meets it (see the package
-	// documentation, "Damage").
+	// freelist is found only by a later write; a changed key, value or leaf element of
+	// the kv bucket is still ErrCorrupt at the first read that meets it or misses an
+	// entry because of it (see the package documentation, "Damage").
 	SkipCheck bool
 
 	// ReadOnly opens the file for reading only: Open never creates, migrates or writes
