@@ -1,5 +1,7 @@
 package monitor
 
+import "time"
+
 // WorkersBusy returns how many operations the Monitor's workers hold: none once every
 // poll has returned.
 func (m *Monitor) WorkersBusy() int {
@@ -29,3 +31,9 @@ func (m *Monitor) PollsQueued() int {
 // WithStoreConcurrency bounds how many runs a pass works on at once (see
 // withStoreConcurrency).
 func WithStoreConcurrency(n int) Option { return withStoreConcurrency(n) }
+
+// Delay returns the wait of p after the attempt-th error in a row.
+func (p RetryPolicy) Delay(attempt int) time.Duration { return p.delay(attempt) }
+
+// NoAnswer returns the error of a plugin call that did not answer within timeout.
+func NoAnswer(timeout time.Duration) error { return &noAnswerError{timeout} }
