@@ -48,7 +48,7 @@ type config struct {
 	actionSet map[string]actionOptions
 	actions   map[string]policy
 	// policies is whether any plugin has a stall timeout or a retry policy; without,
-	// a check works as Velero's does and keeps no MonitorState.
+	// a poll checks every operation, as Velero does, and looks at no due time.
 	policies bool
 	// invalid joins the errors of options given invalid values: Run, RunOnce and Poll
 	// return it before anything else.
@@ -65,8 +65,8 @@ type policy struct {
 // on reports whether p asks for anything beyond Velero's rules.
 func (p policy) on() bool { return p.stall > 0 || p.retry.on() }
 
-// actionOptions is what the options set for one plugin, each field only when its has
-// is true.
+// actionOptions is what the options set for one plugin: stall when hasStall is true,
+// retry when hasRetry is.
 type actionOptions struct {
 	stall              time.Duration
 	retry              RetryPolicy
