@@ -176,12 +176,39 @@ func writeRun(out *bytes.Buffer, r operations.Run, ops []operations.Operation, a
 	if len(ops) > 0 {
 		out.WriteByte('\n')
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  PLUGIN\tRESOURCE\tOPERATION ID\tPHASE\tPROGRESS\tSTARTED\tUPDATED\tERROR")
+		fmt.Fprintln(tw, "  PLUGIN\tRESOURCE\tOPERATION ID\tPHASE\tPROGRESS\tSTARTED\tUPDATED\tPROGRESSED\tNEXT POLL\tERROR")
 		for _, op := range ops {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 				cell(op.Action), cell(op.Resource.String()), cell(op.ID), cell(string(op.Status.Phase)),
-				progressText(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated), cell(op.Status.Error))
+				progressText(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated),
+				age(at, op.Monitor.ProgressAt), nextPoll(op, at), errorText(op))
 		}
 		tw.Flush()
 	}
+}
+
+// nextPoll shows when the Monitor may next ask the plugin about op, by the schedule
+// that a retry policy keeps in its MonitorState: "in 1m20s", "due" once that time has
+// come, or "-" for a finished operation or one without a schedule, which every pass
+// polls.
+func nextPoll(op operations.Operation, at time.Time) string {
+	if op.Status.Phase.Finished() {
+		return "-"
+	}
+	return until(at, op.Monitor.NextPoll)
+}
+
+// errorText shows why op failed, or, for an unfinished operation whose Progress errors
+// a retry policy is retrying, how many came in a row and the last one: "retrying (3):
+// connection refused".
+func errorText(op operations.Operation) string {
+	ms := op.Monitor
+	if op.Status.Phase.Finished() || ms.Attempts == 0 {
+		return cell(op.Status.Error)
+	}
+	text := fmt.Sprintf("retrying (%d)", ms.Attempts)
+	if ms.LastError != "" {
+		text += ": " + clean(ms.LastError)
+	}
+	return text
 }
