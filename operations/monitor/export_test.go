@@ -10,13 +10,6 @@ func (m *Monitor) WorkersBusy() int {
 	return m.busy
 }
 
-// StreakRuns returns how many runs the Monitor counts Progress errors of.
-func (m *Monitor) StreakRuns() int {
-	m.streaks.mu.Lock()
-	defer m.streaks.mu.Unlock()
-	return len(m.streaks.runs)
-}
-
 // HungCalls returns how many plugin calls the Monitor gave up whose plugin has not
 // returned.
 func (m *Monitor) HungCalls() int { return int(m.hung.n.Load()) }

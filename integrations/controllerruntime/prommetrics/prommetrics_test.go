@@ -272,7 +272,8 @@ func TestHungCallCountedNotTimed(t *testing.T) {
 	metrics := prommetrics.New()
 	require.NoError(t, metrics.Register(reg))
 	opts := append(metrics.Reporter("m").MonitorOptions(), monitor.WithClock(clocktest.NewClock(t0)),
-		monitor.WithCallTimeout(20*time.Millisecond), monitor.WithProgressErrorTolerance(10))
+		monitor.WithCallTimeout(20*time.Millisecond),
+		monitor.WithRetryPolicy(monitor.RetryPolicy{MaxAttempts: 11, Retryable: func(error) bool { return true }}))
 	m := monitor.New(store, operationstest.Resolver(map[string]operations.Tracker{"stuck": stuck}), opts...)
 	for range 2 {
 		_, err := m.RunOnce(ctx)
