@@ -18,6 +18,7 @@ import (
 	"github.com/vmware-tanzu/velero/pkg/util/encode"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -31,9 +32,19 @@ import (
 // the map. It is safe for concurrent use.
 type BackupOperations struct{ *tracked }
 
-// NewBackupOperations returns a BackupOperations with an empty in-memory store.
-func NewBackupOperations() *BackupOperations {
-	return &BackupOperations{newTracked(phase.Backup)}
+// NewBackupOperations returns a BackupOperations with an empty in-memory store. opts
+// are given to the [monitor.Monitor] of each reconcile, after the bridge's logger (so a
+// [monitor.WithLogger] among them replaces it): with none, each reconcile does what
+// Velero's does. A fork opts in to a stall timeout ([monitor.WithStallTimeout],
+// [monitor.WithActionStallTimeout]) or a retry policy for transient Progress errors
+// ([monitor.WithRetryPolicy], [monitor.WithActionRetryPolicy]) here, and passes the
+// same options to [BackupItemOperationProgress] (see docs/velero-fork.md). What they
+// keep between reconciles lives with the run in the in-memory store, and a restart of
+// the server starts it over. An invalid option makes each Reconcile return its error
+// (wrapping [operations.ErrInvalid]) with no plugin called and nothing uploaded or
+// patched.
+func NewBackupOperations(opts ...monitor.Option) *BackupOperations {
+	return &BackupOperations{newTracked(phase.Backup, opts)}
 }
 
 // BackupEnv is what Velero's backup operations controller holds besides the map: its
@@ -231,9 +242,10 @@ func (b *BackupOperations) upload(ctx context.Context, env BackupEnv, original, 
 // concurrent use.
 type RestoreOperations struct{ *tracked }
 
-// NewRestoreOperations returns a RestoreOperations with an empty in-memory store.
-func NewRestoreOperations() *RestoreOperations {
-	return &RestoreOperations{newTracked(phase.Restore)}
+// NewRestoreOperations returns a RestoreOperations with an empty in-memory store; opts
+// are as for [NewBackupOperations], and go to [RestoreItemOperationProgress] too.
+func NewRestoreOperations(opts ...monitor.Option) *RestoreOperations {
+	return &RestoreOperations{newTracked(phase.Restore, opts)}
 }
 
 // RestoreEnv is what Velero's restore operations controller holds besides the map.
