@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,6 +147,7 @@ func TestScrape(t *testing.T) {
 			{l("monitor", "m", "phase", "Completed"), 2},
 			{l("monitor", "m", "phase", "Failed"), 4},
 		},
+		"itemops_operations_in_backoff":         {{l("monitor", "m"), 0}},
 		"itemops_operations_timed_out_total":    {{l("monitor", "m", "action", "slow"), 1}},
 		"itemops_monitor_pass_duration_seconds": {{l("monitor", "m"), 1}},
 		"itemops_plugin_call_duration_seconds": {
@@ -175,7 +177,7 @@ func TestScrape(t *testing.T) {
 		t.Errorf("scraped metrics (-want +got):\n%s", diff)
 	}
 	wantTypes := map[string]dto.MetricType{
-		"itemops_runs": dto.MetricType_GAUGE, "itemops_operations": dto.MetricType_GAUGE,
+		"itemops_runs": dto.MetricType_GAUGE, "itemops_operations": dto.MetricType_GAUGE, "itemops_operations_in_backoff": dto.MetricType_GAUGE,
 		"itemops_operations_ended_total": dto.MetricType_COUNTER, "itemops_operations_timed_out_total": dto.MetricType_COUNTER,
 		"itemops_monitor_pass_duration_seconds": dto.MetricType_HISTOGRAM, "itemops_plugin_call_duration_seconds": dto.MetricType_HISTOGRAM,
 		"itemops_plugin_calls_total": dto.MetricType_COUNTER, "itemops_finalizer_failures_total": dto.MetricType_COUNTER,
@@ -244,6 +246,7 @@ func TestMonitorsAddUp(t *testing.T) {
 		"itemops_runs[kind=Backup monitor=m phase=WaitingForPluginOperations]": 6,
 		"itemops_operations[monitor=m phase=InProgress]":                       0,
 		"itemops_operations[monitor=m phase=New]":                              6,
+		"itemops_operations_in_backoff[monitor=m]":                             0,
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("gauges (-want +got):\n%s", diff)
@@ -358,6 +361,7 @@ func TestMonitorsApart(t *testing.T) {
 			s["itemops_runs"+labelKey(map[string]string{"monitor": name, "kind": "Backup", "phase": "WaitingForPluginOperations"})] = runs
 			s["itemops_operations"+labelKey(map[string]string{"monitor": name, "phase": "New"})] = newOps
 			s["itemops_operations"+labelKey(map[string]string{"monitor": name, "phase": "InProgress"})] = 0
+			s["itemops_operations_in_backoff"+labelKey(map[string]string{"monitor": name})] = 0
 		}
 		return s
 	}
@@ -395,4 +399,99 @@ func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		}
 	}
 	return got
+}
+
+// TestStallsAndRetries drives a Monitor with a stall timeout and retry policies over
+// four passes on a fake clock and checks, after each, the series of stalls, retries by
+// outcome, and operations in backoff: an operation whose report never moves stalls at
+// the end of its window; one whose plugin restarts is retried twice, waits in backoff
+// between, and recovers; one runs out of attempts; one's error is not to be retried.
+func TestStallsAndRetries(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	restarting := operations.Retryable(errors.New("plugin restarting"))
+	var flakyCalls int
+	trackers := map[string]operations.Tracker{
+		"stuck": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			return operations.Progress{NCompleted: 12, NTotal: 100}, nil
+		}},
+		"flaky": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			if flakyCalls++; flakyCalls <= 2 {
+				return operations.Progress{}, restarting
+			}
+			return operations.Progress{Completed: true}, nil
+		}},
+		"down": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			return operations.Progress{}, restarting
+		}},
+		"broken": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			return operations.Progress{}, errors.New("snapshot class not found")
+		}},
+	}
+	o := operations.Owner{Kind: phase.Backup, Name: "b1"}
+	_, err := operations.StartRun(ctx, store, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{Operations: []operations.Operation{{Action: "stuck", ID: "1"}, {Action: "flaky", ID: "2"},
+			{Action: "down", ID: "3"}, {Action: "broken", ID: "4"}}}, nil
+	})
+	require.NoError(t, err)
+
+	reg := prometheus.NewRegistry()
+	metrics := prommetrics.New()
+	require.NoError(t, metrics.Register(reg))
+	clk := clocktest.NewClock(t0)
+	m := monitor.New(store, operationstest.Resolver(trackers), append(metrics.Reporter("m").MonitorOptions(),
+		monitor.WithClock(clk),
+		monitor.WithActionStallTimeout("stuck", 30*time.Minute),
+		monitor.WithRetryPolicy(monitor.RetryPolicy{InitialInterval: time.Minute, MaxAttempts: 5}),
+		monitor.WithActionRetryPolicy("down", monitor.RetryPolicy{MaxAttempts: 1}))...)
+
+	key := func(name string, kv ...string) string {
+		labels := map[string]string{"monitor": "m"}
+		for i := 0; i < len(kv); i += 2 {
+			labels[kv[i]] = kv[i+1]
+		}
+		return name + labelKey(labels)
+	}
+	retries := func(action, outcome string) string {
+		return key("itemops_operation_retries_total", "action", action, "outcome", outcome)
+	}
+	stalled, backoff := key("itemops_operations_stalled_total", "action", "stuck"), key("itemops_operations_in_backoff")
+	steps := []struct {
+		name    string
+		advance time.Duration
+		want    map[string]float64
+	}{
+		{"first pass: flaky errs, down runs out, broken is refused", 0, map[string]float64{
+			retries("flaky", "scheduled"): 1, retries("down", "exhausted"): 1, retries("broken", "refused"): 1, backoff: 0}},
+		{"30s on: flaky waits its minute in backoff", 30 * time.Second, map[string]float64{
+			retries("flaky", "scheduled"): 1, retries("down", "exhausted"): 1, retries("broken", "refused"): 1, backoff: 1}},
+		{"30m on: stuck stalls, flaky errs again", 30*time.Minute - 30*time.Second, map[string]float64{
+			stalled: 1, retries("flaky", "scheduled"): 2, retries("down", "exhausted"): 1, retries("broken", "refused"): 1, backoff: 0}},
+		{"10m more: flaky answers", 10 * time.Minute, map[string]float64{
+			stalled: 1, retries("flaky", "scheduled"): 2, retries("flaky", "recovered"): 1, retries("down", "exhausted"): 1,
+			retries("broken", "refused"): 1, backoff: 0}},
+	}
+	for _, step := range steps {
+		clk.Advance(step.advance)
+		_, err := m.RunOnce(ctx)
+		require.NoError(t, err, step.name)
+		got := map[string]float64{}
+		for k, v := range series(t, reg) {
+			if strings.HasPrefix(k, "itemops_operations_stalled_total") || strings.HasPrefix(k, "itemops_operation_retries_total") ||
+				strings.HasPrefix(k, "itemops_operations_in_backoff") {
+				got[k] = v
+			}
+		}
+		if diff := gocmp.Diff(step.want, got); diff != "" {
+			t.Errorf("%s: series (-want +got):\n%s", step.name, diff)
+		}
+	}
+	ops, err := store.ListOperations(ctx, o, operations.OperationFilter{})
+	require.NoError(t, err)
+	phases := map[string]operations.OperationPhase{}
+	for _, op := range ops {
+		phases[op.Action] = op.Status.Phase
+	}
+	require.Equal(t, map[string]operations.OperationPhase{"stuck": operations.OperationFailed, "flaky": operations.OperationCompleted,
+		"down": operations.OperationFailed, "broken": operations.OperationFailed}, phases)
 }
