@@ -24,7 +24,8 @@ import (
 // default, to the errors a Velero plugin client really returns: gRPC's own status
 // errors with the codes of a plugin that cannot answer now are transient, and a
 // plugin's own error, which Velero's plugin server sends with code Unknown and a stack
-// and its client turns into a ProtoStackError (FromGRPCError), is not. Each error then
+// and its client turns into a ProtoStackError (FromGRPCError), is not, nor is a
+// ProtoStackError of another code, which hides its status. Each error then
 // comes from a plugin's Progress through the bridge's Resolver to a Monitor with a retry
 // policy: a transient one leaves the operation waiting for its next poll, any other
 // fails it at once with the plugin's text, as Velero does.
@@ -46,6 +47,7 @@ func TestTransientGRPC(t *testing.T) {
 		{"DeadlineExceeded", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), true},
 		{"ResourceExhausted", status.Error(codes.ResourceExhausted, "grpc: received message larger than max"), true},
 		{"a plugin's own error", own, false},
+		{"a plugin's own error sent as Unavailable", common.FromGRPCError(common.NewGRPCErrorWithCode(pkgerrors.New("x"), codes.Unavailable)), false},
 		{"Unknown without a stack", status.Error(codes.Unknown, "snapshot failed"), false},
 		{"Internal", status.Error(codes.Internal, "grpc: error unmarshalling request"), false},
 		{"Unavailable's text alone", errors.New(unavailable.Error()), false},

@@ -34,7 +34,9 @@
 // does not hold it, so a run loaded again from one starts its windows over. Records
 // that hold it are written in a format that builds without it cannot read: before going
 // back to such a build, turn the options off and let the operations that waited end (a
-// check under no option writes an operation without its state).
+// check under no option writes an operation without its state). The times are the
+// Monitor's clock's: replicas whose clocks differ shift each other's windows and waits by
+// the difference.
 //
 // Of the deadlines of one operation, the operation timeout is judged after it (a check
 // strictly after Created plus the timeout), the stall window at it (a check at the end

@@ -141,7 +141,7 @@ type PassStats struct {
 	Start    time.Time     // by the Monitor's clock
 	Duration time.Duration // by the Monitor's clock
 	// Runs is the number of waiting runs polled, Operations the number of operations
-	// checked, Completed and Failed how many of them ended in this pass, NewErrors the
+	// checked (not those deferred, below), Completed and Failed how many of them ended in this pass, NewErrors the
 	// errors added to runs, Advanced the runs whose phase changed (finalized included).
 	Runs, Operations, Completed, Failed, NewErrors, Advanced int
 	// Finalized is the number of runs the pass moved out of a finalizing phase.

@@ -55,7 +55,8 @@ type RetryPolicy struct {
 	// operation. Zero: no bound on the count.
 	MaxAttempts int
 	// MaxElapsed is how long after the first error in a row an error fails the
-	// operation. Zero: no bound on the time.
+	// operation; no wait runs past it, so the last poll comes at that time. Zero: no
+	// bound on the time.
 	MaxElapsed time.Duration
 	// Retryable tells the errors to retry. Nil means [Transient]. Whatever it says, an
 	// error wrapping [operations.ErrInvalidOperationID] or

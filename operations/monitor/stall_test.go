@@ -50,6 +50,43 @@ func (e *ended) get() (timedOut, stalled []string) {
 	return append([]string(nil), e.timedOut...), append([]string(nil), e.stalled...)
 }
 
+// oneOp is a waiting run of one operation "a" of plugin "p", whose Progress answers
+// what report holds at the call, under a Monitor with opts that tells obs what ended.
+type oneOp struct {
+	e      *env
+	tr     *operationstest.Tracker
+	o      operations.Owner
+	obs    ended
+	m      *monitor.Monitor
+	mu     sync.Mutex
+	report operations.Progress
+}
+
+func newOneOp(t *testing.T, opts ...monitor.Option) *oneOp {
+	c := &oneOp{e: newEnv(t), report: stuck}
+	c.tr = reporting(&c.mu, &c.report)
+	c.e.trackers["p"] = c.tr
+	c.o = c.e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+	c.m = c.e.monitor(append(opts, monitor.WithObserver(c.obs.observer()))...)
+	return c
+}
+
+// set changes the report the plugin answers.
+func (c *oneOp) set(change func(*operations.Progress)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	change(&c.report)
+}
+
+// pass makes a pass after moving the clock d on.
+func (c *oneOp) pass(t *testing.T, d time.Duration) monitor.PassStats {
+	t.Helper()
+	c.e.clock.Advance(d)
+	stats, err := c.m.RunOnce(context.Background())
+	require.NoError(t, err)
+	return stats
+}
+
 // TestStallWindow checks that an operation whose report does not move is stalled at the
 // window exactly: a nanosecond before, it runs on and its plugin is not cancelled; at the
 // window it fails with a message that gives the window, the last counts and the time of
@@ -66,43 +103,29 @@ func TestStallWindow(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			var mu sync.Mutex
-			report := stuck
-			tr := reporting(&mu, &report)
-			e.trackers["p"] = tr
-			o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
-			var obs ended
-			m := e.monitor(monitor.WithStallTimeout(tc.window), monitor.WithDefaultOperationTimeout(24*time.Hour), monitor.WithObserver(obs.observer()))
-			ctx := context.Background()
+			c := newOneOp(t, monitor.WithStallTimeout(tc.window), monitor.WithDefaultOperationTimeout(24*time.Hour))
+			c.pass(t, 0)
+			require.Equal(t, operations.MonitorState{ProgressAt: t0}, c.e.op(c.o, "a").Monitor, "the window starts at the first check")
 
-			_, err := m.RunOnce(ctx)
-			require.NoError(t, err)
-			require.Equal(t, operations.MonitorState{ProgressAt: t0}, e.op(o, "a").Monitor, "the window starts at the first check")
+			c.pass(t, tc.window-time.Nanosecond)
+			require.Equal(t, operations.OperationInProgress, c.e.op(c.o, "a").Status.Phase, "a nanosecond before the window")
+			require.Zero(t, c.tr.CancelCalls("a"))
 
-			e.clock.Advance(tc.window - time.Nanosecond)
-			_, err = m.RunOnce(ctx)
-			require.NoError(t, err)
-			require.Equal(t, operations.OperationInProgress, e.op(o, "a").Status.Phase, "a nanosecond before the window")
-			require.Zero(t, tr.CancelCalls("a"))
-
-			e.clock.Advance(time.Nanosecond)
-			stats, err := m.RunOnce(ctx)
-			require.NoError(t, err)
+			stats := c.pass(t, time.Nanosecond)
 			require.Equal(t, 1, stats.Failed)
-			got := e.op(o, "a")
+			got := c.e.op(c.o, "a")
 			want := operations.Status{Phase: operations.OperationFailed, Error: tc.wantErr, NCompleted: 12, NTotal: 100, OperationUnits: "GiB",
 				Description: "copying", Created: t0, Started: started, Updated: started}
 			if d := cmp.Diff(want, got.Status); d != "" {
 				t.Errorf("the stalled operation (-want +got):\n%s", d)
 			}
 			require.Zero(t, got.Monitor, "a finished operation keeps no Monitor state")
-			require.Equal(t, 1, tr.CancelCalls("a"))
-			require.Equal(t, 3, tr.ProgressCalls("a"))
-			timedOut, stalled := obs.get()
+			require.Equal(t, 1, c.tr.CancelCalls("a"))
+			require.Equal(t, 3, c.tr.ProgressCalls("a"))
+			timedOut, stalled := c.obs.get()
 			require.Empty(t, timedOut)
 			require.Equal(t, []string{"a"}, stalled)
-			require.Equal(t, phase.PartiallyFailed, e.get(o).Phase, "finalized in the same pass")
+			require.Equal(t, phase.PartiallyFailed, c.e.get(c.o).Phase, "finalized in the same pass")
 		})
 	}
 }
@@ -129,38 +152,22 @@ func TestStallProgressResets(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			var mu sync.Mutex
-			report := stuck
-			e.trackers["p"] = reporting(&mu, &report)
-			o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
-			m := e.monitor(monitor.WithStallTimeout(30 * time.Minute))
-			ctx := context.Background()
-			_, err := m.RunOnce(ctx)
-			require.NoError(t, err)
-
-			e.clock.Advance(20 * time.Minute)
-			mu.Lock()
-			tc.change(&report)
-			mu.Unlock()
-			_, err = m.RunOnce(ctx)
-			require.NoError(t, err)
+			c := newOneOp(t, monitor.WithStallTimeout(30*time.Minute))
+			c.pass(t, 0)
+			c.set(tc.change)
+			c.pass(t, 20*time.Minute)
 			wantAt := t0
 			if tc.moves {
 				wantAt = t0.Add(20 * time.Minute)
 			}
-			require.Equal(t, wantAt, e.op(o, "a").Monitor.ProgressAt)
+			require.Equal(t, wantAt, c.e.op(c.o, "a").Monitor.ProgressAt)
 
-			e.clock.Advance(10 * time.Minute) // the window of the first check ends
-			_, err = m.RunOnce(ctx)
-			require.NoError(t, err)
-			got := e.op(o, "a").Status
+			c.pass(t, 10*time.Minute) // the window of the first check ends
+			got := c.e.op(c.o, "a").Status
 			if tc.moves {
 				require.Equal(t, operations.OperationInProgress, got.Phase)
-				e.clock.Advance(20 * time.Minute) // the window of the move ends
-				_, err = m.RunOnce(ctx)
-				require.NoError(t, err)
-				got = e.op(o, "a").Status
+				c.pass(t, 20*time.Minute) // the window of the move ends
+				got = c.e.op(c.o, "a").Status
 			}
 			require.Equal(t, operations.OperationFailed, got.Phase)
 			require.Contains(t, got.Error, monitor.StallPrefix+"30m0s: ")
@@ -226,35 +233,21 @@ func TestStallVsTimeout(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			var mu sync.Mutex
-			report := stuck
-			tr := reporting(&mu, &report)
-			e.trackers["p"] = tr
-			o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
-			var obs ended
-			m := e.monitor(monitor.WithStallTimeout(30*time.Minute), monitor.WithDefaultOperationTimeout(30*time.Minute), monitor.WithObserver(obs.observer()))
-			ctx := context.Background()
-			_, err := m.RunOnce(ctx)
-			require.NoError(t, err)
-
-			e.clock.Advance(tc.at)
-			mu.Lock()
-			report = tc.report
-			mu.Unlock()
-			_, err = m.RunOnce(ctx)
-			require.NoError(t, err)
-			got := e.op(o, "a").Status
+			c := newOneOp(t, monitor.WithStallTimeout(30*time.Minute), monitor.WithDefaultOperationTimeout(30*time.Minute))
+			c.pass(t, 0)
+			c.set(func(p *operations.Progress) { *p = tc.report })
+			c.pass(t, tc.at)
+			got := c.e.op(c.o, "a").Status
 			require.Equal(t, tc.wantPhase, got.Phase)
 			require.Equal(t, tc.wantErr, got.Error)
-			timedOut, stalled := obs.get()
+			timedOut, stalled := c.obs.get()
 			require.Equal(t, tc.timedOut, timedOut)
 			require.Equal(t, tc.stalled, stalled)
 			wantCancels := 0
 			if tc.wantPhase == operations.OperationFailed {
 				wantCancels = 1
 			}
-			require.Equal(t, wantCancels, tr.CancelCalls("a"))
+			require.Equal(t, wantCancels, c.tr.CancelCalls("a"))
 		})
 	}
 }

@@ -406,6 +406,7 @@ func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // outcome, and operations in backoff: an operation whose report never moves stalls at
 // the end of its window; one whose plugin restarts is retried twice, waits in backoff
 // between, and recovers; one runs out of attempts; one's error is not to be retried.
+// Close then removes the gauge and keeps the counters.
 func TestStallsAndRetries(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
@@ -439,7 +440,8 @@ func TestStallsAndRetries(t *testing.T) {
 	metrics := prommetrics.New()
 	require.NoError(t, metrics.Register(reg))
 	clk := clocktest.NewClock(t0)
-	m := monitor.New(store, operationstest.Resolver(trackers), append(metrics.Reporter("m").MonitorOptions(),
+	reporter := metrics.Reporter("m")
+	m := monitor.New(store, operationstest.Resolver(trackers), append(reporter.MonitorOptions(),
 		monitor.WithClock(clk),
 		monitor.WithActionStallTimeout("stuck", 30*time.Minute),
 		monitor.WithRetryPolicy(monitor.RetryPolicy{InitialInterval: time.Minute, MaxAttempts: 5}),
@@ -471,10 +473,7 @@ func TestStallsAndRetries(t *testing.T) {
 			stalled: 1, retries("flaky", "scheduled"): 2, retries("flaky", "recovered"): 1, retries("down", "exhausted"): 1,
 			retries("broken", "refused"): 1, backoff: 0}},
 	}
-	for _, step := range steps {
-		clk.Advance(step.advance)
-		_, err := m.RunOnce(ctx)
-		require.NoError(t, err, step.name)
+	ours := func() map[string]float64 {
 		got := map[string]float64{}
 		for k, v := range series(t, reg) {
 			if strings.HasPrefix(k, "itemops_operations_stalled_total") || strings.HasPrefix(k, "itemops_operation_retries_total") ||
@@ -482,9 +481,21 @@ func TestStallsAndRetries(t *testing.T) {
 				got[k] = v
 			}
 		}
-		if diff := gocmp.Diff(step.want, got); diff != "" {
+		return got
+	}
+	for _, step := range steps {
+		clk.Advance(step.advance)
+		_, err := m.RunOnce(ctx)
+		require.NoError(t, err, step.name)
+		if diff := gocmp.Diff(step.want, ours()); diff != "" {
 			t.Errorf("%s: series (-want +got):\n%s", step.name, diff)
 		}
+	}
+	reporter.Close()
+	want := steps[len(steps)-1].want
+	delete(want, backoff)
+	if diff := gocmp.Diff(want, ours()); diff != "" {
+		t.Errorf("after Close: series (-want +got):\n%s", diff)
 	}
 	ops, err := store.ListOperations(ctx, o, operations.OperationFilter{})
 	require.NoError(t, err)
