@@ -243,7 +243,8 @@ func (b *BackupOperations) upload(ctx context.Context, env BackupEnv, original, 
 type RestoreOperations struct{ *tracked }
 
 // NewRestoreOperations returns a RestoreOperations with an empty in-memory store; opts
-// are as for [NewBackupOperations], and go to [RestoreItemOperationProgress] too.
+// are as for [NewBackupOperations], and a fork passes the same to
+// [RestoreItemOperationProgress].
 func NewRestoreOperations(opts ...monitor.Option) *RestoreOperations {
 	return &RestoreOperations{newTracked(phase.Restore, opts)}
 }

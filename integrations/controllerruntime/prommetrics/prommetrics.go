@@ -190,10 +190,10 @@ func (r *Reporter) MonitorOptions() []monitor.Option {
 }
 
 // Close removes r's part of the gauges itemops_runs, itemops_operations and
-// itemops_operations_in_backoff, and keeps
-// later passes of its Monitor out of them; the series of a name no other Reporter
-// reports go. Call it when the Monitor stops. The counters and histograms keep what the
-// Monitor did. Close is idempotent and never fails.
+// itemops_operations_in_backoff, and keeps later passes of its Monitor out of them; the
+// series of a name no other Reporter reports go. Call it when the Monitor stops. The
+// counters and histograms keep what the Monitor did. Close is idempotent and never
+// fails.
 func (r *Reporter) Close() {
 	r.closed.Store(true)
 	r.m.runs.remove(r)
