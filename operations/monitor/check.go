@@ -149,8 +149,9 @@ func (p *pending) what() string {
 // given up, the operation is failed from op (see pending); now is when the check
 // started. It returns the plugin's answer; the error Progress returned, as it is
 // (Velero records a plugin's error text alone); or an error that names the call when
-// Cancel failed, or the plugin panicked or had not answered by the deadline. A call whose deadline has passed when it returns
-// counts as unanswered, so that each call ends one way. When the poll's ctx ends first,
+// Cancel failed, or the plugin panicked or had not answered by the deadline. A call
+// whose deadline has passed when it returns counts as unanswered, so that each call
+// ends one way. When the poll's ctx ends first,
 // it returns ctx.Err(). ok is false when the call was given up (see pending.giveUp): the
 // operation is settled, and the caller must leave the poll alone.
 //
