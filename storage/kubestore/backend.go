@@ -1,0 +1,361 @@
+package kubestore
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/kv"
+)
+
+// listPage is how many objects one LIST request of ScanRuns asks for.
+const listPage = 500
+
+// commitAttempts is how many times CommitPartition reads the object again and redoes a
+// commit whose write found the object changed since its read, before it leaves the
+// retry to the engine with kv.ErrConditionFailed.
+const commitAttempts = 10
+
+// errRaced is returned by backend.write when the object changed, appeared or went away
+// between the read a commit was planned on and its write.
+var errRaced = errors.New("the object changed under the commit")
+
+// A backend is the [kv.PartitionedBackend] of a Store: each run's keys in one
+// ItemopsRun, the global keys in the ItemopsChunk named formatName, all in namespace
+// ns. It is safe for concurrent use: it keeps nothing between calls, and every write is
+// conditional on the resourceVersion its commit read.
+type backend struct {
+	dyn            dynamic.Interface
+	ns             string
+	maxObjectBytes int
+}
+
+var _ kv.PartitionedBackend = (*backend)(nil)
+
+// target returns the resource, its client and the name of the object of p.
+func (b *backend) target(p kv.Partition) (schema.GroupVersionResource, dynamic.ResourceInterface, string) {
+	if p == (kv.Partition{}) {
+		return chunksResource, b.dyn.Resource(chunksResource).Namespace(b.ns), formatName
+	}
+	return runsResource, b.dyn.Resource(runsResource).Namespace(b.ns), objectName(p)
+}
+
+// get reads the object of p; an absent object gives a stored with no keys.
+func (b *backend) get(ctx context.Context, p kv.Partition) (stored, error) {
+	res, client, name := b.target(p)
+	obj, err := client.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return stored{keys: map[string]item{}}, nil
+	case err != nil:
+		return stored{}, fmt.Errorf("kubestore: get %s %s/%s: %w", res.Resource, b.ns, name, err)
+	}
+	return decodeObject(res, p, obj)
+}
+
+func (b *backend) ReadPartition(ctx context.Context, p kv.Partition, fn func(kv.Reader) error) error {
+	s, err := b.get(ctx, p)
+	if err != nil {
+		return err
+	}
+	return fn(reader{b: b, p: p, keys: s.keys})
+}
+
+// A reader reads the keys of one object as one read of it found them; a Scan of the
+// global partition with no bounds goes on to the keys of every run's object, read by
+// one LIST.
+type reader struct {
+	b    *backend
+	p    kv.Partition
+	keys map[string]item
+}
+
+func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	it := r.keys[string(key)]
+	return it.value, it.ver, nil
+}
+
+func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte, v kv.Version) error) error {
+	if err := scanKeys(ctx, r.keys, start, end, fn); err != nil {
+		return err
+	}
+	if r.p != (kv.Partition{}) || len(start) > 0 || len(end) > 0 {
+		return nil
+	}
+	return r.b.list(ctx, labels.Everything(), func(_ kv.Partition, s stored) error {
+		return scanKeys(ctx, s.keys, nil, nil, fn)
+	})
+}
+
+// scanKeys calls fn for the keys of m in [start, end) in byte order, as kv.Reader.Scan
+// says.
+func scanKeys(ctx context.Context, m map[string]item, start, end []byte, fn func(key, value []byte, v kv.Version) error) error {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k < string(start) || len(end) > 0 && k >= string(end) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn([]byte(k), m[k].value, m[k].ver); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// list calls fn with every run's object that sel selects, read in pages of one
+// consistent LIST, and stops at the first error fn returns. An object that does not
+// hold the run its name stands for fails it with operations.ErrCorrupt.
+func (b *backend) list(ctx context.Context, sel labels.Selector, fn func(p kv.Partition, s stored) error) error {
+	client := b.dyn.Resource(runsResource).Namespace(b.ns)
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: listPage}
+	for {
+		l, err := client.List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("kubestore: list %s in %s: %w", runsResource.Resource, b.ns, err)
+		}
+		for i := range l.Items {
+			obj := &l.Items[i]
+			kind, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "kind")
+			name, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "name")
+			p := kv.Partition{Kind: phase.Kind(kind), Name: name}
+			if objectName(p) != obj.GetName() {
+				return corrupt(runsResource.Resource, b.ns, obj.GetName(), "holds the run of %s %q, whose object is %s", kind, name, objectName(p))
+			}
+			s, err := decodeObject(runsResource, p, obj)
+			if err != nil {
+				return err
+			}
+			if err := fn(p, s); err != nil {
+				return err
+			}
+		}
+		if l.GetContinue() == "" {
+			return nil
+		}
+		opts.Continue = l.GetContinue()
+	}
+}
+
+func (b *backend) ScanRuns(ctx context.Context, f operations.RunFilter, fn func(p kv.Partition, indexed phase.Phase, record []byte) error) error {
+	sel, ok := runSelector(f)
+	if !ok {
+		return nil
+	}
+	return b.list(ctx, sel, func(p kv.Partition, s stored) error {
+		var indexed phase.Phase
+		if len(f.Phases) > 0 {
+			indexed = phase.Phase(s.obj.GetLabels()[labelPhase])
+		}
+		return fn(p, indexed, s.keys[s.recordKey].value)
+	})
+}
+
+// runSelector returns the label selector of the runs' objects that f selects, or false
+// when f selects none: its kind, or every phase it names, cannot be a label's value, so
+// no object of the store has it.
+func runSelector(f operations.RunFilter) (labels.Selector, bool) {
+	sel := labels.NewSelector()
+	add := func(key string, op selection.Operator, values ...string) bool {
+		r, err := labels.NewRequirement(key, op, values)
+		if err == nil {
+			sel = sel.Add(*r)
+		}
+		return err == nil
+	}
+	add(labelRole, selection.Equals, roleRun)
+	if f.Kind != "" && (f.Kind.Validate() != nil || !add(labelKind, selection.Equals, string(f.Kind))) {
+		return nil, false
+	}
+	if len(f.Phases) == 0 {
+		return sel, true
+	}
+	var phases []string
+	for _, ph := range f.Phases {
+		if _, err := labels.NewRequirement(labelPhase, selection.Equals, []string{string(ph)}); err == nil {
+			phases = append(phases, string(ph))
+		}
+	}
+	return sel, len(phases) > 0 && add(labelPhase, selection.In, phases...)
+}
+
+func (b *backend) CommitPartition(ctx context.Context, p kv.Partition, run kv.RunChange, conds []kv.Condition, writes []kv.Write) error {
+	for range commitAttempts {
+		cur, err := b.get(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, c := range conds {
+			if got := cur.keys[string(c.Key)].ver; got != c.Version {
+				return fmt.Errorf("kubestore: key %q has version %d, not %d: %w", c.Key, got, c.Version, kv.ErrConditionFailed)
+			}
+		}
+		err = b.write(ctx, p, cur, run, writes)
+		if !errors.Is(err, errRaced) {
+			return err
+		}
+	}
+	return fmt.Errorf("kubestore: %d writes of one commit each found the object changed: %w", commitAttempts, kv.ErrConditionFailed)
+}
+
+// write writes to the object of p what writes make of cur, on condition that the object
+// is still the one cur was read from. It fails with errRaced when it is not.
+func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.RunChange, writes []kv.Write) error {
+	next := stored{keys: maps.Clone(cur.keys), seq: cur.seq + 1, recordKey: cur.recordKey}
+	if cur.obj == nil {
+		next.seq = newSeq()
+	}
+	for _, w := range writes {
+		switch {
+		case w.Delete && len(w.End) > 0:
+			maps.DeleteFunc(next.keys, func(k string, _ item) bool { return k >= string(w.Key) && k < string(w.End) })
+		case w.Delete:
+			delete(next.keys, string(w.Key))
+		default:
+			next.keys[string(w.Key)] = item{value: bytes.Clone(w.Value), ver: next.seq}
+		}
+	}
+	res, client, name := b.target(p)
+	if len(next.keys) == 0 {
+		if cur.obj == nil {
+			return nil
+		}
+		rv, uid := cur.obj.GetResourceVersion(), cur.obj.GetUID()
+		err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
+		return b.writeError("delete", res, name, err)
+	}
+	if run.Record != nil {
+		k, err := recordKey(cur.recordKey, run.Record, writes)
+		if err != nil {
+			return fmt.Errorf("kubestore: commit of the run of %s %q: %w", p.Kind, p.Name, err)
+		}
+		next.recordKey = k
+	}
+	if p != (kv.Partition{}) && next.recordKey == "" {
+		return fmt.Errorf("kubestore: commit of the run of %s %q writes keys of a run without its record", p.Kind, p.Name)
+	}
+	obj, err := b.object(p, cur, next, run)
+	if err != nil {
+		return err
+	}
+	if cur.obj == nil {
+		_, err = client.Create(ctx, obj, metav1.CreateOptions{})
+		return b.writeError("create", res, name, err)
+	}
+	_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
+	return b.writeError("update", res, name, err)
+}
+
+// writeError returns nil for a nil err, errRaced for an answer that says the object
+// is not the one the commit read, and otherwise err with what was written.
+func (b *backend) writeError(verb string, res schema.GroupVersionResource, name string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsAlreadyExists(err):
+		return errRaced
+	}
+	return fmt.Errorf("kubestore: %s %s %s/%s: %w", verb, res.Resource, b.ns, name, err)
+}
+
+// recordKey returns the key that holds the run's record after a commit that writes
+// record: the key that held it, if the commit writes record there, or else the one
+// key that the commit sets to record. It fails when no key, or more than one, is set to
+// record.
+func recordKey(old string, record []byte, writes []kv.Write) (string, error) {
+	var found []string
+	for _, w := range writes {
+		if !w.Delete && bytes.Equal(w.Value, record) {
+			if string(w.Key) == old {
+				return old, nil
+			}
+			found = append(found, string(w.Key))
+		}
+	}
+	if len(found) != 1 {
+		return "", fmt.Errorf("%d keys are set to the run's record, want 1", len(found))
+	}
+	return found[0], nil
+}
+
+// object returns the object that holds next for partition p: cur's object with next in
+// place of its keys, or a new object when cur has none. It fails with an error
+// wrapping kv.ErrTooLarge when the object's JSON would exceed b.maxObjectBytes.
+func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange) (*unstructured.Unstructured, error) {
+	res, _, name := b.target(p)
+	data, err := encodeKeys(next.keys)
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	if cur.obj != nil {
+		obj = cur.obj.DeepCopy()
+	} else {
+		obj.SetAPIVersion(res.GroupVersion().String())
+		obj.SetName(name)
+		obj.SetNamespace(b.ns)
+		if res == runsResource {
+			obj.SetKind(runKind)
+			obj.Object["spec"] = map[string]any{
+				"owner":  map[string]any{"kind": string(p.Kind), "name": p.Name},
+				"format": specFormat,
+			}
+		} else {
+			obj.SetKind(chunkKind)
+			obj.Object["spec"] = map[string]any{}
+		}
+	}
+	lbls := obj.GetLabels()
+	if lbls == nil {
+		lbls = map[string]string{}
+	}
+	path := storePath(res)
+	fields := map[string]any{"seq": int64(next.seq), "data": base64.StdEncoding.EncodeToString(data)}
+	if res == runsResource {
+		lbls[labelRole] = roleRun
+		lbls[labelKind] = string(p.Kind)
+		if run.Record != nil {
+			lbls[labelPhase] = string(run.Phase)
+			if err := unstructured.SetNestedField(obj.Object, string(run.Phase), "status", "phase"); err != nil {
+				return nil, corrupt(res.Resource, b.ns, name, "status: %v", err)
+			}
+		}
+		fields["recordKey"] = base64.StdEncoding.EncodeToString([]byte(next.recordKey))
+	} else {
+		lbls[labelRole] = roleFormat
+	}
+	obj.SetLabels(lbls)
+	for k, v := range fields {
+		if err := unstructured.SetNestedField(obj.Object, v, append(path, k)...); err != nil {
+			return nil, corrupt(res.Resource, b.ns, name, "%v", err)
+		}
+	}
+	js, err := obj.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("kubestore: encode %s %s/%s: %w", res.Resource, b.ns, name, err)
+	}
+	if len(js) > b.maxObjectBytes {
+		return nil, fmt.Errorf("kubestore: %s %s/%s would be %d bytes, more than %d: %w", res.Resource, b.ns, name, len(js), b.maxObjectBytes, kv.ErrTooLarge)
+	}
+	return obj, nil
+}
+
+func (b *backend) Limits() kv.Limits { return kv.Limits{} }

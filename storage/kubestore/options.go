@@ -1,0 +1,38 @@
+package kubestore
+
+import "fmt"
+
+// Options configures [Open]. A nil *Options means the defaults below.
+type Options struct {
+	// QPS and Burst set the client's rate limit where the rest.Config given to Open
+	// leaves them 0 (client-go's own defaults, 5 and 10, would make a Monitor's pass over
+	// a hundred runs take minutes). The defaults are 200 and 400.
+	QPS   float32
+	Burst int
+	// MaxObjectBytes is the largest JSON, in bytes, of an object the store writes: a
+	// commit that would make a run's object larger fails with an error wrapping
+	// kv.ErrTooLarge and writes nothing. The default, 1 MiB, is below etcd's default
+	// request limit of 1.5 MiB. Less than 0 is an error.
+	MaxObjectBytes int
+}
+
+// withDefaults returns o with its zero fields set to the defaults.
+func (o *Options) withDefaults() (Options, error) {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.MaxObjectBytes < 0 || out.QPS < 0 || out.Burst < 0 {
+		return Options{}, fmt.Errorf("negative option in %+v", out)
+	}
+	if out.QPS == 0 {
+		out.QPS = 200
+	}
+	if out.Burst == 0 {
+		out.Burst = 400
+	}
+	if out.MaxObjectBytes == 0 {
+		out.MaxObjectBytes = 1 << 20
+	}
+	return out, nil
+}
