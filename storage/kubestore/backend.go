@@ -3,11 +3,16 @@ package kubestore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +26,10 @@ import (
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/kv"
 )
+
+// deleteTimeout bounds the deletes of chunks that a commit no longer needs, which run
+// whatever happened to the commit's context.
+const deleteTimeout = 10 * time.Second
 
 // listPage is how many objects one LIST request of ScanRuns asks for.
 const listPage = 500
@@ -42,6 +51,8 @@ type backend struct {
 	dyn            dynamic.Interface
 	ns             string
 	maxObjectBytes int
+	inlineBytes    int // see Options.InlineBytes
+	chunkBytes     int // see Options.ChunkBytes
 }
 
 var _ kv.PartitionedBackend = (*backend)(nil)
@@ -54,17 +65,65 @@ func (b *backend) target(p kv.Partition) (schema.GroupVersionResource, dynamic.R
 	return runsResource, b.dyn.Resource(runsResource).Namespace(b.ns), objectName(p)
 }
 
-// get reads the object of p; an absent object gives a stored with no keys.
+// get reads the object of p and the chunks it names; an absent object gives a stored
+// with no keys. A chunk that is gone is one that a later commit replaced, and get reads
+// the object again, up to commitAttempts times; a chunk gone while the object that names
+// it is unchanged is damage (operations.ErrCorrupt).
 func (b *backend) get(ctx context.Context, p kv.Partition) (stored, error) {
 	res, client, name := b.target(p)
-	obj, err := client.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return stored{keys: map[string]item{}}, nil
-	case err != nil:
-		return stored{}, fmt.Errorf("kubestore: get %s %s/%s: %w", res.Resource, b.ns, name, err)
+	for range commitAttempts {
+		obj, err := client.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return stored{keys: map[string]item{}}, nil
+		case err != nil:
+			return stored{}, fmt.Errorf("kubestore: get %s %s/%s: %w", res.Resource, b.ns, name, err)
+		}
+		s, err := decodeObject(res, p, obj)
+		if err != nil {
+			return stored{}, err
+		}
+		gone, err := b.getChunks(ctx, &s)
+		if err != nil || gone == "" {
+			return s, err
+		}
+		again, err := client.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return stored{keys: map[string]item{}}, nil
+		case err != nil:
+			return stored{}, fmt.Errorf("kubestore: get %s %s/%s: %w", res.Resource, b.ns, name, err)
+		case again.GetResourceVersion() == obj.GetResourceVersion():
+			return stored{}, corrupt(res.Resource, b.ns, name, "chunk %s is missing", gone)
+		}
 	}
-	return decodeObject(res, p, obj)
+	return stored{}, fmt.Errorf("kubestore: %s %s/%s changed under %d reads: %w", res.Resource, b.ns, name, commitAttempts, operations.ErrConflict)
+}
+
+// getChunks reads the chunks that s names and adds their keys to s. It returns the name
+// of the first chunk that is gone, if one is.
+func (b *backend) getChunks(ctx context.Context, s *stored) (gone string, err error) {
+	client := b.dyn.Resource(chunksResource).Namespace(b.ns)
+	for i := range s.chunks {
+		c := &s.chunks[i]
+		obj, err := client.Get(ctx, c.ref.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return c.ref.name, nil
+		case err != nil:
+			return "", fmt.Errorf("kubestore: get %s %s/%s: %w", chunksResource.Resource, b.ns, c.ref.name, err)
+		}
+		if c.keys, err = decodeChunk(s.obj, c.ref, obj, s.seq); err != nil {
+			return "", err
+		}
+		for k, it := range c.keys {
+			if _, ok := s.keys[k]; ok {
+				return "", corrupt(runsResource.Resource, b.ns, s.obj.GetName(), "key %q is in chunk %s and elsewhere", k, c.ref.name)
+			}
+			s.keys[k] = it
+		}
+	}
+	return "", nil
 }
 
 func (b *backend) ReadPartition(ctx context.Context, p kv.Partition, fn func(kv.Reader) error) error {
@@ -217,7 +276,10 @@ func (b *backend) CommitPartition(ctx context.Context, p kv.Partition, run kv.Ru
 }
 
 // write writes to the object of p what writes make of cur, on condition that the object
-// is still the one cur was read from. It fails with errRaced when it is not.
+// is still the one cur was read from. It fails with errRaced when it is not. A run's
+// keys that do not fit b.inlineBytes go to chunks (see spill); the write of the run's
+// object is the commit point, and the chunks that no longer hold its keys are deleted
+// after it.
 func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.RunChange, writes []kv.Write) error {
 	next := stored{keys: maps.Clone(cur.keys), seq: cur.seq + 1, recordKey: cur.recordKey}
 	if cur.obj == nil {
@@ -252,16 +314,172 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 	if p != (kv.Partition{}) && next.recordKey == "" {
 		return fmt.Errorf("kubestore: commit of the run of %s %q writes keys of a run without its record", p.Kind, p.Name)
 	}
-	obj, err := b.object(p, cur, next, run)
+	inline, err := encodeKeys(next.keys)
 	if err != nil {
 		return err
 	}
-	if cur.obj == nil {
-		_, err = client.Create(ctx, obj, metav1.CreateOptions{})
-		return b.writeError("create", res, name, err)
+	var created []string // the chunks this write made, deleted again if it fails
+	if p != (kv.Partition{}) && len(inline) > b.inlineBytes {
+		if cur.obj == nil {
+			if cur.obj, err = b.createPending(ctx, p, next.seq); err != nil {
+				return err
+			}
+		}
+		created, err = b.spill(ctx, cur, &next, writes)
+		if err == nil {
+			inline, err = encodeKeys(next.keys)
+		}
+		if err != nil {
+			b.deleteChunks(created)
+			return err
+		}
 	}
-	_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
-	return b.writeError("update", res, name, err)
+	obj, err := b.object(p, cur, next, run, inline)
+	if err == nil {
+		if cur.obj == nil {
+			_, err = client.Create(ctx, obj, metav1.CreateOptions{})
+			err = b.writeError("create", res, name, err)
+		} else {
+			_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
+			err = b.writeError("update", res, name, err)
+		}
+	}
+	if err != nil {
+		b.deleteChunks(created)
+		return err
+	}
+	kept := map[string]bool{}
+	for _, c := range next.chunks {
+		kept[c.ref.name] = true
+	}
+	var retired []string
+	for _, c := range cur.chunks {
+		if !kept[c.ref.name] {
+			retired = append(retired, c.ref.name)
+		}
+	}
+	b.deleteChunks(retired)
+	return nil
+}
+
+// createPending creates the object of the run of p, holding no key, so that the chunks
+// of the run's first commit have an owner; readers take the run as absent until the
+// commit writes the object. The object has the label itemops.io/role=pending and
+// sequence number seq.
+func (b *backend) createPending(ctx context.Context, p kv.Partition, seq kv.Version) (*unstructured.Unstructured, error) {
+	res, client, name := b.target(p)
+	obj := newObject(res, b.ns, name, p)
+	obj.SetLabels(map[string]string{labelRole: rolePending, labelKind: string(p.Kind)})
+	if err := unstructured.SetNestedField(obj.Object, int64(seq), "status", "store", "seq"); err != nil {
+		return nil, err
+	}
+	created, err := client.Create(ctx, obj, metav1.CreateOptions{})
+	return created, b.writeError("create", res, name, err)
+}
+
+// spill moves the keys of next, other than the run's record, into chunks: the chunks
+// of cur that the writes leave alone are kept as they are, and the other keys go to new
+// chunks of at most b.chunkBytes of encoded keys each, created, owned by cur's object,
+// before spill returns. next.keys keeps only the record, and next.chunks names the
+// chunks. spill returns the names of the chunks it created, also when it fails.
+func (b *backend) spill(ctx context.Context, cur stored, next *stored, writes []kv.Write) ([]string, error) {
+	rest := maps.Clone(next.keys)
+	next.keys = map[string]item{next.recordKey: rest[next.recordKey]}
+	delete(rest, next.recordKey)
+	next.chunks = nil
+	for _, c := range cur.chunks {
+		if touched(c.ref, writes) || c.keys[next.recordKey].ver != 0 {
+			continue
+		}
+		next.chunks = append(next.chunks, c)
+		for k := range c.keys {
+			delete(rest, k)
+		}
+	}
+	var created []string
+	var batch map[string]item
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		c, err := b.createChunk(ctx, cur.obj, next.seq, batch)
+		if err != nil {
+			return err
+		}
+		created = append(created, c.ref.name)
+		next.chunks = append(next.chunks, c)
+		batch, size = nil, 0
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(rest)) {
+		n := len(k) + len(rest[k].value) + 3*binary.MaxVarintLen64
+		if size+n > b.chunkBytes {
+			if err := flush(); err != nil {
+				return created, err
+			}
+		}
+		if batch == nil {
+			batch = map[string]item{}
+		}
+		batch[k] = rest[k]
+		size += n
+	}
+	return created, flush()
+}
+
+// touched reports whether one of writes sets or deletes a key in the range of ref.
+func touched(ref chunkRef, writes []kv.Write) bool {
+	for _, w := range writes {
+		if len(w.End) > 0 {
+			if string(w.Key) <= ref.last && string(w.End) > ref.first {
+				return true
+			}
+		} else if string(w.Key) >= ref.first && string(w.Key) <= ref.last {
+			return true
+		}
+	}
+	return false
+}
+
+// createChunk creates an ItemopsChunk of keys, owned by head, named "c.", the label
+// itemops.io/run of head's chunks, a dot and 16 random hex digits. No run's object has
+// such a name, since no run's object name starts with "c.".
+func (b *backend) createChunk(ctx context.Context, head *unstructured.Unstructured, seq kv.Version, keys map[string]item) (chunk, error) {
+	data, err := encodeKeys(keys)
+	if err != nil {
+		return chunk{}, err
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"seq": int64(seq), "data": base64.StdEncoding.EncodeToString(data)},
+	}}
+	obj.SetAPIVersion(chunksResource.GroupVersion().String())
+	obj.SetKind(chunkKind)
+	obj.SetNamespace(b.ns)
+	obj.SetName(fmt.Sprintf("c.%s.%016x", runLabel(head.GetName()), rand.Uint64()))
+	obj.SetLabels(map[string]string{labelRole: roleChunk, labelRun: runLabel(head.GetName())})
+	obj.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: runsResource.GroupVersion().String(), Kind: runKind, Name: head.GetName(), UID: head.GetUID(),
+	}})
+	got, err := b.dyn.Resource(chunksResource).Namespace(b.ns).Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		return chunk{}, fmt.Errorf("kubestore: create a chunk of %s %s/%s: %w", runsResource.Resource, b.ns, head.GetName(), err)
+	}
+	sorted := slices.Sorted(maps.Keys(keys))
+	sum := sha256.Sum256(data)
+	ref := chunkRef{name: got.GetName(), first: sorted[0], last: sorted[len(sorted)-1], sum: hex.EncodeToString(sum[:])}
+	return chunk{ref: ref, keys: keys}, nil
+}
+
+// deleteChunks deletes the chunks named, as far as it can: a chunk left behind names no
+// key that any run's object names, so no reader sees it.
+func (b *backend) deleteChunks(names []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	client := b.dyn.Resource(chunksResource).Namespace(b.ns)
+	for _, n := range names {
+		_ = client.Delete(ctx, n, metav1.DeleteOptions{})
+	}
 }
 
 // writeError returns nil for a nil err, errRaced for an answer that says the object
@@ -296,32 +514,15 @@ func recordKey(old string, record []byte, writes []kv.Write) (string, error) {
 	return found[0], nil
 }
 
-// object returns the object that holds next for partition p: cur's object with next in
-// place of its keys, or a new object when cur has none. It fails with an error
+// object returns the object that holds next, whose inline keys encode to data, for
+// partition p: cur's object with next in place of its keys, or a new object when cur
+// has none. It fails with an error
 // wrapping kv.ErrTooLarge when the object's JSON would exceed b.maxObjectBytes.
-func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange) (*unstructured.Unstructured, error) {
+func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, data []byte) (*unstructured.Unstructured, error) {
 	res, _, name := b.target(p)
-	data, err := encodeKeys(next.keys)
-	if err != nil {
-		return nil, err
-	}
-	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	obj := newObject(res, b.ns, name, p)
 	if cur.obj != nil {
 		obj = cur.obj.DeepCopy()
-	} else {
-		obj.SetAPIVersion(res.GroupVersion().String())
-		obj.SetName(name)
-		obj.SetNamespace(b.ns)
-		if res == runsResource {
-			obj.SetKind(runKind)
-			obj.Object["spec"] = map[string]any{
-				"owner":  map[string]any{"kind": string(p.Kind), "name": p.Name},
-				"format": specFormat,
-			}
-		} else {
-			obj.SetKind(chunkKind)
-			obj.Object["spec"] = map[string]any{}
-		}
 	}
 	lbls := obj.GetLabels()
 	if lbls == nil {
@@ -339,6 +540,11 @@ func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange) (*u
 			}
 		}
 		fields["recordKey"] = base64.StdEncoding.EncodeToString([]byte(next.recordKey))
+		refs := make([]any, len(next.chunks))
+		for i, c := range next.chunks {
+			refs[i] = encodeChunkRef(c.ref)
+		}
+		fields["chunks"] = refs
 	} else {
 		lbls[labelRole] = roleFormat
 	}
@@ -359,3 +565,31 @@ func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange) (*u
 }
 
 func (b *backend) Limits() kv.Limits { return kv.Limits{} }
+
+// newObject returns a new object of resource named name in namespace ns for the keys of
+// p, without labels or keys.
+func newObject(res schema.GroupVersionResource, ns, name string, p kv.Partition) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	obj.SetAPIVersion(res.GroupVersion().String())
+	obj.SetName(name)
+	obj.SetNamespace(ns)
+	if res == runsResource {
+		obj.SetKind(runKind)
+		obj.Object["spec"] = map[string]any{
+			"owner":  map[string]any{"kind": string(p.Kind), "name": p.Name},
+			"format": specFormat,
+		}
+	} else {
+		obj.SetKind(chunkKind)
+		obj.Object["spec"] = map[string]any{}
+	}
+	return obj
+}
+
+// runLabel returns the value of the label itemops.io/run of the chunks of the run
+// whose object is named name: the first 40 hex digits of the name's SHA-256, since a
+// label's value is at most 63 bytes.
+func runLabel(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:])[:40]
+}

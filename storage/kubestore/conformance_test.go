@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/kubestore"
 	"github.com/itemops/itemops/storage/storetest"
 )
 
@@ -18,6 +19,18 @@ func TestConformance(t *testing.T) {
 			t.Skip("a batch of 100,000 operations does not fit one object; see the test's doc")
 		}
 		return newStore(t, nil)
+	})
+}
+
+// TestConformanceSpilled runs the suite with sizes so small that every run keeps its
+// operations in chunks, many of them, so that every commit replaces some chunks and
+// keeps others.
+func TestConformanceSpilled(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) operations.Store {
+		if !testing.Short() && strings.HasPrefix(t.Name(), "TestConformanceSpilled/Scale/") {
+			t.Skip("a batch of 100,000 operations in chunks of 16 KiB is left to TestConformance")
+		}
+		return newStore(t, &kubestore.Options{InlineBytes: 512, ChunkBytes: 16 << 10})
 	})
 }
 

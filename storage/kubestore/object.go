@@ -1,7 +1,10 @@
 package kubestore
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,19 +34,36 @@ const (
 	labelRole   = "itemops.io/role"
 	labelKind   = "itemops.io/kind"
 	labelPhase  = "itemops.io/phase"
+	labelRun    = "itemops.io/run"
 	roleRun     = "run"
+	rolePending = "pending"
+	roleChunk   = "chunk"
 	roleFormat  = "format"
 	maxSeqStart = 1 << 62
 )
 
-// A stored is what one object holds of one partition: its keys, the sequence number of
-// the last commit that wrote them (every key's version is at most seq), and, in a run's
-// object, which key holds the run's record.
+// A stored is what one object, with the chunks it names, holds of one partition: its
+// keys, the sequence number of the last commit that wrote them (every key's version is
+// at most seq), and, in a run's object, which key holds the run's record.
 type stored struct {
 	obj       *unstructured.Unstructured // as read; nil when the object is absent
-	keys      map[string]item
+	keys      map[string]item            // every key: inline and in chunks
 	seq       kv.Version
 	recordKey string
+	chunks    []chunk // the chunks a run's object names, in its order
+}
+
+// A chunk is an ItemopsChunk that holds some of a spilled run's keys. It is written
+// once and never changed: a commit that changes its keys writes a new chunk.
+type chunk struct {
+	ref  chunkRef
+	keys map[string]item
+}
+
+// A chunkRef is what a run's object says of one of its chunks: its name, its first and
+// last key, and the SHA-256 of its data, in hex.
+type chunkRef struct {
+	name, first, last, sum string
 }
 
 // storePath is where an object of resource keeps its stored fields.
@@ -79,6 +99,11 @@ func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *uns
 	if err != nil || !found || seq < 1 {
 		return stored{}, bad("no sequence number")
 	}
+	if resource == runsResource && obj.GetLabels()[labelRole] == rolePending {
+		// The object of a run whose first commit spills, made to own the commit's chunks
+		// before the commit's write: the run does not exist yet.
+		return stored{obj: obj, keys: map[string]item{}, seq: kv.Version(seq)}, nil
+	}
 	enc, _, err := unstructured.NestedString(obj.Object, append(path, "data")...)
 	if err != nil {
 		return stored{}, bad("data is not a string")
@@ -105,8 +130,83 @@ func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *uns
 			return stored{}, bad("the record key %q holds no value", raw)
 		}
 		s.recordKey = string(raw)
+		refs, _, err := unstructured.NestedSlice(obj.Object, append(path, "chunks")...)
+		if err != nil {
+			return stored{}, bad("chunks is not a list")
+		}
+		for i, r := range refs {
+			ref, err := decodeChunkRef(r)
+			if err != nil {
+				return stored{}, bad("chunk %d: %v", i, err)
+			}
+			s.chunks = append(s.chunks, chunk{ref: ref})
+		}
 	}
 	return s, nil
+}
+
+// decodeChunkRef returns the chunkRef that v, an element of status.store.chunks, holds.
+func decodeChunkRef(v any) (chunkRef, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return chunkRef{}, fmt.Errorf("not an object")
+	}
+	var ref chunkRef
+	for field, dst := range map[string]*string{"name": &ref.name, "first": &ref.first, "last": &ref.last, "sha256": &ref.sum} {
+		v, ok := m[field].(string)
+		if !ok {
+			return chunkRef{}, fmt.Errorf("no %s", field)
+		}
+		*dst = v
+	}
+	first, err1 := base64.StdEncoding.DecodeString(ref.first)
+	last, err2 := base64.StdEncoding.DecodeString(ref.last)
+	if err1 != nil || err2 != nil || string(first) > string(last) {
+		return chunkRef{}, fmt.Errorf("its first and last keys are not a range")
+	}
+	ref.first, ref.last = string(first), string(last)
+	return ref, nil
+}
+
+// encodeChunkRef returns ref as an element of status.store.chunks.
+func encodeChunkRef(ref chunkRef) map[string]any {
+	return map[string]any{
+		"name":   ref.name,
+		"first":  base64.StdEncoding.EncodeToString([]byte(ref.first)),
+		"last":   base64.StdEncoding.EncodeToString([]byte(ref.last)),
+		"sha256": ref.sum,
+	}
+}
+
+// decodeChunk returns the keys of obj, an ItemopsChunk that ref names as a chunk of
+// the run whose object head holds seq. It fails with an error wrapping
+// operations.ErrCorrupt, naming both objects, when obj's data is not what ref says or a
+// key lies outside ref's range.
+func decodeChunk(head *unstructured.Unstructured, ref chunkRef, obj *unstructured.Unstructured, seq kv.Version) (map[string]item, error) {
+	bad := func(format string, args ...any) error {
+		return corrupt(runsResource.Resource, head.GetNamespace(), head.GetName(), "chunk %s: %s", ref.name, fmt.Sprintf(format, args...))
+	}
+	enc, _, err := unstructured.NestedString(obj.Object, "spec", "data")
+	if err != nil {
+		return nil, bad("data is not a string")
+	}
+	data, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return nil, bad("data is not base64: %v", err)
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != ref.sum {
+		return nil, bad("data does not have the SHA-256 that the run's object gives")
+	}
+	keys, err := decodeKeys(data, seq)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	for k := range keys {
+		if k < ref.first || k > ref.last {
+			return nil, bad("key %q outside the chunk's range", k)
+		}
+	}
+	return keys, nil
 }
 
 // newSeq returns the sequence number of the first commit of an object: a random number

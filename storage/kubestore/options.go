@@ -14,6 +14,14 @@ type Options struct {
 	// kv.ErrTooLarge and writes nothing. The default, 1 MiB, is below etcd's default
 	// request limit of 1.5 MiB. Less than 0 is an error.
 	MaxObjectBytes int
+	// InlineBytes is the most bytes of gzip that a run's keys may take inside the run's
+	// object; a run whose keys take more keeps only its record there and the rest in
+	// chunks. The default is 128 KiB; less than 0 is an error.
+	InlineBytes int
+	// ChunkBytes is the most bytes of keys, with their versions and values, that one
+	// chunk holds before compression. The default is 512 KiB, which keeps a chunk of
+	// keys that do not compress under MaxObjectBytes' default; less than 0 is an error.
+	ChunkBytes int
 }
 
 // withDefaults returns o with its zero fields set to the defaults.
@@ -22,7 +30,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		out = *o
 	}
-	if out.MaxObjectBytes < 0 || out.QPS < 0 || out.Burst < 0 {
+	if out.MaxObjectBytes < 0 || out.QPS < 0 || out.Burst < 0 || out.InlineBytes < 0 || out.ChunkBytes < 0 {
 		return Options{}, fmt.Errorf("negative option in %+v", out)
 	}
 	if out.QPS == 0 {
@@ -33,6 +41,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if out.MaxObjectBytes == 0 {
 		out.MaxObjectBytes = 1 << 20
+	}
+	if out.InlineBytes == 0 {
+		out.InlineBytes = 128 << 10
+	}
+	if out.ChunkBytes == 0 {
+		out.ChunkBytes = 512 << 10
 	}
 	return out, nil
 }

@@ -59,7 +59,10 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open: %w", err)
 	}
-	s, err := kv.OpenPartitioned(ctx, &backend{dyn: dyn, ns: namespace, maxObjectBytes: opts.MaxObjectBytes})
+	s, err := kv.OpenPartitioned(ctx, &backend{
+		dyn: dyn, ns: namespace,
+		maxObjectBytes: opts.MaxObjectBytes, inlineBytes: opts.InlineBytes, chunkBytes: opts.ChunkBytes,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open namespace %s: %w", namespace, err)
 	}
