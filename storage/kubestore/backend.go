@@ -59,10 +59,16 @@ var _ kv.PartitionedBackend = (*backend)(nil)
 
 // target returns the resource, its client and the name of the object of p.
 func (b *backend) target(p kv.Partition) (schema.GroupVersionResource, dynamic.ResourceInterface, string) {
+	res, name := locate(p)
+	return res, b.dyn.Resource(res).Namespace(b.ns), name
+}
+
+// locate returns the resource and the name of the object of p.
+func locate(p kv.Partition) (schema.GroupVersionResource, string) {
 	if p == (kv.Partition{}) {
-		return chunksResource, b.dyn.Resource(chunksResource).Namespace(b.ns), formatName
+		return chunksResource, formatName
 	}
-	return runsResource, b.dyn.Resource(runsResource).Namespace(b.ns), objectName(p)
+	return runsResource, objectName(p)
 }
 
 // get reads the object of p and the chunks it names; an absent object gives a stored
@@ -519,7 +525,7 @@ func recordKey(old string, record []byte, writes []kv.Write) (string, error) {
 // has none. It fails with an error
 // wrapping kv.ErrTooLarge when the object's JSON would exceed b.maxObjectBytes.
 func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, data []byte) (*unstructured.Unstructured, error) {
-	res, _, name := b.target(p)
+	res, name := locate(p)
 	obj := newObject(res, b.ns, name, p)
 	if cur.obj != nil {
 		obj = cur.obj.DeepCopy()
@@ -551,6 +557,15 @@ func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, dat
 	obj.SetLabels(lbls)
 	for k, v := range fields {
 		if err := unstructured.SetNestedField(obj.Object, v, append(path, k)...); err != nil {
+			return nil, corrupt(res.Resource, b.ns, name, "%v", err)
+		}
+	}
+	if res == runsResource {
+		sum, err := headSum(obj)
+		if err == nil {
+			err = unstructured.SetNestedField(obj.Object, sum, append(path, "sum")...)
+		}
+		if err != nil {
 			return nil, corrupt(res.Resource, b.ns, name, "%v", err)
 		}
 	}

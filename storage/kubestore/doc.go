@@ -16,21 +16,38 @@
 // holds both in full). Its spec names the run and is immutable; its status holds the
 // run's phase (shown by kubectl get) and status.store, the run's keys: the gzip of
 // every key with its version and value (data), the sequence number of the last commit,
-// and which key holds the run's record. The labels itemops.io/role, itemops.io/kind and
-// itemops.io/phase let one LIST select the runs of a kind and phases. The ItemopsChunk
-// named "itemops" holds the store's format marker.
+// which key holds the run's record, the chunks that hold the rest (see below), and the
+// SHA-256 of all that with the labels (sum). The labels itemops.io/role,
+// itemops.io/kind and itemops.io/phase let one LIST select the runs of a kind and
+// phases. The ItemopsChunk named "itemops" holds the store's format marker.
 //
-// Every commit is one write of one object, conditional on the resourceVersion that its
-// read found, so writers in several processes lose nothing: a write that finds the
-// object changed reads it again, checks the commit's conditions again and writes again.
+// # Commits
+//
+// Every commit ends with one write of the run's object, conditional on the
+// resourceVersion that its read found; that write is the commit's only commit point.
+// Writers in several processes therefore lose nothing: a write that finds the object
+// changed reads it again, checks the commit's conditions again and writes again.
 // ListRuns is one LIST, read in pages of one consistent snapshot.
+//
+// A run whose keys take more than [Options.InlineBytes] of gzip spills: its object keeps
+// the run's record, and the other keys go to ItemopsChunks of at most
+// [Options.ChunkBytes] each, owned by the run's object (so the garbage collector deletes
+// them with it), which the object names with the SHA-256 of each. A chunk is never
+// changed: a commit creates new chunks for the keys it changes, keeps the others, writes
+// the run's object naming them, and only then deletes the chunks it replaced. A commit
+// whose write of the run's object fails has changed nothing that a reader sees, and
+// deletes the chunks it created; those of a writer that dies before deleting them stay
+// behind, named by no run's object, until the run is deleted. A reader that finds a chunk
+// gone, replaced by a later commit, reads the run's object again. The first commit of a
+// run that spills first creates the run's object empty, labelled itemops.io/role=pending,
+// to own the chunks; readers take such a run as absent.
 //
 // # Limits
 //
-// A run's keys all live in its ItemopsRun, so a run whose object would exceed
-// [Options.MaxObjectBytes] (1 MiB by default) of JSON cannot grow further: the commit
-// that would make it so fails with an error wrapping kv.ErrTooLarge and writes nothing.
-// Gzip makes a run of a few thousand operations fit.
+// A commit that would make a run's object exceed [Options.MaxObjectBytes] (1 MiB by
+// default) of JSON fails with an error wrapping kv.ErrTooLarge and writes nothing; the
+// record of a run alone never comes near it, since the records are bounded (see
+// operations.MaxTextBytes).
 //
 // # Failure and cancellation
 //
@@ -38,9 +55,13 @@
 // first. A request the API server refuses or does not answer fails the call with its
 // error, wrapped; a write whose answer was lost may have been made, whole, or not at all,
 // as for any one object of the API. An object edited into a shape the store does not
-// write (a spec of another run, data that does not decode, a missing field) fails every
-// read of it with an error wrapping operations.ErrCorrupt that names the object; nothing
-// is repaired.
+// write (data that does not decode, a missing field or chunk, a phase or label that
+// does not match sum) fails every read of it, and so every write to its run, with an
+// error wrapping operations.ErrCorrupt that names the object; nothing is repaired. The
+// API server itself refuses an edit of a spec, and drops fields that the resources'
+// schemas do not know. A phase label rewritten by hand hides the run from ListRuns of
+// its phase, which reads only the objects of that label; ListRuns of other phases, or of
+// all, fails on it.
 //
 // # Concurrency
 //

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 
@@ -118,6 +119,10 @@ func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *uns
 	}
 	s := stored{obj: obj, keys: keys, seq: kv.Version(seq)}
 	if resource == runsResource {
+		got, _, _ := unstructured.NestedString(obj.Object, append(path, "sum")...)
+		if want, err := headSum(obj); err != nil || got != want {
+			return stored{}, bad("status and labels do not have the SHA-256 that status.store.sum gives")
+		}
 		rk, found, err := unstructured.NestedString(obj.Object, append(path, "recordKey")...)
 		if err != nil || !found {
 			return stored{}, bad("no record key")
@@ -143,6 +148,34 @@ func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *uns
 		}
 	}
 	return s, nil
+}
+
+// headSum returns the SHA-256, in hex, of what a run's object says of the run beside
+// its spec, which the API server keeps immutable: the labels itemops.io/role, kind and
+// phase, status.phase and status.store without its sum, as JSON with sorted keys. A
+// hand edit of any of them (a phase rewritten, a chunk dropped from the list) then
+// shows as damage rather than as a run that reads otherwise.
+func headSum(obj *unstructured.Unstructured) (string, error) {
+	store, _, err := unstructured.NestedMap(obj.Object, "status", "store")
+	if err != nil {
+		return "", err
+	}
+	delete(store, "sum")
+	ph, _, err := unstructured.NestedString(obj.Object, "status", "phase")
+	if err != nil {
+		return "", err
+	}
+	l := obj.GetLabels()
+	js, err := json.Marshal(map[string]any{
+		"labels": []string{l[labelRole], l[labelKind], l[labelPhase]},
+		"phase":  ph,
+		"store":  store,
+	})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(js)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // decodeChunkRef returns the chunkRef that v, an element of status.store.chunks, holds.
