@@ -77,13 +77,11 @@ func locate(p kv.Partition) (schema.GroupVersionResource, string) {
 // it is unchanged is damage (operations.ErrCorrupt).
 func (b *backend) get(ctx context.Context, p kv.Partition) (stored, error) {
 	res, client, name := b.target(p)
+	absent := stored{keys: map[string]item{}}
 	for range commitAttempts {
-		obj, err := client.Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return stored{keys: map[string]item{}}, nil
-		case err != nil:
-			return stored{}, fmt.Errorf("kubestore: get %s %s/%s: %w", res.Resource, b.ns, name, err)
+		obj, err := b.getObject(ctx, client, res, name)
+		if err != nil || obj == nil {
+			return absent, err
 		}
 		s, err := decodeObject(res, p, obj)
 		if err != nil {
@@ -93,17 +91,28 @@ func (b *backend) get(ctx context.Context, p kv.Partition) (stored, error) {
 		if err != nil || gone == "" {
 			return s, err
 		}
-		again, err := client.Get(ctx, name, metav1.GetOptions{})
+		again, err := b.getObject(ctx, client, res, name)
 		switch {
-		case apierrors.IsNotFound(err):
-			return stored{keys: map[string]item{}}, nil
-		case err != nil:
-			return stored{}, fmt.Errorf("kubestore: get %s %s/%s: %w", res.Resource, b.ns, name, err)
+		case err != nil || again == nil:
+			return absent, err
 		case again.GetResourceVersion() == obj.GetResourceVersion():
 			return stored{}, corrupt(res.Resource, b.ns, name, "chunk %s is missing", gone)
 		}
 	}
 	return stored{}, fmt.Errorf("kubestore: %s %s/%s changed under %d reads: %w", res.Resource, b.ns, name, commitAttempts, operations.ErrConflict)
+}
+
+// getObject reads the object of res called name with client, or returns nil when it
+// is absent.
+func (b *backend) getObject(ctx context.Context, client dynamic.ResourceInterface, res schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
+	obj, err := client.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("kubestore: get %s %s/%s: %w", res.Resource, b.ns, name, err)
+	}
+	return obj, nil
 }
 
 // getChunks reads the chunks that s names and adds their keys to s. It returns the name
@@ -112,12 +121,12 @@ func (b *backend) getChunks(ctx context.Context, s *stored) (gone string, err er
 	client := b.dyn.Resource(chunksResource).Namespace(b.ns)
 	for i := range s.chunks {
 		c := &s.chunks[i]
-		obj, err := client.Get(ctx, c.ref.name, metav1.GetOptions{})
+		obj, err := b.getObject(ctx, client, chunksResource, c.ref.name)
 		switch {
-		case apierrors.IsNotFound(err):
-			return c.ref.name, nil
 		case err != nil:
-			return "", fmt.Errorf("kubestore: get %s %s/%s: %w", chunksResource.Resource, b.ns, c.ref.name, err)
+			return "", err
+		case obj == nil:
+			return c.ref.name, nil
 		}
 		if c.keys, err = decodeChunk(s.obj, c.ref, obj, s.seq); err != nil {
 			return "", err

@@ -73,11 +73,7 @@ func TestHostileObjects(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	for _, e := range edits {
 		t.Run(e.name, func(t *testing.T) {
-			ns := newNamespace(t, cfg)
-			s, err := kubestore.Open(ctx, cfg, ns, &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10})
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
+			s, _, ns := newStoreIn(t, &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10})
 			o := operations.Owner{Kind: phase.Restore, Name: "edited", UID: "uid-edited"}
 			ops := testOps(o, 300, operations.OperationInProgress)
 			if err := s.CreateRunWithOperations(ctx, waitingRun(t, o), ops); err != nil {

@@ -60,10 +60,19 @@ func newNamespace(t testing.TB, cfg *rest.Config) string {
 // newStore opens a store in a namespace of its own with options o.
 func newStore(t testing.TB, o *kubestore.Options) *kubestore.Store {
 	t.Helper()
+	s, _, _ := newStoreIn(t, o)
+	return s
+}
+
+// newStoreIn opens a store in a namespace of its own with options o, and returns it
+// with the configuration of an administrator and the namespace.
+func newStoreIn(t testing.TB, o *kubestore.Options) (*kubestore.Store, *rest.Config, string) {
+	t.Helper()
 	cfg := config(t)
-	s, err := kubestore.Open(context.Background(), cfg, newNamespace(t, cfg), o)
+	ns := newNamespace(t, cfg)
+	s, err := kubestore.Open(context.Background(), cfg, ns, o)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	return s
+	return s, cfg, ns
 }

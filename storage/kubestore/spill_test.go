@@ -83,12 +83,7 @@ func listOps(t *testing.T, s operations.Store, o operations.Owner) []operations.
 // reads them back again, each time as written.
 func TestTenThousandOperationsInOneRun(t *testing.T) {
 	ctx := context.Background()
-	cfg := config(t)
-	ns := newNamespace(t, cfg)
-	s, err := kubestore.Open(ctx, cfg, ns, nil)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
+	s, cfg, ns := newStoreIn(t, nil)
 	o := operations.Owner{Kind: phase.Backup, Name: "big", UID: "uid-big"}
 	ops := testOps(o, 10_000, operations.OperationInProgress)
 	if err := s.CreateRunWithOperations(ctx, waitingRun(t, o), ops); err != nil {
@@ -151,13 +146,8 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			cfg := config(t)
-			ns := newNamespace(t, cfg)
 			opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
-			check, err := kubestore.Open(ctx, cfg, ns, opts)
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
+			check, cfg, ns := newStoreIn(t, opts)
 			f := &failing{fail: func(req *http.Request) bool {
 				return isWrite(req, http.MethodPut, "itemopsruns") || !tc.deletes && isWrite(req, http.MethodDelete, "itemopschunks")
 			}}
