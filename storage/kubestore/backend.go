@@ -44,9 +44,10 @@ const commitAttempts = 10
 var errRaced = errors.New("the object changed under the commit")
 
 // A backend is the [kv.PartitionedBackend] of a Store: each run's keys in one
-// ItemopsRun, the global keys in the ItemopsChunk named formatName, all in namespace
-// ns. It is safe for concurrent use: it keeps nothing between calls, and every write is
-// conditional on the resourceVersion its commit read.
+// ItemopsRun and the chunks it names, the global keys in the ItemopsChunk named
+// formatName, all in namespace ns. It is safe for concurrent use: it keeps nothing
+// between calls, and every write of a run's object is conditional on the
+// resourceVersion its commit read.
 type backend struct {
 	dyn            dynamic.Interface
 	ns             string
@@ -149,9 +150,10 @@ func (b *backend) ReadPartition(ctx context.Context, p kv.Partition, fn func(kv.
 	return fn(reader{b: b, p: p, keys: s.keys})
 }
 
-// A reader reads the keys of one object as one read of it found them; a Scan of the
-// global partition with no bounds goes on to the keys of every run's object, read by
-// one LIST.
+// A reader reads the keys of one partition as one read of its object, and of the
+// chunks that object names, found them; a Scan of the global partition with no bounds
+// goes on to the keys kept in every run's object (not in its chunks), read by one LIST,
+// which is enough to tell whether the namespace holds any run.
 type reader struct {
 	b    *backend
 	p    kv.Partition
