@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -378,5 +379,39 @@ func BenchmarkCheck(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/mib, "ns/MiB")
 		b.ReportMetric(mib, "MiB")
+	})
+}
+
+// BenchmarkMissedKeys runs the writes and reads whose searches miss their keys, which
+// then check the entries of the leaf page where the search ended (see reader.seek), on
+// a store that already holds a run of 10,000 operations, without fsync: the creation
+// of a new run with 100 new operations (CreateRun then PutOperations), and a
+// GetOperation of an operation that is not stored.
+func BenchmarkMissedKeys(b *testing.B) {
+	ctx := context.Background()
+	seeded := operations.Owner{Kind: phase.Backup, Name: "seeded"}
+	b.Run("create run of 100 operations", func(b *testing.B) {
+		s, _ := seededBench(b, true, seeded, 10_000)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			o := operations.Owner{Kind: phase.Backup, Name: fmt.Sprintf("new-%06d", i)}
+			if err := s.CreateRun(ctx, newRun(o, phase.InProgress)); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.PutOperations(ctx, o, benchOps(o, 0, 100, operations.OperationInProgress, 0)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("get absent operation", func(b *testing.B) {
+		s, _ := seededBench(b, true, seeded, 10_000)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if _, err := s.GetOperation(ctx, seeded, "op-005000x"); !errors.Is(err, operations.ErrNotFound) {
+				b.Fatalf("GetOperation of an absent operation: %v, want ErrNotFound", err)
+			}
+		}
 	})
 }

@@ -96,22 +96,29 @@
 // itself), and damage in free pages or in the unused end of a page, which hold nothing.
 //
 // Damage that comes after Open, or in a file opened with SkipCheck, is met by the reads.
-// Every entry of the kv bucket carries its checksum, which every read checks. bbolt
-// finds a key by a binary search of each page it passes, and trusts the page's keys to
-// be in order: a changed key either hides the key it was from the search or, out of
-// order, sends the search to one side of it, and either way the search lands beside it.
-// So a read whose search does not find its key checks the entry the search lands on and
-// the entry before, and a scan the entry it stops at; a search that finds its key is
-// right whatever the other keys hold. A changed byte of a key, a value or a leaf element
-// of the kv bucket is therefore ErrCorrupt at the first read that reads the entry or
-// lands beside it: no read returns a record read wrong, or misses one and says it is not
-// there, and nothing is written on top of it (the test TestMonitorOnEveryChangedKVByte
-// changes each byte of the kv bucket's leaf pages after their headers and opens the file
-// with SkipCheck). What the reads alone do not see: a changed page header (an element
-// count cut short hides the page's last entries from every read), or a change to a
-// branch page, the freelist or a meta page; and a page reached twice, which may be a
-// cycle that bbolt would follow forever at the first read that meets it. Only the check
-// finds those: skip it only for a file known to be sound.
+// Every entry of the kv bucket carries its checksum, which every read checks, so no read
+// returns a record read wrong. bbolt finds a key by a binary search of each page it
+// passes, and trusts the page's keys to be in order, so a changed key or leaf element
+// that the search compares against can send it anywhere in that leaf page, away from
+// the entry it looks for. A search that finds its key is right whatever the other keys
+// hold. A read whose search does not find its key checks every entry of the leaf page
+// the search ended in (it walks from there each way as many entries as a leaf page
+// holds at most): each entry against its checksum, and that the keys ascend. When they
+// pass, the search was right; else the read fails with ErrCorrupt. A scan also checks
+// the entry it stops at. So a changed byte of a leaf element, key or value of the kv
+// bucket is ErrCorrupt at the first read that meets it or misses because of it, never
+// an entry read as absent (but for a leaf that a group of commits has grown, within
+// one write transaction, past what a page holds: the walk checks only a page's worth
+// of it each way): TestMonitorOnEveryChangedKVByte changes each byte of the kv
+// bucket's leaf pages after their headers with three masks, opens the file with
+// SkipCheck and uses it as a controller and its Monitor do, and FuzzChangedLiveByte
+// does so with fuzzed bytes and masks. A read that misses its key pays for those
+// checks (docs/BENCHMARKS.md, "boltstore: the cost of checking every entry of the leaf
+// page where a read misses"). What the reads alone do not see: a changed page header
+// (an element count cut short hides the page's last entries from every read), or a
+// change to a branch page, the freelist or a meta page; and a page reached twice, which
+// may be a cycle that bbolt would follow forever at the first read that meets it. Only
+// the check finds those: skip it only for a file known to be sound.
 //
 // # Salvage
 //

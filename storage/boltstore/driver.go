@@ -112,27 +112,43 @@ func readTx(tx *bolt.Tx, fn func(kv.Reader) error) error {
 	if b == nil {
 		return fmt.Errorf("bucket %q is missing: %w", bucketKV, ErrCorrupt)
 	}
-	return fn(reader{b})
+	return fn(newReader(tx, b))
 }
 
 // reader reads the kv bucket, whose values are the version they were written at, the
 // engine's value and a checksum (see parseValue), which every read checks.
 //
 // bbolt finds a key by a binary search of each page it passes, and trusts the page's
-// keys to be in order. A key changed on disk either stays in order, and hides the key
-// it was from a search, which then lands beside it, or falls out of order, and sends
-// every search that meets it to one side of it, where the search lands beside it too
-// (on it, or on the entry after it). A search that finds its key is right whatever the
-// other keys are; one that does not is checked (see seek), and a scan also checks the
-// entry it stops at, so that a key changed on disk is ErrCorrupt where a read meets it
-// or misses it, never an entry read as absent.
-type reader struct{ b *bolt.Bucket }
+// keys to be in order. A key or leaf element changed on disk that the search compares
+// against can send it anywhere in that leaf page, away from the entry it looks for. A
+// search that finds its key is right whatever the other keys are; one that does not is
+// checked (see seek) over every entry of the leaf page it ended in, and a scan also
+// checks the entry it stops at, so that a changed key or leaf element is ErrCorrupt
+// where a read meets it or misses it, never an entry read as absent.
+type reader struct {
+	b *bolt.Bucket
+	// span is the most entries a leaf page of the file holds (see leafSpan).
+	span int
+}
+
+// newReader returns the reader of the kv bucket b of tx.
+func newReader(tx *bolt.Tx, b *bolt.Bucket) reader {
+	return reader{b: b, span: leafSpan(tx.DB().Info().PageSize)}
+}
+
+// leafSpan is the most entries that a leaf page of pageSize bytes, as bbolt writes it,
+// holds in the kv bucket: after the page's header, each entry takes an element header,
+// a key of a byte at least and a value of its version and checksum at least. bbolt
+// writes a leaf of more than 4 entries only when they fit in one page.
+func leafSpan(pageSize int) int {
+	return max(4, (pageSize-pageHeaderSize)/(elementSize+1+versionSize+sumSize))
+}
 
 func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	k, v, err := seek(r.b.Cursor(), key)
+	k, v, err := r.seek(r.b.Cursor(), key)
 	if err != nil || !bytes.Equal(k, key) {
 		return nil, 0, err
 	}
@@ -144,12 +160,12 @@ func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value 
 		return err
 	}
 	c := r.b.Cursor()
-	k, v, err := seek(c, start)
+	k, v, err := r.seek(c, start)
 	if err != nil {
 		return err
 	}
 	if !bytes.Equal(k, start) {
-		k, v = c.Seek(start) // seek moved c to check the entry before
+		k, v = c.Seek(start) // seek moved c to check the entries around
 	}
 	for n := 0; k != nil && (len(end) == 0 || bytes.Compare(k, end) < 0); k, v = c.Next() {
 		if n++; n%checkEvery == 0 {
@@ -175,32 +191,70 @@ func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value 
 }
 
 // seek moves c to the first key at or after key and returns its entry, or nils at the
-// end of the bucket, as Cursor.Seek does. When that is not key itself, it checks the
-// entry it landed on and the entry before against their checksums, and fails with an
-// error wrapping [ErrCorrupt] when one fails (see reader); c is then left on the entry
-// before.
-func seek(c *bolt.Cursor, key []byte) (k, v []byte, err error) {
+// end of the bucket, as Cursor.Seek does. When that is not key itself, it checks every
+// entry of the leaf page that the search ended in: it walks r.span entries from the
+// landing point each way, since the page holds no more, checking each against its
+// checksum and that the keys ascend. If one fails, seek returns an error wrapping
+// [ErrCorrupt]. When the checks pass, the search was right: a binary search of a page
+// whose keys are sound and in order finds every key it holds. c is then left on no
+// particular entry. In a write transaction, a leaf that the transaction has grown can
+// hold more entries than a page until the commit splits it; the walk checks only
+// r.span of them each way.
+func (r reader) seek(c *bolt.Cursor, key []byte) (k, v []byte, err error) {
 	k, v = c.Seek(key)
 	if bytes.Equal(k, key) {
 		return k, v, nil
 	}
+	if k != nil {
+		if _, _, err := parseValue(k, v); err != nil {
+			return nil, nil, err
+		}
+		prev := k
+		for n := 1; n < r.span; n++ {
+			nk, nv := c.Next()
+			if nk == nil {
+				break
+			}
+			if _, _, err := parseValue(nk, nv); err != nil {
+				return nil, nil, err
+			}
+			if err := inOrder(prev, nk); err != nil {
+				return nil, nil, err
+			}
+			prev = nk
+		}
+		c.Seek(key)
+	}
+	// When Seek has moved on to the next page, the entry before is the last of the
+	// page before: Prev finds it all the same.
 	var pk, pv []byte
 	if k == nil {
 		pk, pv = c.Last()
 	} else {
-		if _, _, err := parseValue(k, v); err != nil {
-			return nil, nil, err
-		}
-		// When Seek has moved on to the next page, the entry before is the last of
-		// the page before: Prev finds it all the same.
 		pk, pv = c.Prev()
 	}
-	if pk != nil {
+	for n, next := 0, k; n < r.span && pk != nil; n++ {
 		if _, _, err := parseValue(pk, pv); err != nil {
 			return nil, nil, err
 		}
+		if next != nil {
+			if err := inOrder(pk, next); err != nil {
+				return nil, nil, err
+			}
+		}
+		next = pk
+		pk, pv = c.Prev()
 	}
 	return k, v, nil
+}
+
+// inOrder fails with an error wrapping [ErrCorrupt] unless key a sorts before key b, as
+// neighbouring keys of the kv bucket do.
+func inOrder(a, b []byte) error {
+	if bytes.Compare(a, b) >= 0 {
+		return fmt.Errorf("key %q is followed by key %q in the kv bucket, out of order: %w", a, b, ErrCorrupt)
+	}
+	return nil
 }
 
 // commitTx applies writes in tx if every condition holds, all at one new version.
@@ -209,7 +263,7 @@ func commitTx(tx *bolt.Tx, conds []kv.Condition, writes []kv.Write) error {
 	if b == nil {
 		return fmt.Errorf("bucket %q is missing: %w", bucketKV, ErrCorrupt)
 	}
-	r := reader{b}
+	r := newReader(tx, b)
 	for _, c := range conds {
 		_, ver, err := r.Get(context.Background(), c.Key)
 		if err != nil {

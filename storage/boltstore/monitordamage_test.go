@@ -282,17 +282,19 @@ func TestMonitorStopsAtChangedIDKey(t *testing.T) {
 }
 
 // TestMonitorOnEveryChangedKVByte changes every byte of the kv bucket's leaf pages
-// after their headers (their elements, keys and values), one at a time, with two XOR
-// masks (0x5a and 0x01), opens the file without the check at Open
+// after their headers (their elements, keys and values), one at a time, with three XOR
+// masks (0x5a, 0x01 and 0x60), opens the file without the check at Open
 // (Options.SkipCheck), so that what is tried is the checks of every read, and uses it
 // as a controller and its Monitor do (see changeEachByte): each call returns what it
-// returns on the sound store, or damage is reported and nothing more is written.
+// returns on the sound store, or damage is reported and nothing more is written. With
+// the mask 0x60, a changed byte of a leaf element's offset can send a search away from
+// the entry it looks for, which the read must then report rather than miss.
 func TestMonitorOnEveryChangedKVByte(t *testing.T) {
 	t.Parallel()
 	b, sound := soundMonitorSteps(t, monitorRuns)
 	changes := kvLeafBytes(t, b)
 	require.Greater(t, len(changes), 2000, "bytes of the kv bucket's leaf pages")
-	tried, damaged := changeEachByte(t, b, changes, &boltstore.Options{SkipCheck: true}, sound)
+	tried, damaged := changeEachByte(t, b, changes, []byte{0x5a, 0x01, 0x60}, &boltstore.Options{SkipCheck: true}, sound)
 	t.Logf("%d changes of the %d bytes of the kv bucket's leaf pages after their headers: %d reported as damage, %d read as on the sound store", tried, len(changes), damaged, tried-damaged)
 }
 
@@ -331,15 +333,15 @@ func TestDefaultOpenOnEveryChangedLiveByte(t *testing.T) {
 	t.Parallel()
 	b, sound := soundMonitorSteps(t, monitorRuns)
 	changes := liveBytes(t, b)
-	tried, damaged := changeEachByte(t, b, changes, nil, sound)
+	tried, damaged := changeEachByte(t, b, changes, []byte{0x5a, 0x01}, nil, sound)
 	t.Logf("%d changes of the %d live bytes: %d reported as damage, %d read as on the sound store", tried, len(changes), damaged, tried-damaged)
 }
 
-// changeEachByte changes each byte of b that changes names, one at a time, with two XOR
-// masks (0x5a and 0x01), and uses the file, opened with opts, as useDamagedAsMonitor
+// changeEachByte changes each byte of b that changes names, one at a time, with each
+// XOR mask of masks, and uses the file, opened with opts, as useDamagedAsMonitor
 // does, against the steps of the sound store. In -short mode it changes every 31st
 // byte. It returns how many changes it tried and how many of them met damage.
-func changeEachByte(t *testing.T, b []byte, changes []liveByte, opts *boltstore.Options, sound []step) (tried, damaged int) {
+func changeEachByte(t *testing.T, b []byte, changes []liveByte, masks []byte, opts *boltstore.Options, sound []step) (tried, damaged int) {
 	t.Helper()
 	stride := 1
 	if testing.Short() {
@@ -347,7 +349,7 @@ func changeEachByte(t *testing.T, b []byte, changes []liveByte, opts *boltstore.
 	}
 	dir := t.TempDir()
 	for i := 0; i < len(changes); i += stride {
-		for _, x := range []byte{0x5a, 0x01} {
+		for _, x := range masks {
 			lb := changes[i]
 			b[lb.off] ^= x
 			tried++

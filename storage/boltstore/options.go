@@ -41,8 +41,8 @@ type Options struct {
 	// first read that meets the cycle, a rolled-back last transaction goes unseen, a
 	// damaged page header or branch page can hide entries from every read, and a damaged
 	// freelist is found only by a later write; a changed key, value or leaf element of
-	// the kv bucket is still ErrCorrupt at the first read that meets it (see the package
-	// documentation, "Damage").
+	// the kv bucket is still ErrCorrupt at the first read that meets it or misses an
+	// entry because of it (see the package documentation, "Damage").
 	SkipCheck bool
 
 	// ReadOnly opens the file for reading only: Open never creates, migrates or writes
