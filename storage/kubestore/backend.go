@@ -46,14 +46,15 @@ var errRaced = errors.New("the object changed under the commit")
 // A backend is the [kv.PartitionedBackend] of a Store: each run's keys in one
 // ItemopsRun and the chunks it names, the global keys in the ItemopsChunk named
 // formatName, all in namespace ns. It is safe for concurrent use: it keeps nothing
-// between calls, and every write of a run's object is conditional on the
-// resourceVersion its commit read.
+// between calls but the chunks in its cache, which never change, and every write of a
+// run's object is conditional on the resourceVersion its commit read.
 type backend struct {
 	dyn            dynamic.Interface
 	ns             string
 	maxObjectBytes int
-	inlineBytes    int // see Options.InlineBytes
-	chunkBytes     int // see Options.ChunkBytes
+	inlineBytes    int         // see Options.InlineBytes
+	chunkBytes     int         // see Options.ChunkBytes
+	cache          *chunkCache // see Options.ChunkCacheBytes
 }
 
 var _ kv.PartitionedBackend = (*backend)(nil)
@@ -116,21 +117,26 @@ func (b *backend) getObject(ctx context.Context, client dynamic.ResourceInterfac
 	return obj, nil
 }
 
-// getChunks reads the chunks that s names and adds their keys to s. It returns the name
-// of the first chunk that is gone, if one is.
+// getChunks reads the chunks that s names, from b.cache where it holds them, and adds
+// their keys to s. It returns the name of the first chunk that is gone, if one is.
 func (b *backend) getChunks(ctx context.Context, s *stored) (gone string, err error) {
 	client := b.dyn.Resource(chunksResource).Namespace(b.ns)
 	for i := range s.chunks {
 		c := &s.chunks[i]
-		obj, err := b.getObject(ctx, client, chunksResource, c.ref.name)
-		switch {
-		case err != nil:
-			return "", err
-		case obj == nil:
-			return c.ref.name, nil
-		}
-		if c.keys, err = decodeChunk(s.obj, c.ref, obj, s.seq); err != nil {
-			return "", err
+		if keys, ok := b.cache.get(c.ref); ok {
+			c.keys = keys
+		} else {
+			obj, err := b.getObject(ctx, client, chunksResource, c.ref.name)
+			switch {
+			case err != nil:
+				return "", err
+			case obj == nil:
+				return c.ref.name, nil
+			}
+			if c.keys, err = decodeChunk(s.obj, c.ref, obj, s.seq); err != nil {
+				return "", err
+			}
+			b.cache.put(c.ref, c.keys)
 		}
 		for k, it := range c.keys {
 			if _, ok := s.keys[k]; ok {
@@ -485,6 +491,7 @@ func (b *backend) createChunk(ctx context.Context, head *unstructured.Unstructur
 	sorted := slices.Sorted(maps.Keys(keys))
 	sum := sha256.Sum256(data)
 	ref := chunkRef{name: got.GetName(), first: sorted[0], last: sorted[len(sorted)-1], sum: hex.EncodeToString(sum[:])}
+	b.cache.put(ref, keys)
 	return chunk{ref: ref, keys: keys}, nil
 }
 

@@ -49,7 +49,7 @@ func testOps(o operations.Owner, n int, p operations.OperationPhase) []operation
 }
 
 // waitingRun returns a run of o waiting for its plugin operations.
-func waitingRun(t *testing.T, o operations.Owner) operations.Run {
+func waitingRun(t testing.TB, o operations.Owner) operations.Run {
 	t.Helper()
 	r := operations.Run{Owner: o, Phase: phase.New, Created: t0, Updated: t0}
 	if err := r.SetPhase(phase.WaitingForPluginOperations, "test", t0); err != nil {
@@ -59,7 +59,7 @@ func waitingRun(t *testing.T, o operations.Owner) operations.Run {
 }
 
 // count returns how many objects of res namespace ns holds.
-func count(t *testing.T, cfg *rest.Config, res schema.GroupVersionResource, ns string) int {
+func count(t testing.TB, cfg *rest.Config, res schema.GroupVersionResource, ns string) int {
 	t.Helper()
 	l, err := dynamic.NewForConfigOrDie(cfg).Resource(res).Namespace(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -69,7 +69,7 @@ func count(t *testing.T, cfg *rest.Config, res schema.GroupVersionResource, ns s
 }
 
 // listOps returns the operations of o in s.
-func listOps(t *testing.T, s operations.Store, o operations.Owner) []operations.Operation {
+func listOps(t testing.TB, s operations.Store, o operations.Owner) []operations.Operation {
 	t.Helper()
 	ops, err := s.ListOperations(context.Background(), o, operations.OperationFilter{})
 	if err != nil {
@@ -205,6 +205,113 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			if diff := cmp.Diff(changed, listOps(t, check, o), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("ListOperations after the batch (-want +got):\n%s", diff)
 			}
+		})
+	}
+}
+
+// counting is an http.RoundTripper that counts the GETs of ItemopsChunks.
+type counting struct {
+	next http.RoundTripper
+	gets atomic.Int64
+}
+
+func (c *counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	if isWrite(req, http.MethodGet, "itemopschunks") {
+		c.gets.Add(1)
+	}
+	return c.next.RoundTrip(req)
+}
+
+// openCounting opens the store in namespace ns of cfg with options o, through a client
+// that counts its GETs of chunks.
+func openCounting(t testing.TB, cfg *rest.Config, ns string, o *kubestore.Options) (*kubestore.Store, *counting) {
+	t.Helper()
+	c := &counting{}
+	counted := rest.CopyConfig(cfg)
+	counted.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c }
+	s, err := kubestore.Open(context.Background(), counted, ns, o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s, c
+}
+
+// TestChunkCache reads a spilled run through Stores with and without a chunk cache: with
+// one, a Store fetches each chunk once, and none that it wrote itself; without, every
+// read fetches every chunk. Each read returns the operations as written.
+func TestChunkCache(t *testing.T) {
+	ctx := context.Background()
+	opts := kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
+	_, cfg, ns := newStoreIn(t, &opts)
+	writer, wrote := openCounting(t, cfg, ns, &opts)
+	o := operations.Owner{Kind: phase.Backup, Name: "cached", UID: "uid-cached"}
+	ops := testOps(o, 1000, operations.OperationInProgress)
+	if err := writer.CreateRunWithOperations(ctx, waitingRun(t, o), ops); err != nil {
+		t.Fatalf("CreateRunWithOperations: %v", err)
+	}
+	chunks := int64(count(t, cfg, chunksGVR, ns) - 1) // less the format marker
+	if chunks < 2 {
+		t.Fatalf("the run has %d chunks, want several", chunks)
+	}
+	uncached := opts
+	uncached.ChunkCacheBytes = -1
+	reader, read := openCounting(t, cfg, ns, &opts)
+	bare, readBare := openCounting(t, cfg, ns, &uncached)
+	for _, tc := range []struct {
+		name    string
+		s       *kubestore.Store
+		c       *counting
+		perRead []int64 // chunk GETs of each of three reads
+	}{
+		{"Writer", writer, wrote, []int64{0, 0, 0}},
+		{"Reader", reader, read, []int64{chunks, 0, 0}},
+		{"NoCache", bare, readBare, []int64{chunks, chunks, chunks}},
+	} {
+		for i, want := range tc.perRead {
+			before := tc.c.gets.Load()
+			if diff := cmp.Diff(ops, listOps(t, tc.s, o), cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("%s: ListOperations %d (-want +got):\n%s", tc.name, i, diff)
+			}
+			if got := tc.c.gets.Load() - before; got != want {
+				t.Errorf("%s: ListOperations %d fetched %d chunks, want %d of the run's %d", tc.name, i, got, want, chunks)
+			}
+		}
+	}
+}
+
+// BenchmarkSpilledRead lists the 2,000 operations of a run spilled into chunks of 16 KiB,
+// through a Store whose cache holds them (Cached) and through one without a cache
+// (Uncached), the baseline.
+func BenchmarkSpilledRead(b *testing.B) {
+	ctx := context.Background()
+	opts := kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
+	s, cfg, ns := newStoreIn(b, &opts)
+	o := operations.Owner{Kind: phase.Backup, Name: "bench", UID: "uid-bench"}
+	ops := testOps(o, 2000, operations.OperationInProgress)
+	if err := s.CreateRunWithOperations(ctx, waitingRun(b, o), ops); err != nil {
+		b.Fatalf("CreateRunWithOperations: %v", err)
+	}
+	for _, bc := range []struct {
+		name  string
+		cache int
+	}{{"Uncached", -1}, {"Cached", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			o2 := opts
+			o2.ChunkCacheBytes = bc.cache
+			s, c := openCounting(b, cfg, ns, &o2)
+			if got := listOps(b, s, o); len(got) != len(ops) {
+				b.Fatalf("ListOperations returned %d operations, want %d", len(got), len(ops))
+			}
+			before := c.gets.Load()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.ListOperations(ctx, o, operations.OperationFilter{}); err != nil {
+					b.Fatalf("ListOperations: %v", err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(c.gets.Load()-before)/float64(b.N), "chunkGETs/op")
 		})
 	}
 }

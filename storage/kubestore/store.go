@@ -62,6 +62,7 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 	s, err := kv.OpenPartitioned(ctx, &backend{
 		dyn: dyn, ns: namespace,
 		maxObjectBytes: opts.MaxObjectBytes, inlineBytes: opts.InlineBytes, chunkBytes: opts.ChunkBytes,
+		cache: newChunkCache(opts.ChunkCacheBytes),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open namespace %s: %w", namespace, err)
