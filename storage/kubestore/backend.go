@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -55,6 +56,7 @@ type backend struct {
 	inlineBytes    int         // see Options.InlineBytes
 	chunkBytes     int         // see Options.ChunkBytes
 	cache          *chunkCache // see Options.ChunkCacheBytes
+	meta           metadata.Interface
 }
 
 var _ kv.PartitionedBackend = (*backend)(nil)
@@ -465,9 +467,10 @@ func touched(ref chunkRef, writes []kv.Write) bool {
 	return false
 }
 
-// createChunk creates an ItemopsChunk of keys, owned by head, named "c.", the label
-// itemops.io/run of head's chunks, a dot and 16 random hex digits. No run's object has
-// such a name, since no run's object name starts with "c.".
+// createChunk creates an ItemopsChunk of keys, owned by head, for the commit that gives
+// the run sequence number seq. Its name is "c.", the label itemops.io/run of head's
+// chunks, a dot, seq in 16 hex digits (which Store.Sweep reads), a dot and 16 random hex
+// digits. No run's object has such a name, since no run's object name starts with "c.".
 func (b *backend) createChunk(ctx context.Context, head *unstructured.Unstructured, seq kv.Version, keys map[string]item) (chunk, error) {
 	data, err := encodeKeys(keys)
 	if err != nil {
@@ -479,7 +482,7 @@ func (b *backend) createChunk(ctx context.Context, head *unstructured.Unstructur
 	obj.SetAPIVersion(chunksResource.GroupVersion().String())
 	obj.SetKind(chunkKind)
 	obj.SetNamespace(b.ns)
-	obj.SetName(fmt.Sprintf("c.%s.%016x", runLabel(head.GetName()), rand.Uint64()))
+	obj.SetName(fmt.Sprintf("c.%s.%016x.%016x", runLabel(head.GetName()), uint64(seq), rand.Uint64()))
 	obj.SetLabels(map[string]string{labelRole: roleChunk, labelRun: runLabel(head.GetName())})
 	obj.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: runsResource.GroupVersion().String(), Kind: runKind, Name: head.GetName(), UID: head.GetUID(),

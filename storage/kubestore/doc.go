@@ -36,11 +36,25 @@
 // changed: a commit creates new chunks for the keys it changes, keeps the others, writes
 // the run's object naming them, and only then deletes the chunks it replaced. A commit
 // whose write of the run's object fails has changed nothing that a reader sees, and
-// deletes the chunks it created; those of a writer that dies before deleting them stay
-// behind, named by no run's object, until the run is deleted. A reader that finds a chunk
-// gone, replaced by a later commit, reads the run's object again. The first commit of a
-// run that spills first creates the run's object empty, labelled itemops.io/role=pending,
-// to own the chunks; readers take such a run as absent.
+// deletes the chunks it created. A reader that finds a chunk gone, replaced by a later
+// commit, reads the run's object again. The first commit of a run that spills first
+// creates the run's object empty, labelled itemops.io/role=pending, to own the chunks;
+// readers take such a run as absent.
+//
+// A writer that dies between creating its chunks and writing the run's object leaves
+// them behind, named by no run's object, and so does a write of the run's object that
+// fails while the chunks' deletion fails too. [Store.Sweep] deletes them, and the
+// pending objects of creations that never came; [Open] sweeps, so that a process that
+// dies and starts again deletes what it left. The sweep tells what no commit can name
+// any more by the sequence numbers of the chunks and of the run's object, never by a
+// clock, so a commit in flight in another process loses nothing to it.
+//
+// A Store keeps the chunks it read or wrote, decoded, in a cache of
+// [Options.ChunkCacheBytes], keyed by each chunk's name and SHA-256, so that a read or
+// commit of a spilled run fetches only the chunks it has not seen. Each cached chunk was
+// checked against the SHA-256 that a run's object names it with when it entered the
+// cache; a chunk damaged by hand after that is found by the Stores that have not cached
+// it, while the one that has reads the keys the run's object names.
 //
 // # Limits
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -204,6 +205,179 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			}
 			if diff := cmp.Diff(changed, listOps(t, check, o), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("ListOperations after the batch (-want +got):\n%s", diff)
+			}
+
+			// A sweep deletes what the failed commits left: the object of the run whose
+			// creation failed, and every chunk that no run's object names.
+			defer kubestore.SetPendingGrace(0)()
+			before := count(t, cfg, chunksGVR, ns) + count(t, cfg, runsGVR, ns)
+			n, err := check.Sweep(ctx)
+			if err != nil {
+				t.Fatalf("Sweep: %v", err)
+			}
+			wantChunks := 1 + len(namedChunks(t, cfg, ns, "b.spilled")) // and the format marker
+			if got := count(t, cfg, chunksGVR, ns); got != wantChunks {
+				t.Errorf("after the sweep the namespace holds %d ItemopsChunks, want %d: the marker and the chunks the run's object names", got, wantChunks)
+			}
+			if got := count(t, cfg, runsGVR, ns); got != 1 {
+				t.Errorf("after the sweep the namespace holds %d ItemopsRuns, want 1", got)
+			}
+			if want := before - wantChunks - 1; n != want {
+				t.Errorf("Sweep = %d, want %d, the objects it deleted", n, want)
+			}
+			if diff := cmp.Diff(changed, listOps(t, newStore2(t, cfg, ns), o), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("ListOperations after the sweep (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// namedChunks returns the names of the chunks that the run's object called name, in
+// namespace ns, names.
+func namedChunks(t testing.TB, cfg *rest.Config, ns, name string) []string {
+	t.Helper()
+	head, err := dynamic.NewForConfigOrDie(cfg).Resource(runsGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get %s: %v", name, err)
+	}
+	refs, _, _ := unstructured.NestedSlice(head.Object, "status", "store", "chunks")
+	var names []string
+	for _, r := range refs {
+		names = append(names, r.(map[string]any)["name"].(string))
+	}
+	return names
+}
+
+// newStore2 opens a second Store, with no chunk cached, in namespace ns.
+func newStore2(t testing.TB, cfg *rest.Config, ns string) *kubestore.Store {
+	t.Helper()
+	s, err := kubestore.Open(context.Background(), cfg, ns, nil)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+// gated is an http.RoundTripper that holds the writes of runs' objects while armed:
+// each tells reached, then waits for release.
+type gated struct {
+	next    http.RoundTripper
+	armed   atomic.Bool
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (g *gated) RoundTrip(req *http.Request) (*http.Response, error) {
+	if g.armed.Load() && (isWrite(req, http.MethodPut, "itemopsruns") || isWrite(req, http.MethodPost, "itemopsruns")) {
+		g.reached <- struct{}{}
+		<-g.release
+	}
+	return g.next.RoundTrip(req)
+}
+
+// TestSweepSparesCommitsInFlight sweeps while a commit of another Store has created its
+// chunks and not yet written the run's object: a change of a spilled run, and the
+// creation of one, whose pending object is younger than the grace (kept) or older
+// (deleted, and made again by the commit). The sweep deletes the chunks a failed commit
+// left, and nothing the commit in flight will name: each commit succeeds, and a Store
+// with no chunk cached reads what it wrote.
+func TestSweepSparesCommitsInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// create says whether the commit in flight creates the run.
+		create bool
+		// expired says whether its pending object is older than the grace.
+		expired bool
+	}{
+		{"Change", false, false},
+		{"Create", true, false},
+		{"CreateExpired", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
+			sweeper, cfg, ns := newStoreIn(t, opts)
+			f := &failing{fail: func(req *http.Request) bool {
+				return isWrite(req, http.MethodPut, "itemopsruns") || isWrite(req, http.MethodDelete, "itemopschunks")
+			}}
+			g := &gated{next: f, reached: make(chan struct{}), release: make(chan struct{})}
+			faulty := rest.CopyConfig(cfg)
+			faulty.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return g }
+			w, err := kubestore.Open(ctx, faulty, ns, opts)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+
+			// A spilled run, a failed commit of it that leaves its chunks behind, and a
+			// commit after it, so that those chunks are named by no commit to come.
+			o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
+			if err := w.CreateRunWithOperations(ctx, waitingRun(t, o), testOps(o, 500, operations.OperationNew)); err != nil {
+				t.Fatalf("CreateRunWithOperations: %v", err)
+			}
+			f.armed.Store(true)
+			err = w.PutOperations(ctx, o, testOps(o, 500, operations.OperationInProgress))
+			f.armed.Store(false)
+			if !errors.Is(err, errInjected) {
+				t.Fatalf("PutOperations with its commit point failing: %v, want the injected failure", err)
+			}
+			if err := w.PutOperations(ctx, o, testOps(o, 500, operations.OperationInProgress)); err != nil {
+				t.Fatalf("PutOperations: %v", err)
+			}
+			named := len(namedChunks(t, cfg, ns, "b.spilled"))
+			orphans := count(t, cfg, chunksGVR, ns) - 1 - named
+			if orphans == 0 {
+				t.Fatalf("the failed commit left no chunk behind")
+			}
+
+			target, want := o, testOps(o, 500, operations.OperationCompleted)
+			commit := func() error { return w.PutOperations(ctx, o, want) }
+			if tc.create {
+				target = operations.Owner{Kind: phase.Backup, Name: "fresh", UID: "uid-fresh"}
+				want = testOps(target, 500, operations.OperationNew)
+				commit = func() error { return w.CreateRunWithOperations(ctx, waitingRun(t, target), want) }
+			}
+			g.armed.Store(true)
+			done := make(chan error)
+			go func() { done <- commit() }()
+			if tc.create {
+				<-g.reached // the pending object's creation
+				g.release <- struct{}{}
+			}
+			<-g.reached // the commit point, after the chunks
+			if tc.expired {
+				defer kubestore.SetPendingGrace(0)()
+			}
+			n, err := sweeper.Sweep(ctx)
+			if err != nil {
+				t.Fatalf("Sweep: %v", err)
+			}
+			if tc.expired {
+				// The commit point fails on the pending object's deletion; the commit
+				// makes it again and writes it.
+				go func() {
+					for range g.reached {
+						g.release <- struct{}{}
+					}
+				}()
+				defer close(g.reached)
+			}
+			g.release <- struct{}{}
+			if err := <-done; err != nil {
+				t.Fatalf("the commit in flight during the sweep: %v", err)
+			}
+			g.armed.Store(false)
+			wantDeleted := orphans
+			if tc.expired {
+				wantDeleted = -1 // the pending object and its chunks too, as many as there were
+			}
+			if wantDeleted >= 0 && n != wantDeleted {
+				t.Errorf("Sweep = %d, want %d, the chunks the failed commit left", n, wantDeleted)
+			}
+			if tc.expired && n <= orphans+1 {
+				t.Errorf("Sweep = %d, want the %d chunks the failed commit left, the pending object and its chunks", n, orphans)
+			}
+			if diff := cmp.Diff(want, listOps(t, newStore2(t, cfg, ns), target), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("ListOperations of the commit made during the sweep (-want +got):\n%s", diff)
 			}
 		})
 	}

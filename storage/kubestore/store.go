@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/itemops/itemops/operations"
@@ -24,6 +25,7 @@ import (
 // made, whole, or not at all).
 type Store struct {
 	*kv.Store // the engine
+	b         *backend
 }
 
 var _ operations.Store = (*Store)(nil)
@@ -33,7 +35,8 @@ var _ operations.Store = (*Store)(nil)
 // defaults of [Options]. The resources of [InstallCRDs] must be installed.
 //
 // The first Open of a namespace writes the store's format marker, the ItemopsChunk
-// named "itemops". Open fails with an error wrapping kv.ErrFormat when the namespace
+// named "itemops". Open then sweeps the namespace, as [Store.Sweep] does, and leaves what
+// a sweep that fails leaves to the next one. Open fails with an error wrapping kv.ErrFormat when the namespace
 // holds runs' objects but no marker, or a marker of another format; with the API
 // server's error, wrapped, when it refuses or does not answer; or with ctx.Err(). Then
 // nothing is written.
@@ -59,13 +62,20 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open: %w", err)
 	}
-	s, err := kv.OpenPartitioned(ctx, &backend{
-		dyn: dyn, ns: namespace,
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubestore: open: %w", err)
+	}
+	b := &backend{
+		dyn: dyn, meta: meta, ns: namespace,
 		maxObjectBytes: opts.MaxObjectBytes, inlineBytes: opts.InlineBytes, chunkBytes: opts.ChunkBytes,
 		cache: newChunkCache(opts.ChunkCacheBytes),
-	})
+	}
+	s, err := kv.OpenPartitioned(ctx, b)
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open namespace %s: %w", namespace, err)
 	}
-	return &Store{Store: s}, nil
+	// The sweep is best effort: what it leaves, the next one deletes.
+	_, _ = b.sweep(ctx)
+	return &Store{Store: s, b: b}, nil
 }
