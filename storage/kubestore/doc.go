@@ -45,9 +45,11 @@
 // them behind, named by no run's object, and so does a write of the run's object that
 // fails while the chunks' deletion fails too. [Store.Sweep] deletes them, and the
 // pending objects of creations that never came; [Open] sweeps, so that a process that
-// dies and starts again deletes what it left. The sweep tells what no commit can name
-// any more by the sequence numbers of the chunks and of the run's object, never by a
-// clock, so a commit in flight in another process loses nothing to it.
+// dies and starts again deletes what it left. The sweep tells the chunks that no commit
+// can name any more by the sequence numbers of the chunks and of the run's object, not
+// by a clock, so a commit in flight in another process loses nothing to it; a pending
+// object is deleted by its age, and deleting one too early costs the creation in
+// flight a retry.
 //
 // A Store keeps the chunks it read or wrote, decoded, in a cache of
 // [Options.ChunkCacheBytes], keyed by each chunk's name and SHA-256, so that a read or
