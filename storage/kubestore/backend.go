@@ -306,7 +306,8 @@ func (b *backend) CommitPartition(ctx context.Context, p kv.Partition, run kv.Ru
 // object is the commit point, and the chunks that no longer hold its keys are deleted
 // after it.
 func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.RunChange, writes []kv.Write) error {
-	next := stored{keys: maps.Clone(cur.keys), seq: cur.seq + 1, recordKey: cur.recordKey}
+	next := stored{keys: maps.Clone(cur.keys), seq: cur.seq + 1, recordKey: cur.recordKey,
+		ops: opCounts{total: cur.ops.total + int64(run.Added), completed: cur.ops.completed + int64(run.Finished)}}
 	if cur.obj == nil {
 		next.seq = newSeq()
 	}
@@ -560,11 +561,11 @@ func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, dat
 	if res == runsResource {
 		lbls[labelRole] = roleRun
 		lbls[labelKind] = string(p.Kind)
+		if err := setSummary(obj, next.ops, run); err != nil {
+			return nil, corrupt(res.Resource, b.ns, name, "status: %v", err)
+		}
 		if run.Record != nil {
 			lbls[labelPhase] = string(run.Phase)
-			if err := unstructured.SetNestedField(obj.Object, string(run.Phase), "status", "phase"); err != nil {
-				return nil, corrupt(res.Resource, b.ns, name, "status: %v", err)
-			}
 		}
 		fields["recordKey"] = base64.StdEncoding.EncodeToString([]byte(next.recordKey))
 		refs := make([]any, len(next.chunks))

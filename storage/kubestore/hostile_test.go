@@ -60,6 +60,9 @@ func TestHostileObjects(t *testing.T) {
 		{name: "DataReplaced", apply: set(base64.StdEncoding.EncodeToString([]byte("not gzip")), "status", "store", "data")},
 		{name: "DataRemoved", apply: remove("status", "store", "data")},
 		{name: "SumRemoved", apply: remove("status", "store", "sum")},
+		{name: "CountChanged", apply: set(int64(7), "status", "operations", "completed")},
+		{name: "SummaryChanged", apply: set("300/300", "status", "operations", "summary")},
+		{name: "HistoryRemoved", apply: remove("status", "history")},
 		{name: "RecordKeyChanged", apply: set(base64.StdEncoding.EncodeToString([]byte("nokey")), "status", "store", "recordKey")},
 		{name: "ChunkDropped", apply: func(obj *unstructured.Unstructured) {
 			refs, _, _ := unstructured.NestedSlice(obj.Object, "status", "store", "chunks")
