@@ -53,10 +53,10 @@ type backend struct {
 	dyn            dynamic.Interface
 	ns             string
 	maxObjectBytes int
-	inlineBytes    int         // see Options.InlineBytes
-	chunkBytes     int         // see Options.ChunkBytes
-	cache          *chunkCache // see Options.ChunkCacheBytes
-	meta           metadata.Interface
+	inlineBytes    int                // see Options.InlineBytes
+	chunkBytes     int                // see Options.ChunkBytes
+	cache          *chunkCache        // see Options.ChunkCacheBytes
+	meta           metadata.Interface // lists objects without their data, for sweeps
 }
 
 var _ kv.PartitionedBackend = (*backend)(nil)

@@ -9,17 +9,21 @@
 //
 // A store is one namespace: [Open] takes it, and every object of the store lies there.
 // Each run is one ItemopsRun, whose name is made from the run's kind and name: a tag for
-// the kind ("b" for Backup, "r" for Restore, "k" and the escaped kind for a kind of
-// one's own), a dot, and the name with every byte other than a to y and 0 to 9 written as
-// "z" and two hex digits, so that "shop/nightly" of Backup is b.shopz2fnightly. A
-// name longer than 253 bytes is cut and ends with a hash of the kind and name (spec.owner
-// holds both in full). Its spec names the run and is immutable; its status holds the
-// run's phase (shown by kubectl get) and status.store, the run's keys: the gzip of
-// every key with its version and value (data), the sequence number of the last commit,
-// which key holds the run's record, the chunks that hold the rest (see below), and the
-// SHA-256 of all that with the labels (sum). The labels itemops.io/role,
-// itemops.io/kind and itemops.io/phase let one LIST select the runs of a kind and
-// phases. The ItemopsChunk named "itemops" holds the store's format marker.
+// the kind ("b" for Backup, "r" for Restore, "k" and the escaped kind for a kind of one's
+// own), a dot, and the name with every byte other than a to y and 0 to 9 written as "z"
+// and two hex digits, so that "shop/nightly" of Backup is b.shopz2fnightly. A name longer
+// than 253 bytes is cut and ends with a hash of the kind and name (spec.owner holds both
+// in full). Its spec names the run and is immutable; its status holds the run's phase,
+// how many of its operations are finished of how many (status.operations), and its phase
+// history (status.history), which kubectl get and kubectl describe show, and
+// status.store, the run's keys: the gzip of every key with its version and value (data),
+// the sequence number of the last commit, which key holds the run's record, the chunks
+// that hold the rest (see below), and the SHA-256 of the whole status with the labels
+// (sum). The phase, counts and history are written by the commits that change them, from
+// what the engine tells of each commit ([kv.RunChange]), and sum covers them, so that an
+// edit of them is damage. The labels itemops.io/role, itemops.io/kind and
+// itemops.io/phase let one LIST select the runs of a kind and phases. The ItemopsChunk
+// named "itemops" holds the store's format marker.
 //
 // # Commits
 //
@@ -71,13 +75,13 @@
 // first. A request the API server refuses or does not answer fails the call with its
 // error, wrapped; a write whose answer was lost may have been made, whole, or not at all,
 // as for any one object of the API. An object edited into a shape the store does not
-// write (data that does not decode, a missing field or chunk, a phase or label that
-// does not match sum) fails every read of it, and so every write to its run, with an
-// error wrapping operations.ErrCorrupt that names the object; nothing is repaired. The
-// API server itself refuses an edit of a spec, and drops fields that the resources'
-// schemas do not know. A phase label rewritten by hand hides the run from ListRuns of
-// its phase, which reads only the objects of that label; ListRuns of other phases, or of
-// all, fails on it.
+// write (data that does not decode, a missing field or chunk, a phase, count, history or
+// label that does not match sum) fails every read of it, and so every write to its run,
+// with an error wrapping operations.ErrCorrupt that names the object; nothing is
+// repaired. The API server itself refuses an edit of a spec, and drops fields that the
+// resources' schemas do not know. A phase label rewritten by hand hides the run from
+// ListRuns of its phase, which reads only the objects of that label; ListRuns of other
+// phases, or of all, fails on it.
 //
 // # Concurrency
 //

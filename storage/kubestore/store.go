@@ -24,8 +24,8 @@ import (
 // when the server refuses or does not answer a request (a write may then have been
 // made, whole, or not at all).
 type Store struct {
-	*kv.Store // the engine
-	b         *backend
+	*kv.Store          // the engine
+	b         *backend // the engine's backend, which Sweep sweeps
 }
 
 var _ operations.Store = (*Store)(nil)
@@ -35,11 +35,11 @@ var _ operations.Store = (*Store)(nil)
 // defaults of [Options]. The resources of [InstallCRDs] must be installed.
 //
 // The first Open of a namespace writes the store's format marker, the ItemopsChunk
-// named "itemops". Open then sweeps the namespace, as [Store.Sweep] does, and leaves what
-// a sweep that fails leaves to the next one. Open fails with an error wrapping kv.ErrFormat when the namespace
+// named "itemops". Open fails with an error wrapping kv.ErrFormat when the namespace
 // holds runs' objects but no marker, or a marker of another format; with the API
 // server's error, wrapped, when it refuses or does not answer; or with ctx.Err(). Then
-// nothing is written.
+// nothing is written. Once open, the store sweeps the namespace, as [Store.Sweep] does;
+// a sweep that fails does not fail Open, and leaves what it did not delete to the next.
 func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (*Store, error) {
 	if cfg == nil {
 		return nil, errors.New("kubestore: open: nil rest.Config")
