@@ -44,7 +44,7 @@ func TestCancel(t *testing.T) {
 func TestConformanceTwoClients(t *testing.T) {
 	pair := func(t *testing.T) operations.Store {
 		s, cfg, ns := newStoreIn(t, nil)
-		return storetest.Alternate(s, newStore2(t, cfg, ns))
+		return storetest.Alternate(s, openIn(t, cfg, ns, nil, nil))
 	}
 	t.Run("Run", func(t *testing.T) { storetest.Run(t, pair) })
 	t.Run("RunCancel", func(t *testing.T) { storetest.RunCancel(t, pair) })

@@ -127,10 +127,7 @@ func TestHostileObjects(t *testing.T) {
 					t.Errorf("ListOperations after the edit, through the Store that cached the chunk (-want +got):\n%s", diff)
 				}
 			}
-			r, err := kubestore.Open(ctx, cfg, ns, nil)
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
+			r := openIn(t, cfg, ns, nil, nil)
 			_, getErr := r.GetRun(ctx, o)
 			gotOps, opsErr := r.ListOperations(ctx, o, operations.OperationFilter{})
 			// ListRuns lists every run: one that names phases reads only the objects whose

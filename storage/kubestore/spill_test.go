@@ -152,16 +152,11 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			f := &failing{fail: func(req *http.Request) bool {
 				return isWrite(req, http.MethodPut, "itemopsruns") || !tc.deletes && isWrite(req, http.MethodDelete, "itemopschunks")
 			}}
-			faulty := rest.CopyConfig(cfg)
-			faulty.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f }
-			s, err := kubestore.Open(ctx, faulty, ns, opts)
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
+			s := openIn(t, cfg, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
 
 			fresh := operations.Owner{Kind: phase.Backup, Name: "fresh", UID: "uid-fresh"}
 			f.armed.Store(true)
-			err = s.CreateRunWithOperations(ctx, waitingRun(t, fresh), testOps(fresh, 1000, operations.OperationInProgress))
+			err := s.CreateRunWithOperations(ctx, waitingRun(t, fresh), testOps(fresh, 1000, operations.OperationInProgress))
 			f.armed.Store(false)
 			if !errors.Is(err, errInjected) {
 				t.Fatalf("CreateRunWithOperations with its commit point failing: %v, want the injected failure", err)
@@ -225,7 +220,7 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			if want := before - wantChunks - 1; n != want {
 				t.Errorf("Sweep = %d, want %d, the objects it deleted", n, want)
 			}
-			if diff := cmp.Diff(changed, listOps(t, newStore2(t, cfg, ns), o), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(changed, listOps(t, openIn(t, cfg, ns, nil, nil), o), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("ListOperations after the sweep (-want +got):\n%s", diff)
 			}
 		})
@@ -248,10 +243,15 @@ func namedChunks(t testing.TB, cfg *rest.Config, ns, name string) []string {
 	return names
 }
 
-// newStore2 opens a second Store, with no chunk cached, in namespace ns.
-func newStore2(t testing.TB, cfg *rest.Config, ns string) *kubestore.Store {
+// openIn opens another Store, with no chunk cached, in namespace ns of cfg with options
+// o, through a client whose transport wrap wraps (when wrap is not nil).
+func openIn(t testing.TB, cfg *rest.Config, ns string, o *kubestore.Options, wrap func(http.RoundTripper) http.RoundTripper) *kubestore.Store {
 	t.Helper()
-	s, err := kubestore.Open(context.Background(), cfg, ns, nil)
+	if wrap != nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.WrapTransport = wrap
+	}
+	s, err := kubestore.Open(context.Background(), cfg, ns, o)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -301,12 +301,7 @@ func TestSweepSparesCommitsInFlight(t *testing.T) {
 				return isWrite(req, http.MethodPut, "itemopsruns") || isWrite(req, http.MethodDelete, "itemopschunks")
 			}}
 			g := &gated{next: f, reached: make(chan struct{}), release: make(chan struct{})}
-			faulty := rest.CopyConfig(cfg)
-			faulty.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return g }
-			w, err := kubestore.Open(ctx, faulty, ns, opts)
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
+			w := openIn(t, cfg, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return g })
 
 			// A spilled run, a failed commit of it that leaves its chunks behind, and a
 			// commit after it, so that those chunks are named by no commit to come.
@@ -315,7 +310,7 @@ func TestSweepSparesCommitsInFlight(t *testing.T) {
 				t.Fatalf("CreateRunWithOperations: %v", err)
 			}
 			f.armed.Store(true)
-			err = w.PutOperations(ctx, o, testOps(o, 500, operations.OperationInProgress))
+			err := w.PutOperations(ctx, o, testOps(o, 500, operations.OperationInProgress))
 			f.armed.Store(false)
 			if !errors.Is(err, errInjected) {
 				t.Fatalf("PutOperations with its commit point failing: %v, want the injected failure", err)
@@ -376,7 +371,7 @@ func TestSweepSparesCommitsInFlight(t *testing.T) {
 			if tc.expired && n <= orphans+1 {
 				t.Errorf("Sweep = %d, want the %d chunks the failed commit left, the pending object and its chunks", n, orphans)
 			}
-			if diff := cmp.Diff(want, listOps(t, newStore2(t, cfg, ns), target), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(want, listOps(t, openIn(t, cfg, ns, nil, nil), target), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("ListOperations of the commit made during the sweep (-want +got):\n%s", diff)
 			}
 		})
@@ -401,13 +396,7 @@ func (c *counting) RoundTrip(req *http.Request) (*http.Response, error) {
 func openCounting(t testing.TB, cfg *rest.Config, ns string, o *kubestore.Options) (*kubestore.Store, *counting) {
 	t.Helper()
 	c := &counting{}
-	counted := rest.CopyConfig(cfg)
-	counted.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c }
-	s, err := kubestore.Open(context.Background(), counted, ns, o)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	return s, c
+	return openIn(t, cfg, ns, o, func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c }), c
 }
 
 // TestChunkCache reads a spilled run through Stores with and without a chunk cache: with
