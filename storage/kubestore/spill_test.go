@@ -478,3 +478,55 @@ func BenchmarkSpilledRead(b *testing.B) {
 		})
 	}
 }
+
+// TestSweepLeavesDamagedRuns sweeps a namespace where a failed commit left chunks of a
+// run whose object was then edited by hand: the sweep fails with operations.ErrCorrupt
+// naming the object, and deletes none of the run's chunks; a sweep whose context has
+// ended fails with its error.
+func TestSweepLeavesDamagedRuns(t *testing.T) {
+	ctx := context.Background()
+	opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
+	sweeper, cfg, ns := newStoreIn(t, opts)
+	f := &failing{fail: func(req *http.Request) bool {
+		return isWrite(req, http.MethodPut, "itemopsruns") || isWrite(req, http.MethodDelete, "itemopschunks")
+	}}
+	w := openIn(t, cfg, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
+	o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
+	if err := w.CreateRunWithOperations(ctx, waitingRun(t, o), testOps(o, 500, operations.OperationNew)); err != nil {
+		t.Fatalf("CreateRunWithOperations: %v", err)
+	}
+	f.armed.Store(true)
+	err := w.PutOperations(ctx, o, testOps(o, 500, operations.OperationInProgress))
+	f.armed.Store(false)
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("PutOperations with its commit point failing: %v, want the injected failure", err)
+	}
+	if _, err := w.UpdateRun(ctx, o, func(r *operations.Run) error { r.ItemsDone++; return nil }); err != nil {
+		t.Fatalf("UpdateRun: %v", err)
+	}
+	runs := dynamic.NewForConfigOrDie(cfg).Resource(runsGVR).Namespace(ns)
+	head, err := runs.Get(ctx, "b.spilled", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get the run's object: %v", err)
+	}
+	unstructured.SetNestedField(head.Object, string(phase.New), "status", "phase")
+	if _, err := runs.Update(ctx, head, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("edit the run's object: %v", err)
+	}
+	chunks := count(t, cfg, chunksGVR, ns)
+	if chunks <= 1+len(namedChunks(t, cfg, ns, "b.spilled")) {
+		t.Fatalf("the failed commit left no chunk behind")
+	}
+	n, err := sweeper.Sweep(ctx)
+	if !errors.Is(err, operations.ErrCorrupt) || !strings.Contains(err.Error(), ns+"/b.spilled") {
+		t.Errorf("Sweep of a namespace with a damaged run's object = %d, %v; want ErrCorrupt naming %s/b.spilled", n, err, ns)
+	}
+	if got := count(t, cfg, chunksGVR, ns); n != 0 || got != chunks {
+		t.Errorf("Sweep deleted %d objects, and left %d of the %d ItemopsChunks; want none deleted", n, got, chunks)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := sweeper.Sweep(done); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sweep with its context cancelled: %v, want context.Canceled", err)
+	}
+}

@@ -27,12 +27,16 @@ var pendingGrace = time.Minute
 // chunks that no run's object names and that no commit can name any more, and the
 // objects of runs whose first commit never came (labelled itemops.io/role=pending) once
 // they are a minute old. It returns how many objects it deleted. [Open] sweeps the
-// namespace once; a process that runs for long may call Sweep from time to time.
+// namespace once; a process that runs for long may call Sweep from time to time. A
+// sweep reads the metadata of the namespace's chunks and pending objects (two LISTs)
+// and the object of each run that has chunks (a GET each), and deletes one object a
+// request.
 //
 // Sweep never deletes what a commit in flight, of this process or another, will name.
 // A commit creates its chunks with the sequence number that its write of the run's
-// object gives the run, one more than the object's when the commit read it, and that
-// write is conditional on the object being unchanged. Sweep reads the chunks first and
+// object gives the run, one more than the object's when the commit read it (the first
+// commit of a run, the pending object's own), and that write is conditional on the
+// object being unchanged. Sweep reads the chunks first and
 // the run's object after them, and deletes a chunk only when that object does not name
 // it and its number is at most the object's: the object has then moved past the
 // commit that made the chunk, whose write can no longer succeed, and no later commit
