@@ -275,6 +275,33 @@ func (g *gated) RoundTrip(req *http.Request) (*http.Response, error) {
 	return g.next.RoundTrip(req)
 }
 
+// failsCommitPoint reports whether req writes a run's object or deletes a chunk: failing
+// these fails a commit at its commit point and leaves its chunks behind.
+func failsCommitPoint(req *http.Request) bool {
+	return isWrite(req, http.MethodPut, "itemopsruns") || isWrite(req, http.MethodDelete, "itemopschunks")
+}
+
+// leaveOrphans creates a run of o, with 500 new operations, through w, whose transport
+// f fails as failsCommitPoint says while armed. It fails a commit of the run at its
+// commit point, so that the commit's chunks stay behind, then commits again, so that
+// no commit to come can name them.
+func leaveOrphans(t *testing.T, w *kubestore.Store, f *failing, o operations.Owner) {
+	t.Helper()
+	ctx := context.Background()
+	if err := w.CreateRunWithOperations(ctx, waitingRun(t, o), testOps(o, 500, operations.OperationNew)); err != nil {
+		t.Fatalf("CreateRunWithOperations: %v", err)
+	}
+	f.armed.Store(true)
+	err := w.PutOperations(ctx, o, testOps(o, 500, operations.OperationInProgress))
+	f.armed.Store(false)
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("PutOperations with its commit point failing: %v, want the injected failure", err)
+	}
+	if _, err := w.UpdateRun(ctx, o, func(r *operations.Run) error { r.ItemsDone++; return nil }); err != nil {
+		t.Fatalf("UpdateRun: %v", err)
+	}
+}
+
 // TestSweepSparesCommitsInFlight sweeps while a commit of another Store has created its
 // chunks and not yet written the run's object: a change of a spilled run, and the
 // creation of one, whose pending object is younger than the grace (kept) or older
@@ -297,27 +324,11 @@ func TestSweepSparesCommitsInFlight(t *testing.T) {
 			ctx := context.Background()
 			opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
 			sweeper, cfg, ns := newStoreIn(t, opts)
-			f := &failing{fail: func(req *http.Request) bool {
-				return isWrite(req, http.MethodPut, "itemopsruns") || isWrite(req, http.MethodDelete, "itemopschunks")
-			}}
+			f := &failing{fail: failsCommitPoint}
 			g := &gated{next: f, reached: make(chan struct{}), release: make(chan struct{})}
 			w := openIn(t, cfg, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return g })
-
-			// A spilled run, a failed commit of it that leaves its chunks behind, and a
-			// commit after it, so that those chunks are named by no commit to come.
 			o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
-			if err := w.CreateRunWithOperations(ctx, waitingRun(t, o), testOps(o, 500, operations.OperationNew)); err != nil {
-				t.Fatalf("CreateRunWithOperations: %v", err)
-			}
-			f.armed.Store(true)
-			err := w.PutOperations(ctx, o, testOps(o, 500, operations.OperationInProgress))
-			f.armed.Store(false)
-			if !errors.Is(err, errInjected) {
-				t.Fatalf("PutOperations with its commit point failing: %v, want the injected failure", err)
-			}
-			if err := w.PutOperations(ctx, o, testOps(o, 500, operations.OperationInProgress)); err != nil {
-				t.Fatalf("PutOperations: %v", err)
-			}
+			leaveOrphans(t, w, f, o)
 			named := len(namedChunks(t, cfg, ns, "b.spilled"))
 			orphans := count(t, cfg, chunksGVR, ns) - 1 - named
 			if orphans == 0 {
@@ -487,23 +498,10 @@ func TestSweepLeavesDamagedRuns(t *testing.T) {
 	ctx := context.Background()
 	opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
 	sweeper, cfg, ns := newStoreIn(t, opts)
-	f := &failing{fail: func(req *http.Request) bool {
-		return isWrite(req, http.MethodPut, "itemopsruns") || isWrite(req, http.MethodDelete, "itemopschunks")
-	}}
+	f := &failing{fail: failsCommitPoint}
 	w := openIn(t, cfg, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
 	o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
-	if err := w.CreateRunWithOperations(ctx, waitingRun(t, o), testOps(o, 500, operations.OperationNew)); err != nil {
-		t.Fatalf("CreateRunWithOperations: %v", err)
-	}
-	f.armed.Store(true)
-	err := w.PutOperations(ctx, o, testOps(o, 500, operations.OperationInProgress))
-	f.armed.Store(false)
-	if !errors.Is(err, errInjected) {
-		t.Fatalf("PutOperations with its commit point failing: %v, want the injected failure", err)
-	}
-	if _, err := w.UpdateRun(ctx, o, func(r *operations.Run) error { r.ItemsDone++; return nil }); err != nil {
-		t.Fatalf("UpdateRun: %v", err)
-	}
+	leaveOrphans(t, w, f, o)
 	runs := dynamic.NewForConfigOrDie(cfg).Resource(runsGVR).Namespace(ns)
 	head, err := runs.Get(ctx, "b.spilled", metav1.GetOptions{})
 	if err != nil {

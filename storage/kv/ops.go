@@ -111,7 +111,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		body := make([]Write, 0, len(ops)+2)
 		keys := keyArena{buf: make([]byte, 0, len(ops)*(len(prefix)+1+8))}
 		var fresh []int
-		change := RunChange{}
+		var change RunChange
 		for i := range ops {
 			e := found[i]
 			if e.seq == 0 {
