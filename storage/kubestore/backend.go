@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
@@ -46,14 +47,16 @@ var errRaced = errors.New("the object changed under the commit")
 // A backend is the [kv.PartitionedBackend] of a Store: each run's keys in one
 // ItemopsRun and the chunks it names, the global keys in the ItemopsChunk named
 // formatName, all in namespace ns. It is safe for concurrent use: it keeps nothing
-// between calls, and every write of a run's object is conditional on the
-// resourceVersion its commit read.
+// between calls but the chunks in its cache, which never change, and every write of a
+// run's object is conditional on the resourceVersion its commit read.
 type backend struct {
 	dyn            dynamic.Interface
 	ns             string
 	maxObjectBytes int
-	inlineBytes    int // see Options.InlineBytes
-	chunkBytes     int // see Options.ChunkBytes
+	inlineBytes    int                // see Options.InlineBytes
+	chunkBytes     int                // see Options.ChunkBytes
+	cache          *chunkCache        // see Options.ChunkCacheBytes
+	meta           metadata.Interface // lists objects without their data, for sweeps
 }
 
 var _ kv.PartitionedBackend = (*backend)(nil)
@@ -116,21 +119,26 @@ func (b *backend) getObject(ctx context.Context, client dynamic.ResourceInterfac
 	return obj, nil
 }
 
-// getChunks reads the chunks that s names and adds their keys to s. It returns the name
-// of the first chunk that is gone, if one is.
+// getChunks reads the chunks that s names, from b.cache where it holds them, and adds
+// their keys to s. It returns the name of the first chunk that is gone, if one is.
 func (b *backend) getChunks(ctx context.Context, s *stored) (gone string, err error) {
 	client := b.dyn.Resource(chunksResource).Namespace(b.ns)
 	for i := range s.chunks {
 		c := &s.chunks[i]
-		obj, err := b.getObject(ctx, client, chunksResource, c.ref.name)
-		switch {
-		case err != nil:
-			return "", err
-		case obj == nil:
-			return c.ref.name, nil
-		}
-		if c.keys, err = decodeChunk(s.obj, c.ref, obj, s.seq); err != nil {
-			return "", err
+		if keys, ok := b.cache.get(c.ref); ok {
+			c.keys = keys
+		} else {
+			obj, err := b.getObject(ctx, client, chunksResource, c.ref.name)
+			switch {
+			case err != nil:
+				return "", err
+			case obj == nil:
+				return c.ref.name, nil
+			}
+			if c.keys, err = decodeChunk(s.obj, c.ref, obj, s.seq); err != nil {
+				return "", err
+			}
+			b.cache.put(c.ref, c.keys)
 		}
 		for k, it := range c.keys {
 			if _, ok := s.keys[k]; ok {
@@ -298,7 +306,8 @@ func (b *backend) CommitPartition(ctx context.Context, p kv.Partition, run kv.Ru
 // object is the commit point, and the chunks that no longer hold its keys are deleted
 // after it.
 func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.RunChange, writes []kv.Write) error {
-	next := stored{keys: maps.Clone(cur.keys), seq: cur.seq + 1, recordKey: cur.recordKey}
+	next := stored{keys: maps.Clone(cur.keys), seq: cur.seq + 1, recordKey: cur.recordKey,
+		ops: opCounts{total: cur.ops.total + int64(run.Added), completed: cur.ops.completed + int64(run.Finished)}}
 	if cur.obj == nil {
 		next.seq = newSeq()
 	}
@@ -459,9 +468,10 @@ func touched(ref chunkRef, writes []kv.Write) bool {
 	return false
 }
 
-// createChunk creates an ItemopsChunk of keys, owned by head, named "c.", the label
-// itemops.io/run of head's chunks, a dot and 16 random hex digits. No run's object has
-// such a name, since no run's object name starts with "c.".
+// createChunk creates an ItemopsChunk of keys, owned by head, for the commit that gives
+// the run sequence number seq. Its name is "c.", the label itemops.io/run of head's
+// chunks, a dot, seq in 16 hex digits (which Store.Sweep reads), a dot and 16 random hex
+// digits. No run's object has such a name, since no run's object name starts with "c.".
 func (b *backend) createChunk(ctx context.Context, head *unstructured.Unstructured, seq kv.Version, keys map[string]item) (chunk, error) {
 	data, err := encodeKeys(keys)
 	if err != nil {
@@ -473,7 +483,7 @@ func (b *backend) createChunk(ctx context.Context, head *unstructured.Unstructur
 	obj.SetAPIVersion(chunksResource.GroupVersion().String())
 	obj.SetKind(chunkKind)
 	obj.SetNamespace(b.ns)
-	obj.SetName(fmt.Sprintf("c.%s.%016x", runLabel(head.GetName()), rand.Uint64()))
+	obj.SetName(fmt.Sprintf("c.%s.%016x.%016x", runLabel(head.GetName()), uint64(seq), rand.Uint64()))
 	obj.SetLabels(map[string]string{labelRole: roleChunk, labelRun: runLabel(head.GetName())})
 	obj.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: runsResource.GroupVersion().String(), Kind: runKind, Name: head.GetName(), UID: head.GetUID(),
@@ -485,6 +495,7 @@ func (b *backend) createChunk(ctx context.Context, head *unstructured.Unstructur
 	sorted := slices.Sorted(maps.Keys(keys))
 	sum := sha256.Sum256(data)
 	ref := chunkRef{name: got.GetName(), first: sorted[0], last: sorted[len(sorted)-1], sum: hex.EncodeToString(sum[:])}
+	b.cache.put(ref, keys)
 	return chunk{ref: ref, keys: keys}, nil
 }
 
@@ -550,11 +561,11 @@ func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, dat
 	if res == runsResource {
 		lbls[labelRole] = roleRun
 		lbls[labelKind] = string(p.Kind)
+		if err := setSummary(obj, next.ops, run); err != nil {
+			return nil, corrupt(res.Resource, b.ns, name, "status: %v", err)
+		}
 		if run.Record != nil {
 			lbls[labelPhase] = string(run.Phase)
-			if err := unstructured.SetNestedField(obj.Object, string(run.Phase), "status", "phase"); err != nil {
-				return nil, corrupt(res.Resource, b.ns, name, "status: %v", err)
-			}
 		}
 		fields["recordKey"] = base64.StdEncoding.EncodeToString([]byte(next.recordKey))
 		refs := make([]any, len(next.chunks))

@@ -36,3 +36,16 @@ func TestCancel(t *testing.T) {
 		return newStore(t, nil)
 	})
 }
+
+// TestConformanceTwoClients runs the suites through two Stores of one namespace, each
+// opened on its own (its own client, engine and turns), the calls alternating between
+// them: writers racing through both, ordered by resourceVersions alone, lose nothing,
+// and a read through one sees the writes made through the other.
+func TestConformanceTwoClients(t *testing.T) {
+	pair := func(t *testing.T) operations.Store {
+		s, cfg, ns := newStoreIn(t, nil)
+		return storetest.Alternate(s, openIn(t, cfg, ns, nil, nil))
+	}
+	t.Run("Run", func(t *testing.T) { storetest.Run(t, pair) })
+	t.Run("RunCancel", func(t *testing.T) { storetest.RunCancel(t, pair) })
+}

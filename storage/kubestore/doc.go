@@ -9,17 +9,21 @@
 //
 // A store is one namespace: [Open] takes it, and every object of the store lies there.
 // Each run is one ItemopsRun, whose name is made from the run's kind and name: a tag for
-// the kind ("b" for Backup, "r" for Restore, "k" and the escaped kind for a kind of
-// one's own), a dot, and the name with every byte other than a to y and 0 to 9 written as
-// "z" and two hex digits, so that "shop/nightly" of Backup is b.shopz2fnightly. A
-// name longer than 253 bytes is cut and ends with a hash of the kind and name (spec.owner
-// holds both in full). Its spec names the run and is immutable; its status holds the
-// run's phase (shown by kubectl get) and status.store, the run's keys: the gzip of
-// every key with its version and value (data), the sequence number of the last commit,
-// which key holds the run's record, the chunks that hold the rest (see below), and the
-// SHA-256 of all that with the labels (sum). The labels itemops.io/role,
-// itemops.io/kind and itemops.io/phase let one LIST select the runs of a kind and
-// phases. The ItemopsChunk named "itemops" holds the store's format marker.
+// the kind ("b" for Backup, "r" for Restore, "k" and the escaped kind for a kind of one's
+// own), a dot, and the name with every byte other than a to y and 0 to 9 written as "z"
+// and two hex digits, so that "shop/nightly" of Backup is b.shopz2fnightly. A name longer
+// than 253 bytes is cut and ends with a hash of the kind and name (spec.owner holds both
+// in full). Its spec names the run and is immutable; its status holds the run's phase,
+// how many of its operations are finished of how many (status.operations), and its phase
+// history (status.history), which kubectl get and kubectl describe show, and
+// status.store, the run's keys: the gzip of every key with its version and value (data),
+// the sequence number of the last commit, which key holds the run's record, the chunks
+// that hold the rest (see below), and the SHA-256 of the whole status with the labels
+// (sum). The phase, counts and history are written by the commits that change them, from
+// what the engine tells of each commit ([kv.RunChange]), and sum covers them, so that an
+// edit of them is damage. The labels itemops.io/role, itemops.io/kind and
+// itemops.io/phase let one LIST select the runs of a kind and phases. The ItemopsChunk
+// named "itemops" holds the store's format marker.
 //
 // # Commits
 //
@@ -36,11 +40,27 @@
 // changed: a commit creates new chunks for the keys it changes, keeps the others, writes
 // the run's object naming them, and only then deletes the chunks it replaced. A commit
 // whose write of the run's object fails has changed nothing that a reader sees, and
-// deletes the chunks it created; those of a writer that dies before deleting them stay
-// behind, named by no run's object, until the run is deleted. A reader that finds a chunk
-// gone, replaced by a later commit, reads the run's object again. The first commit of a
-// run that spills first creates the run's object empty, labelled itemops.io/role=pending,
-// to own the chunks; readers take such a run as absent.
+// deletes the chunks it created. A reader that finds a chunk gone, replaced by a later
+// commit, reads the run's object again. The first commit of a run that spills first
+// creates the run's object empty, labelled itemops.io/role=pending, to own the chunks;
+// readers take such a run as absent.
+//
+// A writer that dies between creating its chunks and writing the run's object leaves
+// them behind, named by no run's object, and so does a write of the run's object that
+// fails while the chunks' deletion fails too. [Store.Sweep] deletes them, and the
+// pending objects of creations that never came; [Open] sweeps, so that a process that
+// dies and starts again deletes what it left. The sweep tells the chunks that no commit
+// can name any more by the sequence numbers of the chunks and of the run's object, not
+// by a clock, so a commit in flight in another process loses nothing to it; a pending
+// object is deleted by its age, and deleting one too early costs the creation in
+// flight a retry.
+//
+// A Store keeps the chunks it read or wrote, decoded, in a cache of
+// [Options.ChunkCacheBytes], keyed by each chunk's name and SHA-256, so that a read or
+// commit of a spilled run fetches only the chunks it has not seen. Each cached chunk was
+// checked against the SHA-256 that a run's object names it with when it entered the
+// cache; a chunk damaged by hand after that is found by the Stores that have not cached
+// it, while the one that has reads the keys the run's object names.
 //
 // # Limits
 //
@@ -55,13 +75,13 @@
 // first. A request the API server refuses or does not answer fails the call with its
 // error, wrapped; a write whose answer was lost may have been made, whole, or not at all,
 // as for any one object of the API. An object edited into a shape the store does not
-// write (data that does not decode, a missing field or chunk, a phase or label that
-// does not match sum) fails every read of it, and so every write to its run, with an
-// error wrapping operations.ErrCorrupt that names the object; nothing is repaired. The
-// API server itself refuses an edit of a spec, and drops fields that the resources'
-// schemas do not know. A phase label rewritten by hand hides the run from ListRuns of
-// its phase, which reads only the objects of that label; ListRuns of other phases, or of
-// all, fails on it.
+// write (data that does not decode, a missing field or chunk, a phase, count, history or
+// label that does not match sum) fails every read of it, and so every write to its run,
+// with an error wrapping operations.ErrCorrupt that names the object; nothing is
+// repaired. The API server itself refuses an edit of a spec, and drops fields that the
+// resources' schemas do not know. A phase label rewritten by hand hides the run from
+// ListRuns of its phase, which reads only the objects of that label; ListRuns of other
+// phases, or of all, fails on it.
 //
 // # Concurrency
 //

@@ -20,9 +20,11 @@ import (
 )
 
 // TestHostileObjects edits a run's objects, as kubectl edit would, into shapes the store
-// does not write, and reads the run by each read that reaches the edited object: each
-// read fails with operations.ErrCorrupt and names the object, or, where the API server
-// refuses the edit or drops what its schema does not know, reads the run as it was.
+// does not write, and reads the run, through a Store that has cached none of its chunks,
+// by each read that reaches the edited object: each read fails with
+// operations.ErrCorrupt and names the object, or, where the API server refuses the edit
+// or drops what its schema does not know, reads the run as it was. The Store that wrote
+// the run, whose cache holds its chunks, reads an edited chunk as it was written.
 func TestHostileObjects(t *testing.T) {
 	type edit struct {
 		name string
@@ -58,6 +60,9 @@ func TestHostileObjects(t *testing.T) {
 		{name: "DataReplaced", apply: set(base64.StdEncoding.EncodeToString([]byte("not gzip")), "status", "store", "data")},
 		{name: "DataRemoved", apply: remove("status", "store", "data")},
 		{name: "SumRemoved", apply: remove("status", "store", "sum")},
+		{name: "CountChanged", apply: set(int64(7), "status", "operations", "completed")},
+		{name: "SummaryChanged", apply: set("300/300", "status", "operations", "summary")},
+		{name: "HistoryRemoved", apply: remove("status", "history")},
 		{name: "RecordKeyChanged", apply: set(base64.StdEncoding.EncodeToString([]byte("nokey")), "status", "store", "recordKey")},
 		{name: "ChunkDropped", apply: func(obj *unstructured.Unstructured) {
 			refs, _, _ := unstructured.NestedSlice(obj.Object, "status", "store", "chunks")
@@ -114,12 +119,21 @@ func TestHostileObjects(t *testing.T) {
 				t.Fatalf("update: %v", err)
 			}
 
-			_, getErr := s.GetRun(ctx, o)
-			gotOps, opsErr := s.ListOperations(ctx, o, operations.OperationFilter{})
+			// The reads go through a Store of their own, whose chunk cache is empty: s
+			// holds the run's chunks in its cache, checked when they entered it, and
+			// reads the keys the run's object names from there.
+			if e.chunk {
+				if diff := cmp.Diff(ops, listOps(t, s, o), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("ListOperations after the edit, through the Store that cached the chunk (-want +got):\n%s", diff)
+				}
+			}
+			r := openIn(t, cfg, ns, nil, nil)
+			_, getErr := r.GetRun(ctx, o)
+			gotOps, opsErr := r.ListOperations(ctx, o, operations.OperationFilter{})
 			// ListRuns lists every run: one that names phases reads only the objects whose
 			// phase label is among them, so a rewritten label hides the run from the
 			// listing of its phase, and shows it as damage in the others.
-			_, listErr := s.ListRuns(ctx, operations.RunFilter{})
+			_, listErr := r.ListRuns(ctx, operations.RunFilter{})
 			if e.refused || e.kept {
 				if getErr != nil || opsErr != nil || listErr != nil {
 					t.Fatalf("reads after the edit: GetRun %v, ListOperations %v, ListRuns %v; want none", getErr, opsErr, listErr)
@@ -127,7 +141,7 @@ func TestHostileObjects(t *testing.T) {
 				if diff := cmp.Diff(ops, gotOps, cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("ListOperations after the edit (-want +got):\n%s", diff)
 				}
-				again, err := s.GetRun(ctx, o)
+				again, err := r.GetRun(ctx, o)
 				if err != nil {
 					t.Fatalf("GetRun: %v", err)
 				}

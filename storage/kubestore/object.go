@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -51,7 +52,14 @@ type stored struct {
 	keys      map[string]item            // every key: inline and in chunks
 	seq       kv.Version
 	recordKey string
-	chunks    []chunk // the chunks a run's object names, in its order
+	chunks    []chunk  // the chunks a run's object names, in its order
+	ops       opCounts // in a run's object: its operations, as status.operations counts them
+}
+
+// An opCounts is how many operations a run has, and how many of them are finished, as
+// the RunChanges of its commits added them up (see kv.RunChange).
+type opCounts struct {
+	completed, total int64
 }
 
 // A chunk is an ItemopsChunk that holds some of a spilled run's keys. It is written
@@ -135,6 +143,9 @@ func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *uns
 			return stored{}, bad("the record key %q holds no value", raw)
 		}
 		s.recordKey = string(raw)
+		if s.ops, err = decodeSummary(obj); err != nil {
+			return stored{}, bad("%v", err)
+		}
 		refs, _, err := unstructured.NestedSlice(obj.Object, append(path, "chunks")...)
 		if err != nil {
 			return stored{}, bad("chunks is not a list")
@@ -152,24 +163,22 @@ func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *uns
 
 // headSum returns the SHA-256, in hex, of what a run's object says of the run beside
 // its spec, which the API server keeps immutable: the labels itemops.io/role, kind and
-// phase, status.phase and status.store without its sum, as JSON with sorted keys. A
-// hand edit of any of them (a phase rewritten, a chunk dropped from the list) then
-// shows as damage rather than as a run that reads otherwise.
+// phase, and the whole status but status.store.sum (the phase, the summary of
+// operations and history that kubectl shows, and the keys), as JSON with sorted keys.
+// A hand edit of any of them (a phase rewritten, a count changed, a chunk dropped from
+// the list) then shows as damage rather than as a run that reads, or shows, otherwise.
 func headSum(obj *unstructured.Unstructured) (string, error) {
-	store, _, err := unstructured.NestedMap(obj.Object, "status", "store")
+	status, _, err := unstructured.NestedMap(obj.Object, "status")
 	if err != nil {
 		return "", err
 	}
-	delete(store, "sum")
-	ph, _, err := unstructured.NestedString(obj.Object, "status", "phase")
-	if err != nil {
-		return "", err
+	if store, ok := status["store"].(map[string]any); ok {
+		delete(store, "sum")
 	}
 	l := obj.GetLabels()
 	js, err := json.Marshal(map[string]any{
 		"labels": []string{l[labelRole], l[labelKind], l[labelPhase]},
-		"phase":  ph,
-		"store":  store,
+		"status": status,
 	})
 	if err != nil {
 		return "", err
@@ -247,4 +256,45 @@ func decodeChunk(head *unstructured.Unstructured, ref chunkRef, obj *unstructure
 // from its earlier object.
 func newSeq() kv.Version {
 	return kv.Version(rand.Uint64N(maxSeqStart-1) + 1)
+}
+
+// setSummary sets in obj, a run's object, what kubectl shows of the run after a commit
+// that makes run: status.operations from ops, and, when the commit writes the run's
+// record, status.phase and status.history.
+func setSummary(obj *unstructured.Unstructured, ops opCounts, run kv.RunChange) error {
+	summary := map[string]any{
+		"completed": ops.completed,
+		"total":     ops.total,
+		"summary":   fmt.Sprintf("%d/%d", ops.completed, ops.total),
+	}
+	if err := unstructured.SetNestedMap(obj.Object, summary, "status", "operations"); err != nil {
+		return err
+	}
+	if run.Record == nil {
+		return nil
+	}
+	history := make([]any, len(run.History))
+	for i, t := range run.History {
+		history[i] = map[string]any{
+			"from":   string(t.From),
+			"to":     string(t.To),
+			"event":  string(t.Event),
+			"time":   t.Time.UTC().Format(time.RFC3339Nano),
+			"reason": t.Reason,
+		}
+	}
+	if err := unstructured.SetNestedSlice(obj.Object, history, "status", "history"); err != nil {
+		return err
+	}
+	return unstructured.SetNestedField(obj.Object, string(run.Phase), "status", "phase")
+}
+
+// decodeSummary returns the counts of status.operations of obj, a run's object.
+func decodeSummary(obj *unstructured.Unstructured) (opCounts, error) {
+	completed, _, err1 := unstructured.NestedInt64(obj.Object, "status", "operations", "completed")
+	total, _, err2 := unstructured.NestedInt64(obj.Object, "status", "operations", "total")
+	if err1 != nil || err2 != nil || completed < 0 || completed > total {
+		return opCounts{}, fmt.Errorf("status.operations does not count operations")
+	}
+	return opCounts{completed: completed, total: total}, nil
 }

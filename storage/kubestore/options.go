@@ -22,6 +22,16 @@ type Options struct {
 	// chunk holds before compression. The default is 512 KiB, which keeps a chunk of
 	// keys that do not compress under MaxObjectBytes' default; less than 0 is an error.
 	ChunkBytes int
+	// ChunkCacheBytes bounds the chunks, decoded, that the Store keeps in memory so that
+	// its reads and commits of a spilled run fetch only the chunks they have not seen
+	// (the least recently used are dropped first). A chunk is never changed, and a
+	// run's object names each chunk with the SHA-256 of its data, so a cached chunk
+	// always holds the keys the run's object names: each was checked against that
+	// SHA-256 and decoded in full when it entered the cache, or was written by the
+	// Store. A chunk deleted or changed by hand after the Store cached it is therefore
+	// found only by the reads of Stores that have not cached it. The default is 64 MiB;
+	// less than 0 keeps no chunk.
+	ChunkCacheBytes int
 }
 
 // withDefaults returns o with its zero fields set to the defaults.
@@ -47,6 +57,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if out.ChunkBytes == 0 {
 		out.ChunkBytes = 512 << 10
+	}
+	if out.ChunkCacheBytes == 0 {
+		out.ChunkCacheBytes = 64 << 20
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/itemops/itemops/operations"
@@ -23,7 +24,8 @@ import (
 // when the server refuses or does not answer a request (a write may then have been
 // made, whole, or not at all).
 type Store struct {
-	*kv.Store // the engine
+	*kv.Store          // the engine
+	b         *backend // the engine's backend, which Sweep sweeps
 }
 
 var _ operations.Store = (*Store)(nil)
@@ -36,7 +38,8 @@ var _ operations.Store = (*Store)(nil)
 // named "itemops". Open fails with an error wrapping kv.ErrFormat when the namespace
 // holds runs' objects but no marker, or a marker of another format; with the API
 // server's error, wrapped, when it refuses or does not answer; or with ctx.Err(). Then
-// nothing is written.
+// nothing is written. Once open, the store sweeps the namespace, as [Store.Sweep] does;
+// a sweep that fails does not fail Open, and leaves what it did not delete to the next.
 func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (*Store, error) {
 	if cfg == nil {
 		return nil, errors.New("kubestore: open: nil rest.Config")
@@ -59,12 +62,20 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open: %w", err)
 	}
-	s, err := kv.OpenPartitioned(ctx, &backend{
-		dyn: dyn, ns: namespace,
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubestore: open: %w", err)
+	}
+	b := &backend{
+		dyn: dyn, meta: meta, ns: namespace,
 		maxObjectBytes: opts.MaxObjectBytes, inlineBytes: opts.InlineBytes, chunkBytes: opts.ChunkBytes,
-	})
+		cache: newChunkCache(opts.ChunkCacheBytes),
+	}
+	s, err := kv.OpenPartitioned(ctx, b)
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open namespace %s: %w", namespace, err)
 	}
-	return &Store{Store: s}, nil
+	// The sweep is best effort: what it leaves, the next one deletes.
+	_, _ = b.sweep(ctx)
+	return &Store{Store: s, b: b}, nil
 }

@@ -59,7 +59,9 @@
 // without a format key holds no key at all. A driver whose unit of atomicity is one
 // object therefore implements a [PartitionedBackend] and opens the engine with
 // [OpenPartitioned]: each commit names its [Partition] and carries a [RunChange] that
-// says what it does to the run's record and phase, and ListRuns is one call,
+// says what it does to the run's record and phase (with the run's phase history, and
+// how many operations it adds and finishes, for a driver that shows a summary of each
+// run), and ListRuns is one call,
 // [PartitionedBackend.ScanRuns], that the driver may answer from an index of its own.
 // [Open] gives a [Backend] the same view: a read of a partition is a Read, a commit is
 // a Commit, and the phase index above (the p keys) is what the Backend's view writes
