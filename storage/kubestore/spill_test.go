@@ -151,7 +151,7 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			f := &failing{fail: func(req *http.Request) bool {
 				return isWrite(req, http.MethodPut, "itemopsruns") || !tc.deletes && isWrite(req, http.MethodDelete, "itemopschunks")
 			}}
-			faulty := rest.CopyConfig(cfg)
+			faulty := userConfig(t)
 			faulty.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f }
 			s, err := kubestore.Open(ctx, faulty, ns, opts)
 			if err != nil {
