@@ -63,7 +63,7 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
 	client := dyn.Resource(crdResource)
 	for _, crd := range crds {
 		if err := installCRD(ctx, client, crd); err != nil {
-			return err
+			return fmt.Errorf("kubestore: install CRD %s: %w", crd.GetName(), err)
 		}
 	}
 	for _, crd := range crds {
@@ -109,10 +109,10 @@ func installCRD(ctx context.Context, client dynamic.NamespaceableResourceInterfa
 			if apierrors.IsAlreadyExists(err) {
 				continue
 			}
-			return wrapCRD(crd, err)
+			return err
 		}
 		if err != nil {
-			return wrapCRD(crd, err)
+			return err
 		}
 		want := cur.DeepCopy()
 		want.Object["spec"] = crd.Object["spec"]
@@ -123,23 +123,15 @@ func installCRD(ctx context.Context, client dynamic.NamespaceableResourceInterfa
 		case apierrors.IsInvalid(err):
 			// The server refuses the module's spec in place of this one: a definition
 			// that stores versions the module's does not serve, say.
-			return fmt.Errorf("kubestore: CRD %s: the module's definition cannot replace it: %v: %w", crd.GetName(), err, ErrForeignCRD)
+			return fmt.Errorf("the module's definition cannot replace it: %v: %w", err, ErrForeignCRD)
 		case err != nil:
-			return wrapCRD(crd, err)
+			return err
 		}
 		if diff := specDiff(cur, defaulted); len(diff) > 0 {
-			return fmt.Errorf("kubestore: CRD %s: its %s differ from the module's definition: %w", crd.GetName(), strings.Join(diff, ", "), ErrForeignCRD)
+			return fmt.Errorf("its %s differ from the module's definition: %w", strings.Join(diff, ", "), ErrForeignCRD)
 		}
 		return nil
 	}
-}
-
-// wrapCRD returns err, when it is not nil, with the name of crd.
-func wrapCRD(crd *unstructured.Unstructured, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("kubestore: install CRD %s: %w", crd.GetName(), err)
 }
 
 // specDiff returns the fields of the spec of a (as "spec.versions") whose values differ

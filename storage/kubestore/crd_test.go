@@ -164,6 +164,7 @@ func TestInstallCRDs(t *testing.T) {
 			if !errors.Is(err, kubestore.ErrForeignCRD) || !strings.Contains(err.Error(), tc.crd) || !strings.Contains(err.Error(), tc.field) {
 				t.Fatalf("InstallCRDs over a foreign %s: %v; want ErrForeignCRD naming it and %q", tc.crd, err, tc.field)
 			}
+			t.Log(err)
 			unchanged(t, "InstallCRDs over a foreign definition", before, get(tc.crd))
 			for _, req := range w.take() {
 				if strings.Contains(req, tc.crd) && !strings.Contains(req, "dryRun=All") {
