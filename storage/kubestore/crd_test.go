@@ -3,7 +3,9 @@ package kubestore_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/itemops/itemops/integrations/controllerruntime/apiservertest"
@@ -59,8 +62,10 @@ func (w *writes) take() []string {
 // TestInstallCRDs installs the CRDs as a user bound to exactly the ClusterRole
 // itemops-kubestore-install of kubestore.RBAC, then installs them again, which writes
 // nothing (the only writes are dry runs), and then meets definitions of the same names
-// edited into foreign ones: each time InstallCRDs fails with ErrForeignCRD naming the
-// definition and what differs, and leaves it as it was.
+// edited into foreign ones: every value of either spec changed alone, in each way the
+// server accepts, and a few edits of whole parts (a version more, another stored
+// version). Each time InstallCRDs fails with ErrForeignCRD, naming the definition and,
+// for the named cases, what differs, and leaves the definition as it was.
 func TestInstallCRDs(t *testing.T) {
 	ctx := context.Background()
 	admin := bare.Config(t)
@@ -107,6 +112,19 @@ func TestInstallCRDs(t *testing.T) {
 		}
 		return crd
 	}
+	// setSpec sets the spec of the CRD called name, again when the API server, which
+	// updates a definition's status itself, changed it meanwhile.
+	setSpec := func(name string, spec any) (*unstructured.Unstructured, error) {
+		var out *unstructured.Unstructured
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			crd := get(name)
+			crd.Object["spec"] = spec
+			var err error
+			out, err = crds.Update(ctx, crd, metav1.UpdateOptions{})
+			return err
+		})
+		return out, err
+	}
 	const runs, chunks = "itemopsruns.store.itemops.io", "itemopschunks.store.itemops.io"
 	installed := map[string]*unstructured.Unstructured{runs: get(runs), chunks: get(chunks)}
 
@@ -120,6 +138,43 @@ func TestInstallCRDs(t *testing.T) {
 	}
 	for name, before := range installed {
 		unchanged(t, "InstallCRDs a second time", before, get(name))
+	}
+
+	// Every value of either spec, as the server keeps it, changed alone: each change that
+	// the server accepts makes a foreign definition, which InstallCRDs refuses.
+	for _, name := range []string{runs, chunks} {
+		module := get(name).Object["spec"]
+		var paths [][]any
+		leaves(module, nil, &paths)
+		accepted := 0
+		for _, p := range paths {
+			spec := runtime.DeepCopyJSONValue(module)
+			change(t, spec, p)
+			before, err := setSpec(name, spec)
+			if apierrors.IsInvalid(err) {
+				continue // no definition can have this spec
+			}
+			if err != nil {
+				t.Fatalf("edit %v of CRD %s: %v", p, name, err)
+			}
+			accepted++
+			if err := kubestore.InstallCRDs(ctx, installer); !errors.Is(err, kubestore.ErrForeignCRD) {
+				t.Errorf("InstallCRDs over CRD %s with %v changed: %v, want ErrForeignCRD", name, p, err)
+			}
+			unchanged(t, "InstallCRDs over a foreign definition", before, get(name))
+			if _, err := setSpec(name, module); err != nil {
+				t.Fatalf("restore CRD %s: %v", name, err)
+			}
+		}
+		t.Logf("CRD %s: %d values, %d of them changed into a definition the server accepts", name, len(paths), accepted)
+		if accepted == 0 {
+			t.Errorf("CRD %s: the server refused every changed value", name)
+		}
+	}
+	for _, req := range w.take() {
+		if !strings.Contains(req, "dryRun=All") {
+			t.Errorf("InstallCRDs over foreign definitions wrote %s", req)
+		}
 	}
 
 	for _, tc := range []struct {
@@ -152,15 +207,14 @@ func TestInstallCRDs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cur := get(tc.crd)
-			module := cur.Object["spec"]
-			foreign := cur.DeepCopy()
-			tc.edit(foreign.Object["spec"].(map[string]any))
-			if _, err := crds.Update(ctx, foreign, metav1.UpdateOptions{}); err != nil {
+			module := get(tc.crd).Object["spec"]
+			foreign := runtime.DeepCopyJSONValue(module)
+			tc.edit(foreign.(map[string]any))
+			before, err := setSpec(tc.crd, foreign)
+			if err != nil {
 				t.Fatalf("edit CRD %s: %v", tc.crd, err)
 			}
-			before := get(tc.crd)
-			err := kubestore.InstallCRDs(ctx, installer)
+			err = kubestore.InstallCRDs(ctx, installer)
 			if !errors.Is(err, kubestore.ErrForeignCRD) || !strings.Contains(err.Error(), tc.crd) || !strings.Contains(err.Error(), tc.field) {
 				t.Fatalf("InstallCRDs over a foreign %s: %v; want ErrForeignCRD naming it and %q", tc.crd, err, tc.field)
 			}
@@ -174,9 +228,7 @@ func TestInstallCRDs(t *testing.T) {
 			if tc.final {
 				return
 			}
-			back := get(tc.crd)
-			back.Object["spec"] = module
-			if _, err := crds.Update(ctx, back, metav1.UpdateOptions{}); err != nil {
+			if _, err := setSpec(tc.crd, module); err != nil {
 				t.Fatalf("restore CRD %s: %v", tc.crd, err)
 			}
 		})
@@ -191,6 +243,59 @@ func unchanged(t *testing.T, what string, before, after *unstructured.Unstructur
 	if diff := cmp.Diff(before.Object["spec"], after.Object["spec"]); diff != "" || before.GetGeneration() != after.GetGeneration() {
 		t.Errorf("%s changed CRD %s: generation %d, then %d; spec (-before +after):\n%s", what, before.GetName(), before.GetGeneration(), after.GetGeneration(), diff)
 	}
+}
+
+// leaves appends to paths the path (map keys and slice indices) of every value in v that
+// is neither a map nor a slice, below the path p of v.
+func leaves(v any, p []any, paths *[][]any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			leaves(v[k], append(slices.Clip(p), k), paths)
+		}
+	case []any:
+		for i, e := range v {
+			leaves(e, append(slices.Clip(p), i), paths)
+		}
+	default:
+		*paths = append(*paths, p)
+	}
+}
+
+// change changes the value at path p in v: a string gains a letter, a number grows by
+// one, a boolean flips. It fails the test on a value of another type.
+func change(t *testing.T, v any, p []any) {
+	t.Helper()
+	parent, last := v, p[len(p)-1]
+	for _, k := range p[:len(p)-1] {
+		parent = at(parent, k)
+	}
+	var next any
+	switch old := at(parent, last).(type) {
+	case string:
+		next = old + "x"
+	case int64:
+		next = old + 1
+	case float64:
+		next = old + 1
+	case bool:
+		next = !old
+	default:
+		t.Fatalf("a value of %T at %v", old, p)
+	}
+	if k, ok := last.(string); ok {
+		parent.(map[string]any)[k] = next
+	} else {
+		parent.([]any)[last.(int)] = next
+	}
+}
+
+// at returns the value of v, a map or a slice, at key k, a string or an index.
+func at(v, k any) any {
+	if k, ok := k.(string); ok {
+		return v.(map[string]any)[k]
+	}
+	return v.([]any)[k.(int)]
 }
 
 // version returns the i-th of the versions of the CRD spec spec.
