@@ -35,15 +35,16 @@ var errLeftBehind = errors.New("replaced chunks were left behind")
 
 // A probe uses a store, as storeUser, in the empty namespace ns, in a way that needs
 // one right of the Role, and returns the first error it meets.
-type probe func(ctx context.Context, user, admin *rest.Config, ns string) error
+type probe func(t *testing.T, user, admin *rest.Config, ns string) error
 
 // probeOwner is the run that the probes write.
 var probeOwner = operations.Owner{Kind: phase.Backup, Name: "probe", UID: "uid-probe"}
 
 // openAnd returns a probe that opens a store with options o, creates the run of
 // probeOwner with ops operations, and then calls then, if not nil, with the store.
-func openAnd(t *testing.T, o *kubestore.Options, ops int, then func(context.Context, *kubestore.Store) error) probe {
-	return func(ctx context.Context, user, _ *rest.Config, ns string) error {
+func openAnd(o *kubestore.Options, ops int, then func(context.Context, *kubestore.Store) error) probe {
+	return func(t *testing.T, user, _ *rest.Config, ns string) error {
+		ctx := context.Background()
 		s, err := kubestore.Open(ctx, user, ns, o)
 		if err != nil {
 			return err
@@ -68,25 +69,25 @@ func openAnd(t *testing.T, o *kubestore.Options, ops int, then func(context.Cont
 func TestRoleIsMinimal(t *testing.T) {
 	spilled := &kubestore.Options{InlineBytes: 512, ChunkBytes: 4 << 10}
 	probes := map[right]probe{
-		{"itemopsruns", "get"}:    openAnd(t, nil, 1, nil),
-		{"itemopsruns", "list"}:   openAnd(t, nil, 1, nil),
-		{"itemopsruns", "create"}: openAnd(t, nil, 1, nil),
-		{"itemopsruns", "update"}: openAnd(t, nil, 1, func(ctx context.Context, s *kubestore.Store) error {
+		{"itemopsruns", "get"}:    openAnd(nil, 1, nil),
+		{"itemopsruns", "list"}:   openAnd(nil, 1, nil),
+		{"itemopsruns", "create"}: openAnd(nil, 1, nil),
+		{"itemopsruns", "update"}: openAnd(nil, 1, func(ctx context.Context, s *kubestore.Store) error {
 			return s.PutOperations(ctx, probeOwner, testOps(probeOwner, 1, operations.OperationCompleted))
 		}),
-		{"itemopsruns", "delete"}: openAnd(t, nil, 1, func(ctx context.Context, s *kubestore.Store) error {
+		{"itemopsruns", "delete"}: openAnd(nil, 1, func(ctx context.Context, s *kubestore.Store) error {
 			return s.DeleteRun(ctx, probeOwner)
 		}),
-		{"itemopschunks", "get"}:    openAnd(t, nil, 1, nil),
-		{"itemopschunks", "create"}: openAnd(t, spilled, 100, nil),
-		{"itemopschunks", "delete"}: func(ctx context.Context, user, admin *rest.Config, ns string) error {
-			err := openAnd(t, spilled, 100, func(ctx context.Context, s *kubestore.Store) error {
+		{"itemopschunks", "get"}:    openAnd(nil, 1, nil),
+		{"itemopschunks", "create"}: openAnd(spilled, 100, nil),
+		{"itemopschunks", "delete"}: func(t *testing.T, user, admin *rest.Config, ns string) error {
+			err := openAnd(spilled, 100, func(ctx context.Context, s *kubestore.Store) error {
 				return s.PutOperations(ctx, probeOwner, testOps(probeOwner, 100, operations.OperationCompleted))
-			})(ctx, user, admin, ns)
+			})(t, user, admin, ns)
 			if err != nil {
 				return err
 			}
-			return chunksLeftBehind(ctx, admin, ns)
+			return chunksLeftBehind(context.Background(), admin, ns)
 		},
 	}
 	role := shippedRole(t)
@@ -121,16 +122,15 @@ func TestRoleIsMinimal(t *testing.T) {
 			continue
 		}
 		t.Run(r.resource+"/"+r.verb, func(t *testing.T) {
-			ctx := context.Background()
 			ns := newNamespace(t, admin)
 			grant(t, admin, ns, role)
-			if err := p(ctx, userConfig(t), admin, ns); err != nil {
+			if err := p(t, userConfig(t), admin, ns); err != nil {
 				t.Fatalf("with the whole Role: %v", err)
 			}
 
 			ns = newNamespace(t, admin)
 			grant(t, admin, ns, without(role, r))
-			err := p(ctx, userConfig(t), admin, ns)
+			err := p(t, userConfig(t), admin, ns)
 			switch {
 			case r == right{"itemopschunks", "delete"}:
 				if !errors.Is(err, errLeftBehind) {
