@@ -43,8 +43,8 @@ func TestCancel(t *testing.T) {
 // and a read through one sees the writes made through the other.
 func TestConformanceTwoClients(t *testing.T) {
 	pair := func(t *testing.T) operations.Store {
-		s, cfg, ns := newStoreIn(t, nil)
-		return storetest.Alternate(s, openIn(t, cfg, ns, nil, nil))
+		s, _, ns := newStoreIn(t, nil)
+		return storetest.Alternate(s, openIn(t, ns, nil, nil))
 	}
 	t.Run("Run", func(t *testing.T) { storetest.Run(t, pair) })
 	t.Run("RunCancel", func(t *testing.T) { storetest.RunCancel(t, pair) })

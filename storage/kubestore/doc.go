@@ -69,6 +69,37 @@
 // record of a run alone never comes near it, since the records are bounded (see
 // operations.MaxTextBytes).
 //
+// # Rights
+//
+// A store needs the rights of the Role itemops-kubestore of [RBAC] (rbac/role.yaml), in
+// its namespace, and no right outside it: get, list, create, update and delete on
+// itemopsruns; get, list, create and delete on itemopschunks (the list is the sweep's:
+// Open fails on a Forbidden sweep); and get, list, watch, create,
+// update and delete on the Leases of coordination.k8s.io, which the Role grants for
+// claims on runs. Bind it to the operator's service account in the store's namespace.
+// A request the rights do not allow fails its call with the API server's Forbidden
+// error, wrapped (apierrors.IsForbidden sees it), except the deletes of the chunks
+// that a commit replaced, which come after its commit point: without that right the
+// replaced chunks stay until their run is deleted.
+//
+// # Installing and upgrading
+//
+// The CustomResourceDefinitions are cluster-wide, and installing them is an
+// administrator's act, kept out of the store's Role: with [InstallCRDs], as a user
+// bound to the ClusterRole itemops-kubestore-install of [RBAC]
+// (rbac/install-clusterrole.yaml), or with one's own tools from [CRDs]. InstallCRDs
+// creates a definition that is absent and changes none that is there: one that is not
+// this module's, edited by hand or installed by another version, fails it with
+// [ErrForeignCRD], naming the definition.
+//
+// An upgrade of this module that changes the definitions is therefore an
+// administrator's too: apply the new version's CRDs (kubectl apply -f), then roll out
+// the operators built with it. InstallCRDs of the new version then finds the definitions
+// its own, and that of the old one refuses them, so that an operator left behind says
+// so when it installs. A later version's definition must accept every object an
+// earlier one wrote: it may add fields to a version, and anything else comes as a new
+// version beside v1alpha1.
+//
 // # Failure and cancellation
 //
 // Every method takes a context and ends with ctx.Err(), possibly wrapped, when ctx ends

@@ -1,6 +1,7 @@
 package kubestore
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/itemops/itemops/operations"
@@ -12,3 +13,8 @@ import (
 func corrupt(resource, ns, name, format string, args ...any) error {
 	return fmt.Errorf("kubestore: %s %s/%s: %s: %w", resource, ns, name, fmt.Sprintf(format, args...), operations.ErrCorrupt)
 }
+
+// ErrForeignCRD is returned by [InstallCRDs] when the API server holds a
+// CustomResourceDefinition of the name of one of the store's resources whose spec is not
+// the one in [CRDs]: installed by hand, or by another version of this module.
+var ErrForeignCRD = errors.New("a CustomResourceDefinition of the store's name is not the module's")

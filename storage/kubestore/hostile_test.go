@@ -127,7 +127,7 @@ func TestHostileObjects(t *testing.T) {
 					t.Errorf("ListOperations after the edit, through the Store that cached the chunk (-want +got):\n%s", diff)
 				}
 			}
-			r := openIn(t, cfg, ns, nil, nil)
+			r := openIn(t, ns, nil, nil)
 			_, getErr := r.GetRun(ctx, o)
 			gotOps, opsErr := r.ListOperations(ctx, o, operations.OperationFilter{})
 			// ListRuns lists every run: one that names phases reads only the objects whose

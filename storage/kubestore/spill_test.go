@@ -152,7 +152,7 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			f := &failing{fail: func(req *http.Request) bool {
 				return isWrite(req, http.MethodPut, "itemopsruns") || !tc.deletes && isWrite(req, http.MethodDelete, "itemopschunks")
 			}}
-			s := openIn(t, cfg, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
+			s := openIn(t, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
 
 			fresh := operations.Owner{Kind: phase.Backup, Name: "fresh", UID: "uid-fresh"}
 			f.armed.Store(true)
@@ -220,7 +220,7 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			if want := before - wantChunks - 1; n != want {
 				t.Errorf("Sweep = %d, want %d, the objects it deleted", n, want)
 			}
-			if diff := cmp.Diff(changed, listOps(t, openIn(t, cfg, ns, nil, nil), o), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(changed, listOps(t, openIn(t, ns, nil, nil), o), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("ListOperations after the sweep (-want +got):\n%s", diff)
 			}
 		})
@@ -243,12 +243,13 @@ func namedChunks(t testing.TB, cfg *rest.Config, ns, name string) []string {
 	return names
 }
 
-// openIn opens another Store, with no chunk cached, in namespace ns of cfg with options
-// o, through a client whose transport wrap wraps (when wrap is not nil).
-func openIn(t testing.TB, cfg *rest.Config, ns string, o *kubestore.Options, wrap func(http.RoundTripper) http.RoundTripper) *kubestore.Store {
+// openIn opens another Store as storeUser, with no chunk cached, in namespace ns (made
+// by newStoreIn) with options o, through a client whose transport wrap wraps (when wrap
+// is not nil).
+func openIn(t testing.TB, ns string, o *kubestore.Options, wrap func(http.RoundTripper) http.RoundTripper) *kubestore.Store {
 	t.Helper()
+	cfg := userConfig(t)
 	if wrap != nil {
-		cfg = rest.CopyConfig(cfg)
 		cfg.WrapTransport = wrap
 	}
 	s, err := kubestore.Open(context.Background(), cfg, ns, o)
@@ -326,7 +327,7 @@ func TestSweepSparesCommitsInFlight(t *testing.T) {
 			sweeper, cfg, ns := newStoreIn(t, opts)
 			f := &failing{fail: failsCommitPoint}
 			g := &gated{next: f, reached: make(chan struct{}), release: make(chan struct{})}
-			w := openIn(t, cfg, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return g })
+			w := openIn(t, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return g })
 			o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
 			leaveOrphans(t, w, f, o)
 			named := len(namedChunks(t, cfg, ns, "b.spilled"))
@@ -382,7 +383,7 @@ func TestSweepSparesCommitsInFlight(t *testing.T) {
 			if tc.expired && n <= orphans+1 {
 				t.Errorf("Sweep = %d, want the %d chunks the failed commit left, the pending object and its chunks", n, orphans)
 			}
-			if diff := cmp.Diff(want, listOps(t, openIn(t, cfg, ns, nil, nil), target), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(want, listOps(t, openIn(t, ns, nil, nil), target), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("ListOperations of the commit made during the sweep (-want +got):\n%s", diff)
 			}
 		})
@@ -407,7 +408,7 @@ func (c *counting) RoundTrip(req *http.Request) (*http.Response, error) {
 func openCounting(t testing.TB, cfg *rest.Config, ns string, o *kubestore.Options) (*kubestore.Store, *counting) {
 	t.Helper()
 	c := &counting{}
-	return openIn(t, cfg, ns, o, func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c }), c
+	return openIn(t, ns, o, func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c }), c
 }
 
 // TestChunkCache reads a spilled run through Stores with and without a chunk cache: with
@@ -499,7 +500,7 @@ func TestSweepLeavesDamagedRuns(t *testing.T) {
 	opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
 	sweeper, cfg, ns := newStoreIn(t, opts)
 	f := &failing{fail: failsCommitPoint}
-	w := openIn(t, cfg, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
+	w := openIn(t, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
 	o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
 	leaveOrphans(t, w, f, o)
 	runs := dynamic.NewForConfigOrDie(cfg).Resource(runsGVR).Namespace(ns)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -39,7 +40,9 @@ var _ operations.Store = (*Store)(nil)
 // holds runs' objects but no marker, or a marker of another format; with the API
 // server's error, wrapped, when it refuses or does not answer; or with ctx.Err(). Then
 // nothing is written. Once open, the store sweeps the namespace, as [Store.Sweep] does;
-// a sweep that fails does not fail Open, and leaves what it did not delete to the next.
+// a sweep that fails does not fail Open, and leaves what it did not delete to the next,
+// unless the API server forbids it (the Role of [RBAC] grants what it needs): then Open
+// fails with that error, wrapped, after it may have written the marker.
 func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (*Store, error) {
 	if cfg == nil {
 		return nil, errors.New("kubestore: open: nil rest.Config")
@@ -75,7 +78,10 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open namespace %s: %w", namespace, err)
 	}
-	// The sweep is best effort: what it leaves, the next one deletes.
-	_, _ = b.sweep(ctx)
+	// The sweep is best effort: what it leaves, the next one deletes. A sweep that the
+	// API server forbids would leave everything, always, so that fails Open.
+	if _, err := b.sweep(ctx); apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("kubestore: open namespace %s: sweep: %w", namespace, err)
+	}
 	return &Store{Store: s, b: b}, nil
 }
