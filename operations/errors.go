@@ -52,6 +52,31 @@ var ErrAsyncOperationsNotSupported = errors.New("asynchronous operations not sup
 // [InvalidOperationID] builds one that names the operation.
 var ErrInvalidOperationID = errors.New("invalid operation ID")
 
+// ErrRetry marks a plugin's Progress error as transient: the plugin cannot answer now but
+// expects to later (its backend restarts, a rate limit holds it back). Return it, wrap
+// it, or wrap an error with [Retryable]. A Monitor with a retry policy (package
+// operations/monitor, WithRetryPolicy) asks the plugin again later, after a backoff,
+// rather than failing the operation; without one, the operation fails with the error's
+// text, as Velero fails it. An error that also wraps [ErrInvalidOperationID] or
+// [ErrAsyncOperationsNotSupported] is never retried: it cannot heal.
+var ErrRetry = errors.New("transient: poll again later")
+
+// Retryable returns an error with err's text that wraps both err and [ErrRetry], so
+// that [errors.Is] and [errors.As] see both; it returns nil when err is nil. A plugin
+// returns it from Progress to have the Monitor ask again later (see ErrRetry).
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retryable{err}
+}
+
+// retryable is the error Retryable returns.
+type retryable struct{ err error }
+
+func (e *retryable) Error() string   { return e.err.Error() }
+func (e *retryable) Unwrap() []error { return []error{e.err, ErrRetry} }
+
 // An OperationError is a plugin's error about one operation. Err is
 // [ErrAsyncOperationsNotSupported] or [ErrInvalidOperationID], so [errors.Is] sees through it.
 type OperationError struct {

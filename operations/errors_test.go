@@ -83,3 +83,18 @@ func TestSentinelsAreDistinct(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryable checks that Retryable keeps the error's text and identity and adds
+// ErrRetry, and that nil stays nil.
+func TestRetryable(t *testing.T) {
+	base := operations.InvalidOperationID("example.io/snap", "op-1")
+	err := operations.Retryable(fmt.Errorf("wrapped: %w", base))
+	require.EqualError(t, err, `wrapped: example.io/snap: operation "op-1": invalid operation ID`)
+	require.ErrorIs(t, err, operations.ErrRetry)
+	require.ErrorIs(t, err, operations.ErrInvalidOperationID)
+	var oe *operations.OperationError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, "op-1", oe.OperationID)
+	require.NotErrorIs(t, base, operations.ErrRetry)
+	require.NoError(t, operations.Retryable(nil))
+}

@@ -99,6 +99,32 @@ type Operation struct {
 	// PostOperationItems are items to back up again once the operation ends (backups only).
 	PostOperationItems []ResourceIdentifier
 	Status             Status
+	// Monitor is what a Monitor with a stall timeout or a retry policy (package
+	// operations/monitor) keeps of the operation between its checks. It is zero
+	// unless such a policy is set, and it is never written to an itemoperations file.
+	Monitor MonitorState
+}
+
+// MonitorState is what a Monitor keeps of an unfinished operation between checks, so
+// that a stall window and a retry schedule go on across a restart of the Monitor or a
+// handover of the run to another one: every store keeps it with the operation. It is
+// Velero's OperationStatus's no field, so package operations/opsfile leaves it out. Its
+// zero value means that no policy has looked at the operation; times are by the
+// Monitor's clock, in UTC, and the zero time means unset.
+type MonitorState struct {
+	// ProgressAt is when the Monitor last saw the plugin's report move: NCompleted,
+	// NTotal or Description changed, or a known Updated time did.
+	ProgressAt time.Time
+	// Attempts counts the Progress errors in a row that the Monitor retried; zero after
+	// an answer.
+	Attempts int
+	// ErrorSince is when the first of those errors came; zero when Attempts is.
+	ErrorSince time.Time
+	// NextPoll is when the Monitor may ask the plugin again; the zero time means at the
+	// next pass.
+	NextPoll time.Time
+	// LastError is the text of the last error retried, at most MaxTextBytes long.
+	LastError string
 }
 
 // Status is what is known of an operation's progress.
@@ -147,8 +173,9 @@ func (op Operation) Clone() Operation {
 }
 
 // Validate reports an error wrapping [ErrInvalid] when op has an invalid owner, an empty
-// ID, an unknown phase, a negative progress count (NCompleted or NTotal), a time
-// (Created, Started or Updated) outside years 0000 to 9999 in UTC, a name longer than
+// ID, an unknown phase, a negative progress count (NCompleted or NTotal) or attempt
+// count, a time (Created, Started, Updated, or one of its MonitorState) outside years
+// 0000 to 9999 in UTC, a name longer than
 // [MaxNameBytes], a text longer than [MaxTextBytes], or names and post-operation items
 // of more than [MaxSpecBytes] in all (see the limits). The error names the limit and
 // gives the size, never the text; for a time, it names the field and gives the time.
@@ -173,14 +200,20 @@ func (op Operation) Validate() error {
 	if !op.Status.Phase.Valid() {
 		return fmt.Errorf("operation %q of %s: unknown phase %q: %w", op.ID, op.Owner, op.Status.Phase, ErrInvalid)
 	}
-	st := &op.Status
-	if err := cmp.Or(checkReport(st.NCompleted, st.NTotal, st.Started, st.Updated), checkTime("created", st.Created)); err != nil {
+	st, ms := &op.Status, &op.Monitor
+	err := cmp.Or(checkReport(st.NCompleted, st.NTotal, st.Started, st.Updated), checkTime("created", st.Created),
+		checkTime("progress", ms.ProgressAt), checkTime("error since", ms.ErrorSince), checkTime("next poll", ms.NextPoll))
+	if err == nil && ms.Attempts < 0 {
+		err = fmt.Errorf("negative attempts (%d)", ms.Attempts)
+	}
+	if err != nil {
 		return fmt.Errorf("operation %q of %s: %w: %w", op.ID, op.Owner, err, ErrInvalid)
 	}
-	err := cmp.Or(
+	err = cmp.Or(
 		tooLong("error", op.Status.Error, MaxTextBytes),
 		tooLong("operation units", op.Status.OperationUnits, MaxTextBytes),
 		tooLong("description", op.Status.Description, MaxTextBytes),
+		tooLong("last error", op.Monitor.LastError, MaxTextBytes),
 	)
 	for i := 0; err == nil && i < len(op.PostOperationItems); i++ {
 		if err = op.PostOperationItems[i].tooLong("post-operation item"); err != nil {

@@ -137,6 +137,15 @@ func TestOperationValidate(t *testing.T) {
 		{"updated in year 9999 in its zone, 10000 in UTC", func(o *operations.Operation) {
 			o.Status.Updated = time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("", -3600))
 		}, true},
+		{"a Monitor's state", func(o *operations.Operation) {
+			o.Monitor = operations.MonitorState{ProgressAt: time.Unix(60, 0).UTC(), Attempts: 2, ErrorSince: time.Unix(30, 0).UTC(),
+				NextPoll: time.Unix(90, 0).UTC(), LastError: strings.Repeat("x", operations.MaxTextBytes)}
+		}, false},
+		{"negative attempts", func(o *operations.Operation) { o.Monitor.Attempts = -1 }, true},
+		{"progress time in year 10000", func(o *operations.Operation) { o.Monitor.ProgressAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, true},
+		{"error since year -1", func(o *operations.Operation) { o.Monitor.ErrorSince = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) }, true},
+		{"next poll in year 10000", func(o *operations.Operation) { o.Monitor.NextPoll = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, true},
+		{"last error too long", func(o *operations.Operation) { o.Monitor.LastError = strings.Repeat("x", operations.MaxTextBytes+1) }, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -176,12 +176,36 @@ func writeRun(out *bytes.Buffer, r operations.Run, ops []operations.Operation, a
 	if len(ops) > 0 {
 		out.WriteByte('\n')
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  PLUGIN\tRESOURCE\tOPERATION ID\tPHASE\tPROGRESS\tSTARTED\tUPDATED\tERROR")
+		fmt.Fprintln(tw, "  PLUGIN\tRESOURCE\tOPERATION ID\tPHASE\tPROGRESS\tSTARTED\tUPDATED\tPROGRESSED\tNEXT POLL\tERROR")
 		for _, op := range ops {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 				cell(op.Action), cell(op.Resource.String()), cell(op.ID), cell(string(op.Status.Phase)),
-				progressText(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated), cell(op.Status.Error))
+				progressText(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated),
+				age(at, op.Monitor.ProgressAt), nextPoll(at, &op), cell(errorText(&op)))
 		}
 		tw.Flush()
 	}
+}
+
+// nextPoll says when a Monitor with a retry policy asks the plugin about op again: "-"
+// for a finished operation or one it asks at every pass, "due" once that time has come
+// at at, else "in 1m20s".
+func nextPoll(at time.Time, op *operations.Operation) string {
+	switch next := op.Monitor.NextPoll; {
+	case next.IsZero() || op.Status.Phase.Finished():
+		return "-"
+	case !next.After(at):
+		return "due"
+	default:
+		return age(at, next)
+	}
+}
+
+// errorText is the error of op, or, for an unfinished operation whose Progress errors a
+// retry policy retries, "retrying (3): " and the last of them.
+func errorText(op *operations.Operation) string {
+	if op.Monitor.Attempts > 0 && !op.Status.Phase.Finished() {
+		return fmt.Sprintf("retrying (%d): %s", op.Monitor.Attempts, op.Monitor.LastError)
+	}
+	return op.Status.Error
 }

@@ -38,6 +38,9 @@ func storeFile(t *testing.T) string {
 		ops[i].ID = ops[i].ID + "-b"
 	}
 	ops = ops[:2]
+	// The running operation waits for its next poll after two retried errors.
+	ops[0].Monitor = operations.MonitorState{ProgressAt: at.Add(-3 * time.Minute), Attempts: 2, ErrorSince: at.Add(-2 * time.Minute),
+		NextPoll: at.Add(80 * time.Second), LastError: "rpc error: code = Unavailable"}
 	require.NoError(t, s.PutOperations(ctx, b, ops))
 	_, err = s.UpdateRun(ctx, b, func(r *operations.Run) error {
 		r.Errors = 1
@@ -85,9 +88,9 @@ Backup backup-1.1: PartiallyFailed (UID uid-b)
   +5.00s  WaitingForPluginOperationsPartiallyFailed  FinalizingPartiallyFailed                  finalize-partially-failed  operation failed
   +5.00s  FinalizingPartiallyFailed                  PartiallyFailed                            complete-partially-failed  operation failed
 
-  PLUGIN                       RESOURCE                                               OPERATION ID  PHASE       PROGRESS            STARTED    UPDATED   ERROR
-  velero.io/csi-pvc-backupper  persistentvolumeclaims my-app/data-0                   op-1-b        InProgress  12% of 99999 Bytes  25m3s ago  10s ago   -
-  example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op-b   Failed      -                   2d1h ago   1d2h ago  timed out\x0awaiting for\x09snapshot
+  PLUGIN                       RESOURCE                                               OPERATION ID  PHASE       PROGRESS            STARTED    UPDATED   PROGRESSED  NEXT POLL  ERROR
+  velero.io/csi-pvc-backupper  persistentvolumeclaims my-app/data-0                   op-1-b        InProgress  12% of 99999 Bytes  25m3s ago  10s ago   3m ago      in 1m20s   retrying (2): rpc error: code = Unavailable
+  example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op-b   Failed      -                   2d1h ago   1d2h ago  -           -          timed out\x0awaiting for\x09snapshot
 
 Restore restore-1.1: Failed
   created 9m ago, profile default, operation timeout the Monitor's default
@@ -131,6 +134,25 @@ Restore restore-1.1: Failed
 			after, err := os.Stat(path)
 			require.NoError(t, err)
 			require.Equal(t, info.ModTime(), after.ModTime())
+		})
+	}
+}
+
+// TestNextPoll checks the column NEXT POLL of each kind of operation.
+func TestNextPoll(t *testing.T) {
+	tests := []struct {
+		name string
+		op   operations.Operation
+		want string
+	}{
+		{"asked at every pass", operations.Operation{Status: operations.Status{Phase: operations.OperationInProgress}}, "-"},
+		{"waiting", operations.Operation{Status: operations.Status{Phase: operations.OperationNew}, Monitor: operations.MonitorState{NextPoll: at.Add(90 * time.Second)}}, "in 1m30s"},
+		{"due", operations.Operation{Status: operations.Status{Phase: operations.OperationInProgress}, Monitor: operations.MonitorState{NextPoll: at}}, "due"},
+		{"finished", operations.Operation{Status: operations.Status{Phase: operations.OperationFailed}, Monitor: operations.MonitorState{NextPoll: at.Add(time.Hour)}}, "-"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, nextPoll(at, &tc.op))
 		})
 	}
 }

@@ -28,8 +28,11 @@
 // status 1. Given a boltstore file instead (told from its first bytes), it prints the
 // store's runs (by kind, counted per kind: Backup, Restore, then the kinds of one's own
 // a program declared, by name), then each run with its phase history and its
-// operations. The store is
-// opened read-only, so several inspections may run at once; a store that another process
+// operations, with two columns more than a file has: the age of the last progress a
+// Monitor with a stall timeout saw (PROGRESSED), and when a Monitor with a retry policy
+// asks again about an operation whose Progress errs (NEXT POLL: "in 1m20s", "due" or
+// "-"), whose ERROR then reads "retrying (2): " and the last error. The store is opened
+// read-only, so several inspections may run at once; a store that another process
 // writes to is refused (boltstore.ErrLocked). A store of an earlier schema is read
 // through a migrated copy, and the file is left as it is.
 //

@@ -179,6 +179,12 @@ func (h *harness) resolver() *velero.Resolver {
 	})
 }
 
+// retryAll is a retry policy that retries every error, at every poll, until n errors in
+// a row.
+func retryAll(n int) monitor.RetryPolicy {
+	return monitor.RetryPolicy{MaxAttempts: n, Retryable: func(error) bool { return true }}
+}
+
 // poll runs one Monitor pass over the run, as one reconcile of Velero's controller,
 // then uploads the file, and returns what the pass found and the operation after it.
 func (h *harness) poll(t *testing.T, opts ...monitor.Option) (monitor.PollResult, operations.Run, operations.Operation) {
@@ -283,8 +289,8 @@ func TestVeleroControllerRules(t *testing.T) {
 
 // TestResolverMapsVeleroPluginErrors checks that Velero's two plugin errors, from
 // Progress and Cancel of backup and restore actions, match itemops's sentinels and keep
-// the plugin's text, and that they fail the operation even when the Monitor tolerates
-// other Progress errors.
+// the plugin's text, and that they fail the operation even under a retry policy that retries
+// every other Progress error.
 func TestResolverMapsVeleroPluginErrors(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -322,8 +328,8 @@ func TestResolverMapsVeleroPluginErrors(t *testing.T) {
 					require.Equal(t, operations.OperationError{Action: h.action, OperationID: h.opID, Err: tc.sentinel}, *oe)
 				}
 
-				_, _, got := h.poll(t, monitor.WithProgressErrorTolerance(3))
-				require.Equal(t, operations.OperationFailed, got.Status.Phase, "a tolerated error count does not apply to %s", tc.name)
+				_, _, got := h.poll(t, monitor.WithRetryPolicy(retryAll(4)))
+				require.Equal(t, operations.OperationFailed, got.Status.Phase, "a retry policy does not apply to %s", tc.name)
 				require.Equal(t, pluginErr.Error(), got.Status.Error)
 			})
 		}
@@ -336,8 +342,8 @@ func TestResolverMapsVeleroPluginErrors(t *testing.T) {
 		op, _ := h.store.GetOperation(context.Background(), h.owner, h.opID)
 		_, err := tr.Progress(context.Background(), op)
 		require.Same(t, plain, err)
-		_, _, got := h.poll(t, monitor.WithProgressErrorTolerance(1))
-		require.Equal(t, operations.OperationNew, got.Status.Phase, "one plain error is tolerated")
+		_, _, got := h.poll(t, monitor.WithRetryPolicy(retryAll(2)))
+		require.Equal(t, operations.OperationNew, got.Status.Phase, "one plain error is retried")
 	})
 	t.Run("a cancelled context calls no plugin", func(t *testing.T) {
 		h := newHarness(t, phase.Backup, phase.WaitingForPluginOperations, testNow)

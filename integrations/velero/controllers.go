@@ -27,6 +27,9 @@ import (
 type tracked struct {
 	kind  phase.Kind
 	store operations.Store
+	// opts are the Monitor options a fork opted in to (see NewBackupOperations), given
+	// to the Monitor of each reconcile after the bridge's own.
+	opts []monitor.Option
 
 	mu      sync.Mutex
 	pending map[string]*pending // by object name
@@ -44,8 +47,8 @@ type pending struct {
 	changes bool
 }
 
-func newTracked(kind phase.Kind) *tracked {
-	return &tracked{kind: kind, store: memstore.New(), pending: map[string]*pending{}}
+func newTracked(kind phase.Kind, opts []monitor.Option) *tracked {
+	return &tracked{kind: kind, store: memstore.New(), opts: opts, pending: map[string]*pending{}}
 }
 
 // Store returns the store that holds the runs of the waiting backups or restores; a
@@ -132,7 +135,7 @@ func (t *tracked) poll(ctx context.Context, o operations.Owner, r operations.Res
 	if err != nil {
 		return monitor.PollResult{}, nil, false, err
 	}
-	m := monitor.New(t.store, cancelIgnored{r}, monitor.WithLogger(Logger(log)))
+	m := monitor.New(t.store, cancelIgnored{r}, append([]monitor.Option{monitor.WithLogger(Logger(log))}, t.opts...)...)
 	res, err := m.Poll(ctx, o)
 	if err != nil {
 		return monitor.PollResult{}, nil, false, err

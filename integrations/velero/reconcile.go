@@ -18,6 +18,7 @@ import (
 	"github.com/vmware-tanzu/velero/pkg/util/encode"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 )
 
@@ -31,9 +32,18 @@ import (
 // the map. It is safe for concurrent use.
 type BackupOperations struct{ *tracked }
 
-// NewBackupOperations returns a BackupOperations with an empty in-memory store.
-func NewBackupOperations() *BackupOperations {
-	return &BackupOperations{newTracked(phase.Backup)}
+// NewBackupOperations returns a BackupOperations with an empty in-memory store. Without
+// opts each reconcile checks the operations with Velero's rules. opts are given to the
+// Monitor of each reconcile: a fork opts in to a stall timeout or a retry policy
+// (monitor.WithStallTimeout, monitor.WithActionStallTimeout, monitor.WithRetryPolicy),
+// whose state is kept in the in-memory store from one reconcile to the next, and
+// starts over when the server restarts, as the runs are loaded again from the bucket
+// (see docs/velero-fork.md, "Stalls and retries"). The check at the end of a backup's
+// main run (BackupItemOperationProgress) keeps Velero's rules. An option given an
+// invalid value makes each reconcile fail with its error, which wraps
+// operations.ErrInvalid.
+func NewBackupOperations(opts ...monitor.Option) *BackupOperations {
+	return &BackupOperations{newTracked(phase.Backup, opts)}
 }
 
 // BackupEnv is what Velero's backup operations controller holds besides the map: its
@@ -231,9 +241,10 @@ func (b *BackupOperations) upload(ctx context.Context, env BackupEnv, original, 
 // concurrent use.
 type RestoreOperations struct{ *tracked }
 
-// NewRestoreOperations returns a RestoreOperations with an empty in-memory store.
-func NewRestoreOperations() *RestoreOperations {
-	return &RestoreOperations{newTracked(phase.Restore)}
+// NewRestoreOperations returns a RestoreOperations with an empty in-memory store, and
+// the Monitor options opts, as [NewBackupOperations] does.
+func NewRestoreOperations(opts ...monitor.Option) *RestoreOperations {
+	return &RestoreOperations{newTracked(phase.Restore, opts)}
 }
 
 // RestoreEnv is what Velero's restore operations controller holds besides the map.

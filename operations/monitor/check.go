@@ -50,40 +50,68 @@ func (w *worker) check(i int) bool {
 	if c.cancelReason != "" {
 		// The run is being cancelled: cancel the operation, whatever its progress.
 		next := created(op, now)
+		msg := CanceledPrefix + c.cancelReason
 		if err == nil {
 			var ok bool
-			if _, ok, err = w.call(tracker, i, next, now, true); !ok {
+			if _, ok, err = w.call(tracker, i, next, now, msg); !ok {
 				return false
 			}
 		}
-		c.ops[i], c.changed[i] = c.cancelled(next, err), true
+		c.ops[i], c.changed[i] = c.cancelled(next, msg, err), true
 		return true
 	}
 	var p operations.Progress
 	if err == nil {
 		var ok bool
-		if p, ok, err = w.call(tracker, i, op, now, false); !ok {
+		if p, ok, err = w.call(tracker, i, op, now, ""); !ok {
 			return false
 		}
 	}
+	var (
+		next operations.Operation
+		end  ending
+	)
 	if err != nil {
-		c.ops[i], c.changed[i] = c.progressFailed(op, now, err)
-		return true
+		next, end = c.progressFailed(op, now, err)
+	} else {
+		next, end = c.answered(op, now, p)
 	}
-	c.m.streaks.clear(op)
-	next, expired := applyProgress(op, now, p, c.timeout)
-	if expired {
-		if f := c.m.cfg.observer.TimedOut; f != nil {
-			f(next.Clone())
+	if end.msg != "" {
+		c.observeEnd(next, end)
+		var cancelErr error
+		if tracker != nil {
+			var ok bool
+			if _, ok, cancelErr = w.call(tracker, i, next, now, end.msg); !ok {
+				return false
+			}
 		}
-		_, ok, err := w.call(tracker, i, next, now, true)
-		if !ok {
-			return false
-		}
-		next = c.cancelled(next, err)
+		next = c.cancelled(next, end.msg, cancelErr)
 	}
-	c.ops[i], c.changed[i] = next, next.Status != op.Status
+	c.ops[i], c.changed[i] = next, changed(op, next)
 	return true
+}
+
+// An ending is how a check ends an operation that must be cancelled first: it ran past
+// its timeout, or it stalled. msg is the error it fails with; empty, no ending.
+type ending struct {
+	msg     string
+	stalled bool // else it timed out
+}
+
+// observeEnd tells the Observer, if any, that op is to be cancelled and failed for end.
+func (c *checks) observeEnd(op operations.Operation, end ending) {
+	f := c.m.cfg.observer.TimedOut
+	if end.stalled {
+		f = c.m.cfg.observer.Stalled
+	}
+	if f != nil {
+		f(op.Clone())
+	}
+}
+
+// changed reports whether a check changed op into next: what is written of it.
+func changed(op, next operations.Operation) bool {
+	return next.Status != op.Status || next.Monitor != op.Monitor
 }
 
 // The states of a plugin call.
@@ -104,6 +132,7 @@ type pending struct {
 	op     operations.Operation // for Progress, the operation as listed; for Cancel, as it is to be failed
 	now    time.Time            // when its check started
 	cancel bool                 // a Cancel call; else a Progress call
+	msg    string               // for Cancel, the error the operation fails with
 	start  time.Time            // when the call started
 	onDone func()               // p.giveUp, made once for each record
 }
@@ -116,11 +145,11 @@ func (p *pending) what() string {
 }
 
 // call makes a plugin call for operation i on tracker in the worker's goroutine: Cancel
-// of op when cancel is set, else Progress of op. If the call is given up, the operation
-// is failed from op (see pending); now is when the check started. It returns the
-// plugin's answer; the error Progress returned, as it is (Velero records a plugin's error
-// text alone); or an error that names the call when Cancel failed, or the plugin panicked
-// or had not answered by the deadline. A call whose deadline has passed when it returns
+// of op when msg is set, op then to fail with msg, else Progress of op. If the call is
+// given up, the operation is failed from op (see pending); now is when the check
+// started. It returns the plugin's answer; the error Progress returned, as it is
+// (Velero records a plugin's error text alone); or an error that names the call when
+// Cancel failed, or the plugin panicked or had not answered by the deadline. A call whose deadline has passed when it returns
 // counts as unanswered, so that each call ends one way. When the poll's ctx ends first,
 // it returns ctx.Err(). ok is false when the call was given up (see pending.giveUp): the
 // operation is settled, and the caller must leave the poll alone.
@@ -137,8 +166,8 @@ func (p *pending) what() string {
 // When an earlier call for the operation was given up and has not returned, call makes
 // no call: it reports [CallHung] to the Observer and returns the error of a call given
 // up ("no answer within ..."), as if this call had hung too.
-func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation, now time.Time, cancel bool) (progress operations.Progress, ok bool, err error) {
-	c, p := w.c, w.spare
+func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation, now time.Time, msg string) (progress operations.Progress, ok bool, err error) {
+	c, p, cancel := w.c, w.spare, msg != ""
 	if h := c.m.hung.find(&op); h != nil {
 		return operations.Progress{}, true, c.notCalled(h, op, cancel)
 	}
@@ -149,7 +178,7 @@ func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation
 	w.spare = nil
 	p.c = c
 	p.state.Store(calling)
-	p.i, p.op, p.now, p.cancel, p.start = i, op, now, cancel, time.Now()
+	p.i, p.op, p.now, p.cancel, p.msg, p.start = i, op, now, cancel, msg, time.Now()
 	ctx, stop := context.WithTimeout(c.ctx, c.m.cfg.callTimeout)
 	defer stop()
 	unwatch := context.AfterFunc(ctx, p.onDone)
@@ -179,7 +208,7 @@ func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation
 	outcome := CallSucceeded
 	switch {
 	case ctx.Err() != nil:
-		err, outcome = fmt.Errorf("no answer within %s", c.m.cfg.callTimeout), CallTimedOut
+		err, outcome = c.m.noAnswer(), CallTimedOut
 	case panicked:
 		outcome = CallPanicked
 	case err != nil:
@@ -218,8 +247,12 @@ func (c *checks) notCalled(h *pending, op operations.Operation, cancel bool) err
 	if f := c.m.cfg.observer.Call; f != nil {
 		f(CallStats{Action: op.Action, Cancel: cancel, Duration: hungFor, Outcome: CallHung})
 	}
-	return fmt.Errorf("%s: no answer within %s", what, c.m.cfg.callTimeout)
+	return fmt.Errorf("%s: %w", what, c.m.noAnswer())
 }
+
+// noAnswer returns the error of a plugin call that did not answer within the call
+// timeout.
+func (m *Monitor) noAnswer() error { return &noAnswerError{m.cfg.callTimeout} }
 
 // giveUp runs when the context of call p ends. If the call is still running, it gives
 // the call up and lists it among the Monitor's hung calls until it returns. When the
@@ -233,11 +266,18 @@ func (p *pending) giveUp() {
 	}
 	if c.ctx.Err() == nil {
 		c.observeCall(p, CallTimedOut)
-		err := fmt.Errorf("%s: no answer within %s", p.what(), c.m.cfg.callTimeout)
+		err := fmt.Errorf("%s: %w", p.what(), c.m.noAnswer())
 		if p.cancel {
-			c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, err), true
+			c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, p.msg, err), true
 		} else {
-			c.ops[p.i], c.changed[p.i] = c.progressFailed(p.op, p.now, err)
+			next, end := c.progressFailed(p.op, p.now, err)
+			if end.msg != "" {
+				// The operation is to be cancelled, but its Progress call hangs: no
+				// Cancel is made, as by a worker (see call).
+				c.observeEnd(next, end)
+				next = c.cancelled(next, end.msg, c.notCalled(p, next, true))
+			}
+			c.ops[p.i], c.changed[p.i] = next, changed(p.op, next)
 		}
 	}
 	if next, i, ok := c.m.checked(c); ok {
@@ -245,30 +285,116 @@ func (p *pending) giveUp() {
 	}
 }
 
-// progressFailed returns op as a Progress error err at now leaves it, and whether it
-// changed: failed once the tolerated errors are used up. An error that comes from the
-// poll's own end is not the plugin's: op is then left as it is.
-func (c *checks) progressFailed(op operations.Operation, now time.Time, err error) (operations.Operation, bool) {
+// progressFailed returns op as a Progress error err at now leaves it, and the ending
+// that fails it after a Cancel, if any. Without a retry policy that retries err, the
+// operation fails with err's text. A retried error counts an attempt in the operation's
+// MonitorState and sets its next poll, until the policy's bound fails the operation; one
+// that comes past the operation's timeout, or past the end of its stall window, ends it
+// as a timeout or a stall, err's text appended. An error that comes from the poll's own
+// end is not the plugin's: op is then left as it is.
+func (c *checks) progressFailed(op operations.Operation, now time.Time, err error) (operations.Operation, ending) {
 	if c.ctx.Err() != nil {
-		return op, false
+		return op, ending{}
 	}
 	next := created(op, now)
-	if !c.m.streaks.fails(op, err) {
-		c.m.cfg.logger.WarnContext(c.ctx, "progress error tolerated", "run", op.Owner.String(), "operation", op.ID, "error", err)
-		return next, next.Status != op.Status
+	pol := c.m.cfg.policyOf(op.Action)
+	if !pol.retry.on() {
+		return failOperation(next, err.Error()), ending{}
 	}
-	return failOperation(next, err.Error()), true
+	ms := &next.Monitor
+	stats := RetryStats{Action: op.Action, Attempt: ms.Attempts + 1}
+	if !pol.retry.retries(err) {
+		c.observeRetry(stats, RetryRefused)
+		return failOperation(next, err.Error()), ending{}
+	}
+	if pol.stall == 0 {
+		ms.ProgressAt = time.Time{}
+	} else if ms.ProgressAt.IsZero() {
+		ms.ProgressAt = now // the window starts at the first check under it
+	}
+	switch {
+	case now.After(next.Status.Created.Add(c.timeout)):
+		return next, ending{msg: TimeoutMessage + "; " + err.Error()}
+	case stalled(pol.stall, ms.ProgressAt, now):
+		return next, ending{msg: stallMessage(pol.stall, &next.Status, ms.ProgressAt, now) + "; last error: " + err.Error(), stalled: true}
+	}
+	ms.Attempts++
+	if ms.ErrorSince.IsZero() {
+		ms.ErrorSince = now
+	}
+	ms.LastError = err.Error() // cut to size by putBatch
+	if pol.retry.exhausted(*ms, now) {
+		c.observeRetry(stats, RetryExhausted)
+		return failOperation(next, fmt.Sprintf("%s (after %s over %s)", err, attempts(ms.Attempts), now.Sub(ms.ErrorSince))), ending{}
+	}
+	ms.NextPoll = time.Time{}
+	if d := pol.retry.delay(ms.Attempts); d > 0 {
+		ms.NextPoll = now.Add(d)
+		if pol.retry.MaxElapsed > 0 {
+			ms.NextPoll = earliest(ms.NextPoll, ms.ErrorSince.Add(pol.retry.MaxElapsed))
+		}
+		stats.Delay = ms.NextPoll.Sub(now)
+	}
+	c.observeRetry(stats, RetryScheduled)
+	c.m.cfg.logger.WarnContext(c.ctx, "progress error retried", "run", op.Owner.String(), "operation", op.ID,
+		"attempt", ms.Attempts, "next poll", ms.NextPoll, "error", err)
+	return next, ending{}
 }
 
-// cancelled returns op failed after its Cancel call, which returned cancelErr: for
-// running past its timeout, or because its run is being cancelled. A plugin that does
-// not cancel (ErrAsyncOperationsNotSupported, an error, a call given up) fails the
-// operation all the same, with what it said appended.
-func (c *checks) cancelled(op operations.Operation, cancelErr error) operations.Operation {
-	msg := TimeoutMessage
-	if c.cancelReason != "" {
-		msg = CanceledPrefix + c.cancelReason
+// attempts says "1 attempt" or "n attempts".
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
 	}
+	return fmt.Sprintf("%d attempts", n)
+}
+
+// observeRetry tells the Observer, if any, what a retry policy made of an error or an
+// answer.
+func (c *checks) observeRetry(s RetryStats, outcome RetryOutcome) {
+	if f := c.m.cfg.observer.Retry; f != nil {
+		s.Outcome = outcome
+		f(s)
+	}
+}
+
+// answered returns op as report p at now leaves it, and the ending that fails it after a
+// Cancel, if any: it ran past its timeout, or, under a stall timeout, its progress has
+// not moved for the window. An answer ends a row of retried errors; the time of the last
+// move is kept while a stall timeout applies (see [WithStallTimeout]). The rest of the
+// operation's MonitorState is cleared, so that an operation whose plugin has no policy
+// (any more) keeps none.
+func (c *checks) answered(op operations.Operation, now time.Time, p operations.Progress) (operations.Operation, ending) {
+	pol := c.m.cfg.policyOf(op.Action)
+	if op.Monitor.Attempts > 0 && pol.retry.on() {
+		c.observeRetry(RetryStats{Action: op.Action, Attempt: op.Monitor.Attempts}, RetryRecovered)
+	}
+	next, expired := applyProgress(op, now, p, c.timeout)
+	switch {
+	case expired:
+		return next, ending{msg: TimeoutMessage}
+	case next.Status.Phase.Finished():
+		return next, ending{}
+	}
+	next.Monitor = operations.MonitorState{}
+	if pol.stall > 0 {
+		at := op.Monitor.ProgressAt
+		if at.IsZero() || moved(&op.Status, &p) {
+			at = now
+		}
+		next.Monitor.ProgressAt = at
+		if stalled(pol.stall, at, now) {
+			return next, ending{msg: stallMessage(pol.stall, &next.Status, at, now), stalled: true}
+		}
+	}
+	return next, ending{}
+}
+
+// cancelled returns op failed with msg after its Cancel call, which returned cancelErr:
+// for running past its timeout, for stalling, or because its run is being cancelled. A
+// plugin that does not cancel (ErrAsyncOperationsNotSupported, an error, a call given
+// up) fails the operation all the same, with what it said appended.
+func (c *checks) cancelled(op operations.Operation, msg string, cancelErr error) operations.Operation {
 	if cancelErr != nil {
 		c.m.cfg.logger.WarnContext(c.ctx, "cancel failed", "run", op.Owner.String(), "operation", op.ID, "error", cancelErr)
 		msg += "; " + cancelErr.Error()
@@ -296,6 +422,7 @@ func applyProgress(op operations.Operation, now time.Time, p operations.Progress
 		return failOperation(next, p.Err), false
 	case p.Completed:
 		next.Status.Phase = operations.OperationCompleted
+		next.Monitor = operations.MonitorState{}
 	case now.After(next.Status.Created.Add(timeout)):
 		return next, true
 	case next.Status.Phase == operations.OperationNew && known(p.Started):
@@ -317,10 +444,11 @@ func created(op operations.Operation, now time.Time) operations.Operation {
 // epoch when they do not know.
 func known(t time.Time) bool { return !t.IsZero() && !t.Equal(time.Unix(0, 0)) }
 
-// failOperation marks op failed with msg.
+// failOperation marks op failed with msg. A finished operation keeps no MonitorState.
 func failOperation(op operations.Operation, msg string) operations.Operation {
 	op.Status.Phase = operations.OperationFailed
 	op.Status.Error = msg
+	op.Monitor = operations.MonitorState{}
 	return op
 }
 
@@ -351,86 +479,4 @@ func (m *Monitor) resolve(action string) (t operations.Tracker, err error) {
 		return nil, fmt.Errorf("resolve plugin %q: %w", action, err)
 	}
 	return t, nil
-}
-
-// streaks counts the consecutive Progress errors of each operation, for
-// WithProgressErrorTolerance. The counts live in the Monitor's memory, so they start
-// over when the Monitor restarts or another Monitor takes the run's claim. They are
-// kept by run: an operation's count goes when the operation ends or answers, and a run's
-// counts go when a poll finds it or leaves it no longer waiting, and when a pass of Run
-// does not find it waiting (ended, cancelled or deleted), so they never outlive their
-// run. With no tolerance nothing is counted.
-type streaks struct {
-	tolerance int
-	mu        sync.Mutex
-	runs      map[runKey]map[string]int // operation ID → errors in a row
-}
-
-// fails records a Progress error err of op and reports whether it fails op: errors that
-// cannot heal always do, and others once the tolerance is used up.
-func (s *streaks) fails(op operations.Operation, err error) bool {
-	if errors.Is(err, operations.ErrInvalidOperationID) || errors.Is(err, operations.ErrAsyncOperationsNotSupported) {
-		s.clear(op)
-		return true
-	}
-	if s.tolerance == 0 {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := keyOf(op.Owner)
-	ids := s.runs[k]
-	if ids == nil {
-		ids = make(map[string]int)
-		s.runs[k] = ids
-	}
-	ids[op.ID]++
-	if ids[op.ID] > s.tolerance {
-		delete(ids, op.ID)
-		return true
-	}
-	return false
-}
-
-// clear forgets the errors of op.
-func (s *streaks) clear(op operations.Operation) {
-	if s.tolerance == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ids := s.runs[keyOf(op.Owner)]; ids != nil {
-		delete(ids, op.ID)
-	}
-}
-
-// drop forgets the errors of the operations of the run of o.
-func (s *streaks) drop(o operations.Owner) {
-	if s.tolerance == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.runs, keyOf(o))
-}
-
-// keepRuns forgets the errors of every run that is not among waiting.
-func (s *streaks) keepRuns(waiting []operations.Run) {
-	if s.tolerance == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.runs) == 0 {
-		return
-	}
-	keep := make(map[runKey]bool, len(waiting))
-	for _, r := range waiting {
-		keep[keyOf(r.Owner)] = true
-	}
-	for k := range s.runs {
-		if !keep[k] {
-			delete(s.runs, k)
-		}
-	}
 }

@@ -19,6 +19,30 @@
 // fails the runs that were InProgress, as Velero does, cancelling their operations first,
 // and the Monitor resumes the rest where they were.
 //
+// # Stalls and retries
+//
+// Beyond Velero's rules, which are the default, a Monitor can fail an operation whose
+// progress has stopped ([WithStallTimeout], per plugin [WithActionStallTimeout]), and
+// retry the transient errors of a plugin's Progress with backoff rather than fail the
+// operation at the first one ([WithRetryPolicy], [WithActionRetryPolicy], [RetryPolicy],
+// [Transient]). An operation that waits for its next poll costs a pass no plugin call and
+// no write, though the pass still lists and decodes it; [Monitor.Run] wakes when the
+// earliest wait ends. What these need between checks (the time of the last move, the
+// errors in a row, the next poll) is kept with the operation in the store
+// ([operations.MonitorState]), so it goes on across a restart of the Monitor, a handover
+// of the run to another Monitor, and a new Monitor per reconcile; an itemoperations file
+// does not hold it, so a run loaded again from one starts its windows over. Records
+// that hold it are written in a format that builds without it cannot read: before going
+// back to such a build, turn the options off and let the operations that waited end (a
+// check under no option writes an operation without its state). The times are the
+// Monitor's clock's: replicas whose clocks differ shift each other's windows and waits by
+// the difference.
+//
+// Of the deadlines of one operation, the operation timeout is judged after it (a check
+// strictly after Created plus the timeout), the stall window at it (a check at the end
+// of the window fails the operation). A report of completion wins over both, and the
+// timeout over the stall; each is judged when the operation is checked, at a pass.
+//
 // # Cancelling a run
 //
 // A run whose cancel was requested (see [operations.RequestCancel]) is cancelled on the

@@ -1,18 +1,13 @@
 package monitor
 
+import "time"
+
 // WorkersBusy returns how many operations the Monitor's workers hold: none once every
 // poll has returned.
 func (m *Monitor) WorkersBusy() int {
 	m.queueMu.Lock()
 	defer m.queueMu.Unlock()
 	return m.busy
-}
-
-// StreakRuns returns how many runs the Monitor counts Progress errors of.
-func (m *Monitor) StreakRuns() int {
-	m.streaks.mu.Lock()
-	defer m.streaks.mu.Unlock()
-	return len(m.streaks.runs)
 }
 
 // HungCalls returns how many plugin calls the Monitor gave up whose plugin has not
@@ -29,3 +24,9 @@ func (m *Monitor) PollsQueued() int {
 // WithStoreConcurrency bounds how many runs a pass works on at once (see
 // withStoreConcurrency).
 func WithStoreConcurrency(n int) Option { return withStoreConcurrency(n) }
+
+// Delay returns the wait of p after the attempt-th error in a row.
+func (p RetryPolicy) Delay(attempt int) time.Duration { return p.delay(attempt) }
+
+// NoAnswer returns the error of a plugin call that did not answer within timeout.
+func NoAnswer(timeout time.Duration) error { return &noAnswerError{timeout} }

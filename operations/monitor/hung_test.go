@@ -104,7 +104,7 @@ func release(chans ...chan struct{}) func() {
 }
 
 // TestHungCallIsNotRepeated has a plugin that ignores its context and never answers
-// Progress for one operation, under a Monitor that tolerates many Progress errors: over
+// Progress for one operation, under a Monitor that retries many Progress errors: over
 // 16 passes the plugin is called once for that operation, the other operation is
 // polled every pass, and the Observer is told of each call not made. When the run is
 // cancelled, the other operation's Cancel hangs too and is called once; the hung
@@ -122,7 +122,7 @@ func TestHungCallIsNotRepeated(t *testing.T) {
 	e.trackers["p"] = tr
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("hangs", "answers")...)
 	observer, hung := hungOutcomes()
-	m := e.monitor(monitor.WithCallTimeout(250*time.Millisecond), monitor.WithProgressErrorTolerance(1000), monitor.WithObserver(observer))
+	m := e.monitor(monitor.WithCallTimeout(250*time.Millisecond), monitor.WithRetryPolicy(retryAll(1000)), monitor.WithObserver(observer))
 	ctx := context.Background()
 
 	const passes = 16
@@ -138,7 +138,7 @@ func TestHungCallIsNotRepeated(t *testing.T) {
 	require.Equal(t, 1, blocked, "calls blocked in the plugin at once")
 	require.Equal(t, map[string]int{"progress": passes - 1}, hung(), "CallHung outcomes")
 	require.Equal(t, 1, m.HungCalls())
-	require.Equal(t, operations.OperationNew, e.op(o, "hangs").Status.Phase, "the hung operation, its errors tolerated")
+	require.Equal(t, operations.OperationNew, e.op(o, "hangs").Status.Phase, "the hung operation, its errors retried")
 
 	_, err := operations.RequestCancel(ctx, e.store, o, "jane: wrong namespace", t0)
 	require.NoError(t, err)
@@ -181,7 +181,7 @@ func TestHungCallAnswerIsDropped(t *testing.T) {
 	tr := newStuckTracker(map[string]chan struct{}{"a": stuck}, nil)
 	e.trackers["p"] = tr
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
-	m := e.monitor(monitor.WithCallTimeout(250*time.Millisecond), monitor.WithProgressErrorTolerance(1000))
+	m := e.monitor(monitor.WithCallTimeout(250*time.Millisecond), monitor.WithRetryPolicy(retryAll(1000)))
 	ctx := context.Background()
 
 	for range 3 {

@@ -26,6 +26,13 @@ import (
 //
 // Run does not apply the restart rules: call [Monitor.Recover] once before the first Run
 // after a process starts. [Monitor.Wake] starts the next pass before the interval is over.
+// When an operation waits for its next poll after a retried Progress error (see
+// [RetryPolicy]) and is due before the interval is over, the next pass starts when it is
+// due, but no sooner than a tenth of the interval (and 10ms) after the pass.
+//
+// When an option was given an invalid value (see [WithRetryPolicy] and
+// [WithStallTimeout]), Run returns its error, which wraps [operations.ErrInvalid], at
+// once, before it touches the store.
 //
 // When the store is an [operations.ClaimKeeper] (storage/etcdstore is), Run keeps its
 // claims in a [operations.ClaimSession] that it starts with its interval and
@@ -37,13 +44,16 @@ import (
 // returns, which gives up every claim it holds (waiting for the store a bounded time:
 // storage/etcdstore's request timeout).
 func (m *Monitor) Run(ctx context.Context) error {
+	if err := m.cfg.invalid; err != nil {
+		return err
+	}
 	var session operations.ClaimSession // nil when the store keeps no claims
 	if m.keeper != nil {
 		session = m.keeper.KeepClaims(ctx, m.cfg.interval, m.Wake)
 		defer session.End()
 	}
 	for {
-		_, err := m.runOnce(ctx, session)
+		stats, err := m.runOnce(ctx, session)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		} else if errors.Is(err, operations.ErrCorrupt) {
@@ -56,9 +66,21 @@ func (m *Monitor) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-m.wake:
-		case <-m.cfg.clock.After(m.cfg.interval):
+		case <-m.cfg.clock.After(m.wait(stats.NextDue)):
 		}
 	}
+}
+
+// wait returns how long Run waits after a pass before the next: the interval, or less
+// when an operation waiting for its next poll is due sooner (nextDue, the pass's
+// PassStats.NextDue), but never less than a tenth of the interval or 10ms, so that due
+// times close together make few passes.
+func (m *Monitor) wait(nextDue time.Time) time.Duration {
+	if nextDue.IsZero() {
+		return m.cfg.interval
+	}
+	floor := max(m.cfg.interval/10, 10*time.Millisecond)
+	return min(m.cfg.interval, max(nextDue.Sub(stamp(m.cfg.clock)), floor))
 }
 
 // Wake makes [Monitor.Run] start its next pass now instead of at the end of the
@@ -80,7 +102,8 @@ func (m *Monitor) Wake() {
 // With a fake clock ([WithClock]), a test moves a run to its end with RunOnce and no real
 // waiting.
 //
-// RunOnce returns the pass's statistics and, as its error, ctx.Err() when ctx ended first,
+// RunOnce returns the pass's statistics and, as its error, the error of an option given
+// an invalid value (before it touches the store), ctx.Err() when ctx ended first,
 // or else what went wrong with the store or a finalizer (the same as PassStats.Err); a
 // failure of one run does not stop the pass. A run that the store no longer holds when
 // the pass reads or writes it (deleted, or replaced by the run of a new owner of its
@@ -89,6 +112,9 @@ func (m *Monitor) Wake() {
 // store, after which [Monitor.Run] would stop. It is safe to call concurrently with other
 // methods, Run included, and several Monitors may make passes over one store at once.
 func (m *Monitor) RunOnce(ctx context.Context) (PassStats, error) {
+	if err := m.cfg.invalid; err != nil {
+		return PassStats{}, err
+	}
 	return m.runOnce(ctx, nil)
 }
 
@@ -132,8 +158,6 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 	if err != nil {
 		fail(fmt.Errorf("list waiting runs: %w", err))
 		complete = false
-	} else {
-		m.streaks.keepRuns(runs)
 	}
 	m.each(ctx, runs, func(r operations.Run) {
 		res, fresh, err := m.poll(ctx, r.Owner, session)
@@ -150,9 +174,11 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 			return
 		}
 		stats.Runs++
-		stats.Operations += res.Running + res.Completed + res.Failed
+		stats.Operations += res.Running - res.Deferred + res.Completed + res.Failed
 		stats.OperationsNew += fresh
 		stats.OperationsInProgress += res.Running - fresh
+		stats.OperationsDeferred += res.Deferred
+		stats.NextDue = earliest(stats.NextDue, res.NextDue)
 		stats.Completed += res.Completed
 		stats.Failed += res.Failed
 		stats.NewErrors += res.NewErrors

@@ -18,6 +18,11 @@ import (
 // timeout, as Velero writes it.
 const TimeoutMessage = "Asynchronous action timed out"
 
+// StallPrefix begins the error an operation records when it made no progress within its
+// stall timeout (see [WithStallTimeout]): "no progress for 30m0s: last 12 of 100 GiB at
+// 10:42:07Z".
+const StallPrefix = "no progress for "
+
 // CanceledPrefix begins the error an operation records when its run was cancelled (the
 // cancel request's reason follows) or failed on a restart. Velero's operations have no
 // Canceled phase, so such an operation is Failed, and its error says why.
@@ -46,7 +51,6 @@ type Monitor struct {
 	queueMu sync.Mutex
 	queue   []*checks // the polls with operations no worker has taken, first come first
 	busy    int       // the operations the workers hold, at most cfg.workers
-	streaks *streaks
 	hung    hungCalls
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
 	wake chan struct{}
@@ -71,7 +75,9 @@ var (
 var errNoChange = errors.New("no change")
 
 // New returns a Monitor of the runs in s whose plugins r resolves. See the Option
-// functions for the defaults.
+// functions for the defaults. An option given an invalid value (see [WithRetryPolicy]
+// and [WithStallTimeout]) does not stop New: the Monitor's Run, RunOnce and Poll return
+// its error instead, before they touch the store.
 func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 	cfg := newConfig(opts)
 	claimer, _ := s.(operations.RunClaimer)
@@ -82,7 +88,6 @@ func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 		keeper:   keeper,
 		resolver: r,
 		cfg:      cfg,
-		streaks:  &streaks{tolerance: cfg.tolerance, runs: make(map[runKey]map[string]int)},
 		wake:     make(chan struct{}, 1),
 	}
 }
@@ -93,21 +98,36 @@ func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 // first); Phase is the run's phase afterwards. Skipped is true when the poll did nothing
 // because another Monitor holds the run's claim (see [operations.RunClaimer]); the counts
 // are then zero and Phase is the phase the run had.
+//
+// Deferred counts the running operations that the poll left alone because they wait for
+// their next poll after a Progress error (see [RetryPolicy]): no plugin call and no
+// write. NextDue is the earliest time one of the running operations waits for: its next
+// poll, or, when sooner, the end of its stall window or of its timeout, at which it is
+// checked whatever its wait; the zero time when none waits.
 type PollResult struct {
 	Running, Completed, Failed, NewErrors int
 	Phase                                 phase.Phase
 	Skipped                               bool
+	Deferred                              int
+	NextDue                               time.Time
 }
 
 // Poll makes one pass over the unfinished operations (New or InProgress) of the run of o,
 // with Velero's rules for each:
 //
 //   - the plugin cannot be resolved, or Progress returns an error: the operation fails
-//     with that error (once [WithProgressErrorTolerance] is used up);
+//     with that error, unless a retry policy retries it ([WithRetryPolicy]);
 //   - Progress reports completion: Completed, or Failed with the reported error;
 //   - still running past Created plus the run's OperationTimeout (or the default): Cancel
 //     is called once and the operation fails with [TimeoutMessage];
-//   - still running with a start time reported: New becomes InProgress.
+//   - still running with a start time reported: New becomes InProgress;
+//   - with a stall timeout ([WithStallTimeout]), still running with no progress for the
+//     window: Cancel is called once and the operation fails with a message that begins
+//     with [StallPrefix].
+//
+// An operation that waits for its next poll after a retried error is not checked (see
+// [PollResult]), unless its timeout or its stall window has ended or its run is being
+// cancelled.
 //
 // Each operation's check resolves its plugin once and makes all its calls on that one
 // Tracker: Progress, then Cancel when the operation timed out (Cancel alone when the run
@@ -129,8 +149,13 @@ type PollResult struct {
 // operations until it has written the run, and when another Monitor holds the claim it
 // does nothing and returns Skipped. Poll fails with the store's errors (a failure to
 // claim included), and with ctx.Err() when ctx ends first; operations checked before that
-// are not written, and the next poll checks them again.
+// are not written, and the next poll checks them again. When an option was given an
+// invalid value, Poll returns its error, which wraps [operations.ErrInvalid], and does
+// nothing else.
 func (m *Monitor) Poll(ctx context.Context, o operations.Owner) (PollResult, error) {
+	if err := m.cfg.invalid; err != nil {
+		return PollResult{}, err
+	}
 	res, _, err := m.poll(ctx, o, nil)
 	return res, err
 }
@@ -158,7 +183,6 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 		return PollResult{}, 0, err
 	}
 	if !phase.IsWaiting(run.Phase) {
-		m.streaks.drop(o)
 		return PollResult{Phase: run.Phase}, 0, nil
 	}
 	if release == nil {
@@ -178,8 +202,12 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 	if timeout <= 0 {
 		timeout = m.cfg.operationTimeout
 	}
+	due := len(ops) // ops[:due] are checked, ops[due:] wait for their next poll
+	if m.cfg.policies && !run.CancelRequested() {
+		due = m.dueFirst(ops, stamp(m.cfg.clock), timeout)
+	}
 
-	c, err := m.check(ctx, ops, timeout, run.Cancel.Reason)
+	c, err := m.check(ctx, ops[:due], timeout, run.Cancel.Reason)
 	if err != nil {
 		return PollResult{}, 0, err
 	}
@@ -192,22 +220,29 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 	)
 	for i := range ops {
 		op := &ops[i]
+		changed := i < due && c.changed[i]
 		switch {
 		case !op.Status.Phase.Finished():
 			res.Running++
 			if op.Status.Phase == operations.OperationNew {
 				fresh++
 			}
-		case c.changed[i] && op.Status.Phase == operations.OperationCompleted:
+			if i >= due {
+				res.Deferred++
+			}
+			if m.cfg.policies {
+				res.NextDue = earliest(res.NextDue, m.dueAt(op, timeout))
+			}
+		case changed && op.Status.Phase == operations.OperationCompleted:
 			res.Completed++
-		case c.changed[i]:
+		case changed:
 			res.Failed++
 			if first == nil {
 				failed := *op // a copy: putBatch may reorder ops
 				first = &failed
 			}
 		}
-		if c.changed[i] {
+		if changed {
 			batch = append(batch, *op)
 		}
 	}
@@ -218,9 +253,6 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 		res.NewErrors, res.Phase, err = m.failCancelled(ctx, run)
 	} else {
 		res.NewErrors, res.Phase, err = m.advance(ctx, run, res.Running, first)
-	}
-	if err == nil && !phase.IsWaiting(res.Phase) {
-		m.streaks.drop(o)
 	}
 	return res, fresh, err
 }
@@ -396,7 +428,7 @@ func (m *Monitor) failCancelled(ctx context.Context, run operations.Run) (int, p
 // as the other Monitor wrote them and the rest is written again.
 func (m *Monitor) putBatch(ctx context.Context, o operations.Owner, batch []operations.Operation) error {
 	for i := range batch {
-		fitTexts(&batch[i].Status)
+		fitTexts(&batch[i])
 	}
 	for attempt := 0; len(batch) > 0; attempt++ {
 		err := m.store.PutOperations(ctx, o, batch)
@@ -418,13 +450,15 @@ func (m *Monitor) putBatch(ctx context.Context, o operations.Owner, batch []oper
 	return nil
 }
 
-// fitTexts cuts the texts of s, which come from plugins (or from a store written before
+// fitTexts cuts the texts of op, which come from plugins (or from a store written before
 // the limits of package operations), to operations.MaxTextBytes, visibly, so that no
 // plugin can make the Monitor's writes fail.
-func fitTexts(s *operations.Status) {
+func fitTexts(op *operations.Operation) {
+	s := &op.Status
 	s.Error = textlimit.Fit(s.Error, operations.MaxTextBytes)
 	s.OperationUnits = textlimit.Fit(s.OperationUnits, operations.MaxTextBytes)
 	s.Description = textlimit.Fit(s.Description, operations.MaxTextBytes)
+	op.Monitor.LastError = textlimit.Fit(op.Monitor.LastError, operations.MaxTextBytes)
 }
 
 // advance counts the failed operations of run into its errors and moves its phase by

@@ -563,7 +563,15 @@ func TestPollAnswersAtTheDeadline(t *testing.T) {
 	require.Zero(t, m.WorkersBusy(), "every worker came back")
 }
 
-func TestProgressErrorTolerance(t *testing.T) {
+// retryAll is a policy that retries every error, at every pass, until n errors in a row.
+func retryAll(n int) monitor.RetryPolicy {
+	return monitor.RetryPolicy{MaxAttempts: n, Retryable: func(error) bool { return true }}
+}
+
+// TestRetryEveryPass has a policy that retries every error at the next pass: an
+// operation fails at the third error in a row, one answer between errors starts the count
+// again, and an unknown operation ID fails at once, whatever the policy says.
+func TestRetryEveryPass(t *testing.T) {
 	var calls atomic.Int32
 	e := newEnv(t)
 	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
@@ -578,9 +586,9 @@ func TestProgressErrorTolerance(t *testing.T) {
 	}}
 	o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
 	bad := e.run(phase.Backup, "b2", phase.WaitingForPluginOperations, phase.Profile{}, ops("bad-id")...)
-	m := e.monitor(monitor.WithProgressErrorTolerance(2))
+	m := e.monitor(monitor.WithRetryPolicy(retryAll(3)))
 
-	// Calls 1, 2: errors tolerated; 3: success; 4, 5: tolerated; 6: the third in a row fails it.
+	// Calls 1, 2: errors retried; 3: success; 4, 5: retried; 6: the third in a row fails it.
 	for poll := 1; poll <= 5; poll++ {
 		res, err := m.Poll(context.Background(), o)
 		require.NoError(t, err)
@@ -590,48 +598,13 @@ func TestProgressErrorTolerance(t *testing.T) {
 	res, err := m.Poll(context.Background(), o)
 	require.NoError(t, err)
 	require.Equal(t, monitor.PollResult{Failed: 1, NewErrors: 1, Phase: phase.FinalizingPartiallyFailed}, res)
-	require.Equal(t, "transient", e.op(o, "a").Status.Error)
+	require.Equal(t, "transient (after 3 attempts over 0s)", e.op(o, "a").Status.Error)
 
-	// An unknown operation ID cannot heal: it fails at once, whatever the tolerance.
+	// An unknown operation ID cannot heal: it fails at once, whatever the policy.
 	res, err = m.Poll(context.Background(), bad)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Failed)
-}
-
-// TestProgressErrorCountsGoWithTheirRun checks that the counts of tolerated errors are
-// not kept for runs that no longer wait: a run deleted, cancelled or ended.
-func TestProgressErrorCountsGoWithTheirRun(t *testing.T) {
-	e := newEnv(t)
-	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-		if op.ID == "ok" {
-			return done, nil
-		}
-		return operations.Progress{}, errors.New("transient")
-	}}
-	deleted := e.run(phase.Backup, "deleted", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
-	cancelled := e.run(phase.Backup, "cancelled", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
-	ended := e.run(phase.Restore, "ended", phase.WaitingForPluginOperations, phase.Profile{}, ops("a", "ok")...)
-	m := e.monitor(monitor.WithProgressErrorTolerance(5))
-	ctx := context.Background()
-	_, err := m.RunOnce(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 3, m.StreakRuns(), "each run has an operation with an error tolerated")
-
-	require.NoError(t, e.store.DeleteRun(ctx, deleted))
-	_, err = operations.RequestCancel(ctx, e.store, cancelled, "stop", t0)
-	require.NoError(t, err)
-	_, err = m.RunOnce(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, m.StreakRuns(), "the deleted run's counts and the cancelled run's are gone")
-
-	_, err = e.store.UpdateRun(ctx, ended, func(r *operations.Run) error {
-		return r.SetPhase(phase.Failed, "failed by hand", t0)
-	})
-	require.NoError(t, err)
-	res, err := m.Poll(ctx, ended)
-	require.NoError(t, err)
-	require.Equal(t, phase.Failed, res.Phase)
-	require.Zero(t, m.StreakRuns(), "a poll that finds the run ended forgets its counts")
+	require.Equal(t, `p: operation "bad-id": invalid operation ID`, e.op(bad, "bad-id").Status.Error)
 }
 
 func TestPollLeavesOtherPhasesAlone(t *testing.T) {

@@ -29,6 +29,12 @@ type Observer struct {
 	// TimedOut is called when an operation is failed for running past its timeout (see
 	// [TimeoutMessage]), before its plugin's Cancel.
 	TimedOut func(operations.Operation)
+	// Stalled is called when an operation is failed for making no progress within its
+	// stall timeout (see [WithStallTimeout]), before its plugin's Cancel.
+	Stalled func(operations.Operation)
+	// Retry is called for each Progress error of an operation under a retry policy (see
+	// [RetryPolicy]), and for the answer that ends a row of them.
+	Retry func(RetryStats)
 	// Finalized is called after each call of the [Finalizer].
 	Finalized func(FinalizeStats)
 }
@@ -43,6 +49,8 @@ func WithObserver(o Observer) Option {
 			RunChanged: both(c.observer.RunChanged, o.RunChanged),
 			Call:       both(c.observer.Call, o.Call),
 			TimedOut:   both(c.observer.TimedOut, o.TimedOut),
+			Stalled:    both(c.observer.Stalled, o.Stalled),
+			Retry:      both(c.observer.Retry, o.Retry),
 			Finalized:  both(c.observer.Finalized, o.Finalized),
 		}
 	})
@@ -96,6 +104,30 @@ type CallStats struct {
 	Outcome  CallOutcome
 }
 
+// A RetryOutcome says what a [RetryPolicy] made of a Progress error, or of the answer
+// after a row of them.
+type RetryOutcome string
+
+// The outcomes of a retry policy.
+const (
+	RetryScheduled RetryOutcome = "scheduled" // the error is retried, after Delay
+	RetryExhausted RetryOutcome = "exhausted" // the error is retried no more: the operation failed
+	RetryRefused   RetryOutcome = "refused"   // the error is not one to retry: the operation failed
+	RetryRecovered RetryOutcome = "recovered" // the plugin answered after errors
+)
+
+// RetryStats describes what a [RetryPolicy] did with one Progress error or answer.
+type RetryStats struct {
+	Action string // the plugin's registered name
+	// Attempt is the number of the error in its row, counting from 1; for
+	// RetryRecovered, how many errors came before the answer.
+	Attempt int
+	// Delay is how long the operation waits for its next poll (RetryScheduled only);
+	// zero means the next pass.
+	Delay   time.Duration
+	Outcome RetryOutcome
+}
+
 // FinalizeStats describes one call of a [Finalizer].
 type FinalizeStats struct {
 	Owner    operations.Owner
@@ -109,7 +141,7 @@ type PassStats struct {
 	Start    time.Time     // by the Monitor's clock
 	Duration time.Duration // by the Monitor's clock
 	// Runs is the number of waiting runs polled, Operations the number of operations
-	// checked, Completed and Failed how many of them ended in this pass, NewErrors the
+	// checked (not those deferred, below), Completed and Failed how many of them ended in this pass, NewErrors the
 	// errors added to runs, Advanced the runs whose phase changed (finalized included).
 	Runs, Operations, Completed, Failed, NewErrors, Advanced int
 	// Finalized is the number of runs the pass moved out of a finalizing phase.
@@ -124,6 +156,11 @@ type PassStats struct {
 	// OperationsNew and OperationsInProgress count the operations of the polled runs
 	// still unfinished after the pass, by phase.
 	OperationsNew, OperationsInProgress int
+	// OperationsDeferred counts those the pass left alone because they wait for their
+	// next poll after a Progress error (see [RetryPolicy]), and NextDue is the earliest
+	// time one of those is due (see [PollResult]); the zero time when none waits.
+	OperationsDeferred int
+	NextDue            time.Time
 	// Err joins what went wrong with the store or a finalizer; the pass went on
 	// regardless.
 	Err error

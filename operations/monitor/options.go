@@ -2,6 +2,8 @@ package monitor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -33,11 +35,69 @@ type config struct {
 	operationTimeout time.Duration
 	clock            clock.Clock
 	logger           *slog.Logger
-	tolerance        int
 	finalizer        Finalizer
 	finalizeTimeout  time.Duration
 	storeWork        int // 0: workers
 	observer         Observer
+
+	// defaults is the policy of every plugin that has none of its own in actions.
+	// actionSet holds what the options set for single plugins, which newConfig
+	// resolves into actions once every option is applied; actions is nil when no
+	// plugin has a policy of its own.
+	defaults  policy
+	actionSet map[string]actionOptions
+	actions   map[string]policy
+	// policies is whether any plugin has a stall timeout or a retry policy; without,
+	// a poll checks every operation, as Velero does, and looks at no due time.
+	policies bool
+	// invalid joins the errors of options given invalid values: Run, RunOnce and Poll
+	// return it before anything else.
+	invalid error
+}
+
+// A policy is what the Monitor applies to the operations of one plugin beyond Velero's
+// rules: a stall window (0: none) and a retry policy.
+type policy struct {
+	stall time.Duration
+	retry RetryPolicy
+}
+
+// on reports whether p asks for anything beyond Velero's rules.
+func (p policy) on() bool { return p.stall > 0 || p.retry.on() }
+
+// actionOptions is what the options set for one plugin: stall when hasStall is true,
+// retry when hasRetry is.
+type actionOptions struct {
+	stall              time.Duration
+	retry              RetryPolicy
+	hasStall, hasRetry bool
+}
+
+// policyOf returns the policy of the operations of plugin action.
+func (c *config) policyOf(action string) policy {
+	if p, ok := c.actions[action]; ok {
+		return p
+	}
+	return c.defaults
+}
+
+// resolvePolicies makes actions from defaults and actionSet, and sets policies.
+func (c *config) resolvePolicies() {
+	c.policies = c.defaults.on()
+	for action, set := range c.actionSet {
+		p := c.defaults
+		if set.hasStall {
+			p.stall = set.stall
+		}
+		if set.hasRetry {
+			p.retry = set.retry
+		}
+		if c.actions == nil {
+			c.actions = make(map[string]policy, len(c.actionSet))
+		}
+		c.actions[action] = p
+		c.policies = c.policies || p.on()
+	}
 }
 
 func newConfig(opts []Option) config {
@@ -58,6 +118,7 @@ func newConfig(opts []Option) config {
 	if c.storeWork == 0 {
 		c.storeWork = c.workers
 	}
+	c.resolvePolicies()
 	return c
 }
 
@@ -135,19 +196,96 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// WithProgressErrorTolerance sets how many consecutive Progress errors (or failures to
-// resolve the plugin) an operation survives: the error after n in a row fails it. The
-// default is 0, Velero's behaviour: the first error fails the operation. Errors that
-// cannot heal, [operations.ErrInvalidOperationID] and
-// [operations.ErrAsyncOperationsNotSupported], fail it at once whatever n is. The count
-// lives in the Monitor's memory: it starts over when the Monitor restarts or another
-// Monitor takes the run's claim, and goes with the run once the run no longer waits.
-func WithProgressErrorTolerance(n int) Option {
+// WithStallTimeout fails an operation whose progress has not moved for d: whose plugin's
+// reports have kept NCompleted, NTotal, Description and a known Updated time as they were
+// since the Monitor first saw them so, for d by the Monitor's clock. Such an operation is
+// stalled at that moment exactly, not before: the Observer is told ([Observer.Stalled]),
+// its plugin's Cancel is called, as for a timeout, and it fails with a message that
+// begins with [StallPrefix], such as "no progress for 30m0s: last 12 of 100 GiB at
+// 10:42:07Z", what Cancel said appended when it failed. The window of an operation the
+// Monitor has not looked at under a stall timeout starts at its first check, so that
+// turning the option on fails nothing at once; an operation that completes or runs past
+// its timeout at the same check is not stalled. Errors of Progress are not progress: the
+// window runs on while a [RetryPolicy] retries them. The time of the last move is kept in
+// the operation's record ([operations.MonitorState.ProgressAt]), so the window goes on
+// across a restart of the Monitor. It applies to every plugin without a window of its
+// own ([WithActionStallTimeout]). The default, 0, is no stall timeout, as in Velero; a
+// negative d is invalid: [Monitor.Run], [Monitor.RunOnce] and [Monitor.Poll] then return
+// an error wrapping [operations.ErrInvalid] before they touch the store.
+func WithStallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if n >= 0 {
-			c.tolerance = n
+		if c.checkStall("WithStallTimeout", d) {
+			c.defaults.stall = d
 		}
 	})
+}
+
+// WithActionStallTimeout sets the stall timeout (see [WithStallTimeout]) of the
+// operations of plugin action, in place of the Monitor's; 0 turns it off for them. A
+// negative d is invalid, as for WithStallTimeout.
+func WithActionStallTimeout(action string, d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if c.checkStall("WithActionStallTimeout("+action+")", d) {
+			set := c.actionSet[action]
+			set.stall, set.hasStall = d, true
+			c.setAction(action, set)
+		}
+	})
+}
+
+// WithRetryPolicy sets the retry policy of Progress errors (see [RetryPolicy]) of every
+// plugin without one of its own ([WithActionRetryPolicy]). The default, the zero
+// RetryPolicy, retries nothing: the first error fails the operation, as in Velero. A
+// policy that [RetryPolicy.Validate] refuses is invalid: [Monitor.Run],
+// [Monitor.RunOnce] and [Monitor.Poll] then return its error, which wraps
+// [operations.ErrInvalid], before they touch the store.
+func WithRetryPolicy(p RetryPolicy) Option {
+	return optionFunc(func(c *config) {
+		if c.checkRetry("WithRetryPolicy", p) {
+			c.defaults.retry = p
+		}
+	})
+}
+
+// WithActionRetryPolicy sets the retry policy (see [WithRetryPolicy]) of the Progress
+// errors of plugin action, in place of the Monitor's; the zero RetryPolicy turns retries
+// off for it. An invalid policy is refused as by WithRetryPolicy.
+func WithActionRetryPolicy(action string, p RetryPolicy) Option {
+	return optionFunc(func(c *config) {
+		if c.checkRetry("WithActionRetryPolicy("+action+")", p) {
+			set := c.actionSet[action]
+			set.retry, set.hasRetry = p, true
+			c.setAction(action, set)
+		}
+	})
+}
+
+// checkStall reports whether d is a valid stall timeout, and records an error naming
+// option when it is not.
+func (c *config) checkStall(option string, d time.Duration) bool {
+	if d < 0 {
+		c.invalid = errors.Join(c.invalid, fmt.Errorf("monitor option %s: negative stall timeout %s: %w", option, d, operations.ErrInvalid))
+		return false
+	}
+	return true
+}
+
+// checkRetry reports whether p is a valid retry policy, and records an error naming
+// option when it is not.
+func (c *config) checkRetry(option string, p RetryPolicy) bool {
+	if err := p.Validate(); err != nil {
+		c.invalid = errors.Join(c.invalid, fmt.Errorf("monitor option %s: %w", option, err))
+		return false
+	}
+	return true
+}
+
+// setAction records what the options set for plugin action.
+func (c *config) setAction(action string, set actionOptions) {
+	if c.actionSet == nil {
+		c.actionSet = make(map[string]actionOptions)
+	}
+	c.actionSet[action] = set
 }
 
 // WithFinalizer sets the work [Monitor.Run] does for a run in Finalizing or

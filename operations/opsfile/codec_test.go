@@ -126,6 +126,30 @@ func TestEncodeGolden(t *testing.T) {
 	}
 }
 
+// TestEncodeLeavesOutMonitorState checks that a Monitor's state of an operation is not
+// in the file: the golden cases, each operation with every field of its MonitorState
+// set, encode to the golden bytes, which are Velero's, and decode with a zero state.
+func TestEncodeLeavesOutMonitorState(t *testing.T) {
+	state := operations.MonitorState{ProgressAt: time.Unix(1700000000, 0).UTC(), Attempts: 2,
+		ErrorSince: time.Unix(1700000100, 0).UTC(), NextPoll: time.Unix(1700000200, 0).UTC(), LastError: "unavailable"}
+	for _, tc := range goldenCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := make([]operations.Operation, len(tc.ops))
+			for i := range tc.ops {
+				ops[i] = tc.ops[i].Clone()
+				ops[i].Monitor = state
+			}
+			got := encode(t, ops)
+			require.Equal(t, gzipBytes(t, readGolden(t, tc.golden)), got)
+			decoded, err := opsfile.Decode(bytes.NewReader(got))
+			require.NoError(t, err)
+			for _, op := range decoded {
+				require.Zero(t, op.Monitor, op.ID)
+			}
+		})
+	}
+}
+
 func TestDecodeGolden(t *testing.T) {
 	for _, tc := range goldenCases() {
 		t.Run(tc.name, func(t *testing.T) {

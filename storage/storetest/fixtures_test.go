@@ -50,6 +50,9 @@ func TestFixturesSetEveryField(t *testing.T) {
 	checkSet(t, reflect.ValueOf(fullRun(o)), "Run", map[string]bool{"Run.Profile.Queue": true, "Run.Profile.RestoreFinalizing": true, "Run.Profile.Base": true, "Run.Profile.Phases": true})
 	checkSet(t, reflect.ValueOf(fullRun(operations.Owner{Kind: phase.Restore, Name: "r", UID: "uid"})).FieldByName("Profile"), "Profile", map[string]bool{"Profile.Queue": true, "Profile.Base": true, "Profile.Phases": true})
 	// Group is empty for core resources, as it is for PVCs; Error is set only on failure.
-	skip := map[string]bool{"Operation.Resource.Group": true}
+	// Monitor is zero unless a Monitor has a policy: the check KeepsMonitorState sets it
+	// from fullMonitorState.
+	skip := map[string]bool{"Operation.Resource.Group": true, "Operation.Monitor": true}
 	checkSet(t, reflect.ValueOf(newOp(o, "op", operations.OperationFailed)), "Operation", skip)
+	checkSet(t, reflect.ValueOf(fullMonitorState()), "MonitorState", nil)
 }

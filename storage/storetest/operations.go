@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -22,7 +23,40 @@ func operationChecks() []check {
 		{"ListFilter", testListOperationsFilter},
 		{"ListFilterFollowsUpdates", testListFilterFollowsUpdates},
 		{"OwnersAreSeparate", testOwnersAreSeparate},
+		{"KeepsMonitorState", testKeepsMonitorState},
 	}
+}
+
+// testKeepsMonitorState checks that a store keeps an operation's MonitorState, each field
+// alone and all together, through GetOperation and through ListOperations with and
+// without a filter of phases, and that a replacement with a zero state clears it.
+func testKeepsMonitorState(t tb, s operations.Store) {
+	o := backup("b")
+	mustCreate(t, s, runIn(t, o, phase.WaitingForPluginOperations, phase.Profile{}))
+	full := fullMonitorState()
+	ops := []operations.Operation{
+		newOp(o, "all", operations.OperationInProgress),
+		newOp(o, "progress", operations.OperationNew),
+		newOp(o, "attempts", operations.OperationInProgress),
+		newOp(o, "since", operations.OperationInProgress),
+		newOp(o, "next", operations.OperationInProgress),
+		newOp(o, "last", operations.OperationInProgress),
+		newOp(o, "none", operations.OperationInProgress),
+	}
+	ops[0].Monitor = full
+	ops[1].Monitor = operations.MonitorState{ProgressAt: full.ProgressAt}
+	ops[2].Monitor = operations.MonitorState{Attempts: full.Attempts}
+	ops[3].Monitor = operations.MonitorState{ErrorSince: full.ErrorSince}
+	ops[4].Monitor = operations.MonitorState{NextPoll: full.NextPoll}
+	ops[5].Monitor = operations.MonitorState{LastError: full.LastError}
+	mustPut(t, s, o, cloneOps(ops))
+	wantAllOps(t, s, o, ops)
+	wantOps(t, s, o, phases(operations.OperationNew), ops[1:2])
+
+	ops[0].Monitor, ops[6].Monitor = operations.MonitorState{}, full
+	mustPut(t, s, o, cloneOps([]operations.Operation{ops[0], ops[6]}))
+	wantAllOps(t, s, o, ops)
+	wantOps(t, s, o, phases(operations.OperationInProgress), slices.Concat(ops[:1], ops[2:]))
 }
 
 func testPutAndGet(t tb, s operations.Store) {

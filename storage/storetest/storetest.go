@@ -214,6 +214,13 @@ func newOp(o operations.Owner, id string, p operations.OperationPhase) operation
 	return op
 }
 
+// fullMonitorState returns a Monitor's state with every field set, one time in a zone
+// other than UTC.
+func fullMonitorState() operations.MonitorState {
+	return operations.MonitorState{ProgressAt: at(3), Attempts: 4, ErrorSince: at(4).In(time.FixedZone("UTC+2", 2*60*60)),
+		NextPoll: at(6), LastError: "rpc error: code = Unavailable"}
+}
+
 // newOps returns n operations of o in phase p with IDs prefix0000, prefix0001, ...
 func newOps(o operations.Owner, prefix string, n int, p operations.OperationPhase) []operations.Operation {
 	ops := make([]operations.Operation, n)
@@ -262,7 +269,8 @@ func normalize(v any) any {
 		return r
 	}
 	op := func(o operations.Operation) operations.Operation {
-		for _, t := range []*time.Time{&o.Status.Created, &o.Status.Started, &o.Status.Updated} {
+		for _, t := range []*time.Time{&o.Status.Created, &o.Status.Started, &o.Status.Updated,
+			&o.Monitor.ProgressAt, &o.Monitor.ErrorSince, &o.Monitor.NextPoll} {
 			utc(t)
 		}
 		if len(o.PostOperationItems) == 0 {

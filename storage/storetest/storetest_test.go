@@ -45,6 +45,7 @@ const (
 	missingRunOK    fault = "put-without-run-ok"  // PutOperations creates a missing run
 	updateMissingOK fault = "update-missing-call" // UpdateRun calls update on a zero run
 	ignoreUID       fault = "ignore-uid"          // a run answers for an owner of another UID
+	dropState       fault = "drop-monitor-state"  // PutOperations forgets an operation's MonitorState
 )
 
 func TestSimpleStore(t *testing.T) {
@@ -76,6 +77,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 		{missingRunOK, "Operations", []string{"Operations/PutWithoutRun", "Operations/EmptyBatch"}},
 		{updateMissingOK, "Runs", []string{"Runs/UpdateMissing"}},
 		{ignoreUID, "Runs", []string{"Runs/CreateAndGet", "Runs/CreateExisting", "Runs/Update", "Runs/UIDMismatch"}},
+		{dropState, "Operations", []string{"Operations/KeepsMonitorState"}},
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.fault), func(t *testing.T) {
@@ -358,7 +360,11 @@ func (s *simpleStore) PutOperations(ctx context.Context, o operations.Owner, ops
 			runtime.Gosched() // let readers and other writers in
 			s.mu.Lock()
 		}
-		sr.put(s.inOp(ops[i]), s.fault == moveOnUpsert)
+		op := s.inOp(ops[i])
+		if s.fault == dropState {
+			op.Monitor = operations.MonitorState{}
+		}
+		sr.put(op, s.fault == moveOnUpsert)
 	}
 	return nil
 }

@@ -12,6 +12,13 @@
 //     Failed.
 //   - operations_timed_out_total{action} (counter): operations failed for running past
 //     their timeout.
+//   - operations_stalled_total{action} (counter): operations failed for making no
+//     progress within their stall timeout (see monitor.WithStallTimeout).
+//   - operation_retries_total{action,outcome} (counter): what a retry policy (see
+//     monitor.RetryPolicy) made of each Progress error, or of the answer after a row of
+//     them: scheduled, exhausted, refused or recovered.
+//   - operations_in_backoff (gauge): the operations the last pass left alone because
+//     they wait for their next poll after a retried error.
 //   - monitor_pass_duration_seconds (histogram): passes, by the Monitor's clock.
 //   - plugin_call_duration_seconds{action,call} (histogram): Progress and Cancel calls
 //     (call is "progress" or "cancel"), in real time.
@@ -57,6 +64,9 @@ type Metrics struct {
 	operations      *sumGauge
 	operationsEnded *prometheus.CounterVec
 	timedOut        *prometheus.CounterVec
+	stalled         *prometheus.CounterVec
+	retries         *prometheus.CounterVec
+	inBackoff       *sumGauge
 	passDuration    *prometheus.HistogramVec
 	callDuration    *prometheus.HistogramVec
 	calls           *prometheus.CounterVec
@@ -76,6 +86,13 @@ func New() *Metrics {
 		timedOut: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "itemops_operations_timed_out_total", Help: "Operations failed for running past their timeout, by plugin.",
 		}, []string{"monitor", "action"}),
+		stalled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "itemops_operations_stalled_total", Help: "Operations failed for making no progress within their stall timeout, by plugin.",
+		}, []string{"monitor", "action"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "itemops_operation_retries_total", Help: "Progress errors under a retry policy, and answers after them, by plugin and outcome (scheduled, exhausted, refused, recovered).",
+		}, []string{"monitor", "action", "outcome"}),
+		inBackoff: newSumGauge("itemops_operations_in_backoff", "Operations the last pass of each Monitor left alone, waiting for their next poll after a retried error."),
 		passDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "itemops_monitor_pass_duration_seconds", Help: "Duration of Monitor passes.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
@@ -102,6 +119,9 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	m.operations = register(r, m.operations, &errs)
 	m.operationsEnded = register(r, m.operationsEnded, &errs)
 	m.timedOut = register(r, m.timedOut, &errs)
+	m.stalled = register(r, m.stalled, &errs)
+	m.retries = register(r, m.retries, &errs)
+	m.inBackoff = register(r, m.inBackoff, &errs)
 	m.passDuration = register(r, m.passDuration, &errs)
 	m.callDuration = register(r, m.callDuration, &errs)
 	m.calls = register(r, m.calls, &errs)
@@ -141,7 +161,7 @@ func (m *Metrics) Reporter(name string) *Reporter {
 }
 
 // MonitorOptions returns the options that make a Monitor report to r: an observer of its
-// passes, plugin calls, timeouts and finalizers. It adds to the Monitor's other
+// passes, plugin calls, timeouts, stalls, retries and finalizers. It adds to the Monitor's other
 // observers. Give the options to one Monitor only.
 func (r *Reporter) MonitorOptions() []monitor.Option {
 	m := r.m
@@ -152,6 +172,12 @@ func (r *Reporter) MonitorOptions() []monitor.Option {
 			TimedOut: func(op operations.Operation) {
 				m.timedOut.WithLabelValues(r.name, op.Action).Inc()
 			},
+			Stalled: func(op operations.Operation) {
+				m.stalled.WithLabelValues(r.name, op.Action).Inc()
+			},
+			Retry: func(s monitor.RetryStats) {
+				m.retries.WithLabelValues(r.name, s.Action, string(s.Outcome)).Inc()
+			},
 			Finalized: func(s monitor.FinalizeStats) {
 				if s.Err != nil {
 					m.finalizerFailed.WithLabelValues(r.name, string(s.Owner.Kind)).Inc()
@@ -161,14 +187,15 @@ func (r *Reporter) MonitorOptions() []monitor.Option {
 	}
 }
 
-// Close removes r's part of the gauges itemops_runs and itemops_operations, and keeps
-// later passes of its Monitor out of them; the series of a name no other Reporter
+// Close removes r's part of the gauges itemops_runs, itemops_operations and
+// itemops_operations_in_backoff, and keeps later passes of its Monitor out of them; the series of a name no other Reporter
 // reports go. Call it when the Monitor stops. The counters and histograms keep what the
 // Monitor did. Close is idempotent and never fails.
 func (r *Reporter) Close() {
 	r.closed.Store(true)
 	r.m.runs.remove(r)
 	r.m.operations.remove(r)
+	r.m.inBackoff.remove(r)
 }
 
 func (r *Reporter) observePass(s monitor.PassStats) {
@@ -183,6 +210,7 @@ func (r *Reporter) observePass(s monitor.PassStats) {
 		{string(operations.OperationNew)}:        float64(s.OperationsNew),
 		{string(operations.OperationInProgress)}: float64(s.OperationsInProgress),
 	})
+	m.inBackoff.set(r, map[[2]string]float64{{}: float64(s.OperationsDeferred)})
 	m.operationsEnded.WithLabelValues(r.name, string(operations.OperationCompleted)).Add(float64(s.Completed))
 	m.operationsEnded.WithLabelValues(r.name, string(operations.OperationFailed)).Add(float64(s.Failed))
 }
@@ -198,7 +226,7 @@ func (r *Reporter) observeCall(s monitor.CallStats) {
 	r.m.calls.WithLabelValues(r.name, s.Action, call, string(s.Outcome)).Inc()
 }
 
-// A sumGauge is a gauge with the label monitor and one or two more, whose value, for
+// A sumGauge is a gauge with the label monitor and up to two more, whose value, for
 // each label set, is the sum of the values its reporters of that name set last: a
 // Monitor's pass replaces its own part only.
 type sumGauge struct {

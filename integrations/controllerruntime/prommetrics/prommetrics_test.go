@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,6 +168,7 @@ func TestScrape(t *testing.T) {
 			{l("monitor", "m", "action", "slow", "call", "progress", "outcome", "succeeded"), 1},
 		},
 		"itemops_finalizer_failures_total": {{l("monitor", "m", "kind", "Backup"), 2}}, // b1 and b2 both reach finalizing
+		"itemops_operations_in_backoff":    {{l("monitor", "m"), 0}},
 	}
 	for k := range want {
 		slices.SortFunc(want[k], func(a, b sample) int { return cmp.Compare(labelKey(a.Labels), labelKey(b.Labels)) })
@@ -179,9 +181,112 @@ func TestScrape(t *testing.T) {
 		"itemops_operations_ended_total": dto.MetricType_COUNTER, "itemops_operations_timed_out_total": dto.MetricType_COUNTER,
 		"itemops_monitor_pass_duration_seconds": dto.MetricType_HISTOGRAM, "itemops_plugin_call_duration_seconds": dto.MetricType_HISTOGRAM,
 		"itemops_plugin_calls_total": dto.MetricType_COUNTER, "itemops_finalizer_failures_total": dto.MetricType_COUNTER,
+		"itemops_operations_in_backoff": dto.MetricType_GAUGE,
 	}
 	if diff := gocmp.Diff(wantTypes, types); diff != "" {
 		t.Errorf("metric types (-want +got):\n%s", diff)
+	}
+}
+
+// TestStallsAndRetries drives a Monitor with a stall timeout and a retry policy through
+// passes on a fake clock and checks the series of stalls, retries by outcome, and
+// operations in backoff, which Close removes.
+func TestStallsAndRetries(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	var flakyCalls int
+	trackers := map[string]operations.Tracker{
+		"flaky": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			if flakyCalls++; flakyCalls <= 2 {
+				return operations.Progress{}, operations.Retryable(errors.New("restarting"))
+			}
+			return operations.Progress{NCompleted: int64(flakyCalls)}, nil
+		}},
+		"stuck": &operationstest.Tracker{},
+		"broken": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			return operations.Progress{}, errors.New("bucket gone")
+		}},
+	}
+	o := operations.Owner{Kind: phase.Backup, Name: "b1"}
+	_, err := operations.StartRun(ctx, store, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{Operations: []operations.Operation{{Action: "flaky", ID: "1"}, {Action: "stuck", ID: "2"}, {Action: "broken", ID: "3"}}}, nil
+	})
+	require.NoError(t, err)
+
+	reg := prometheus.NewRegistry()
+	metrics := prommetrics.New()
+	require.NoError(t, metrics.Register(reg))
+	clk := clocktest.NewClock(t0)
+	reporter := metrics.Reporter("m")
+	opts := append(reporter.MonitorOptions(), monitor.WithClock(clk), monitor.WithStallTimeout(time.Hour),
+		monitor.WithRetryPolicy(monitor.RetryPolicy{InitialInterval: time.Minute, MaxAttempts: 5}))
+	m := monitor.New(store, operationstest.Resolver(trackers), opts...)
+	scrape := func() map[string]float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		got := map[string]float64{}
+		for _, f := range families {
+			for _, mt := range f.GetMetric() {
+				v := mt.GetCounter().GetValue()
+				if f.GetType() == dto.MetricType_GAUGE {
+					v = mt.GetGauge().GetValue()
+				}
+				got[f.GetName()+" "+labelKey(labelsOf(mt))] = v
+			}
+		}
+		return got
+	}
+	series := func(name string, kv ...string) string {
+		labels := map[string]string{"monitor": "m"}
+		for i := 0; i < len(kv); i += 2 {
+			labels[kv[i]] = kv[i+1]
+		}
+		return name + " " + labelKey(labels)
+	}
+	pick := func(all map[string]float64, names ...string) map[string]float64 {
+		out := map[string]float64{}
+		for k, v := range all {
+			for _, n := range names {
+				if strings.HasPrefix(k, n+" ") {
+					out[k] = v
+				}
+			}
+		}
+		return out
+	}
+	names := []string{"itemops_operations_stalled_total", "itemops_operation_retries_total", "itemops_operations_in_backoff"}
+
+	// t0: flaky errs (scheduled, 1m), broken fails (refused). t0+1m: flaky errs again
+	// (scheduled, 2m). t0+2m: flaky waits. t0+3m: flaky answers (recovered). t0+1h:
+	// stuck stalls; flaky, whose report moved at t0+3m, does not.
+	for _, at := range []time.Duration{0, time.Minute, 2 * time.Minute} {
+		clk.AdvanceTo(t0.Add(at))
+		_, err := m.RunOnce(ctx)
+		require.NoError(t, err)
+	}
+	want := map[string]float64{
+		series("itemops_operation_retries_total", "action", "flaky", "outcome", "scheduled"): 2,
+		series("itemops_operation_retries_total", "action", "broken", "outcome", "refused"):  1,
+		series("itemops_operations_in_backoff"):                                              1,
+	}
+	if diff := gocmp.Diff(want, pick(scrape(), names...)); diff != "" {
+		t.Errorf("after the pass at t0+2m (-want +got):\n%s", diff)
+	}
+	for _, at := range []time.Duration{3 * time.Minute, time.Hour} {
+		clk.AdvanceTo(t0.Add(at))
+		_, err := m.RunOnce(ctx)
+		require.NoError(t, err)
+	}
+	want[series("itemops_operation_retries_total", "action", "flaky", "outcome", "recovered")] = 1
+	want[series("itemops_operations_stalled_total", "action", "stuck")] = 1
+	want[series("itemops_operations_in_backoff")] = 0
+	if diff := gocmp.Diff(want, pick(scrape(), names...)); diff != "" {
+		t.Errorf("after the last pass (-want +got):\n%s", diff)
+	}
+	reporter.Close()
+	delete(want, series("itemops_operations_in_backoff"))
+	if diff := gocmp.Diff(want, pick(scrape(), names...)); diff != "" {
+		t.Errorf("after Close (-want +got):\n%s", diff)
 	}
 }
 
@@ -244,6 +349,7 @@ func TestMonitorsAddUp(t *testing.T) {
 		"itemops_runs[kind=Backup monitor=m phase=WaitingForPluginOperations]": 6,
 		"itemops_operations[monitor=m phase=InProgress]":                       0,
 		"itemops_operations[monitor=m phase=New]":                              6,
+		"itemops_operations_in_backoff[monitor=m]":                             0,
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("gauges (-want +got):\n%s", diff)
@@ -272,7 +378,8 @@ func TestHungCallCountedNotTimed(t *testing.T) {
 	metrics := prommetrics.New()
 	require.NoError(t, metrics.Register(reg))
 	opts := append(metrics.Reporter("m").MonitorOptions(), monitor.WithClock(clocktest.NewClock(t0)),
-		monitor.WithCallTimeout(20*time.Millisecond), monitor.WithProgressErrorTolerance(10))
+		monitor.WithCallTimeout(20*time.Millisecond),
+		monitor.WithRetryPolicy(monitor.RetryPolicy{MaxAttempts: 11, Retryable: func(error) bool { return true }}))
 	m := monitor.New(store, operationstest.Resolver(map[string]operations.Tracker{"stuck": stuck}), opts...)
 	for range 2 {
 		_, err := m.RunOnce(ctx)
@@ -357,6 +464,7 @@ func TestMonitorsApart(t *testing.T) {
 			s["itemops_runs"+labelKey(map[string]string{"monitor": name, "kind": "Backup", "phase": "WaitingForPluginOperations"})] = runs
 			s["itemops_operations"+labelKey(map[string]string{"monitor": name, "phase": "New"})] = newOps
 			s["itemops_operations"+labelKey(map[string]string{"monitor": name, "phase": "InProgress"})] = 0
+			s["itemops_operations_in_backoff"+labelKey(map[string]string{"monitor": name})] = 0
 		}
 		return s
 	}

@@ -25,7 +25,23 @@ import (
 const (
 	runFormat1 = 1 // runFormat1 is the first byte of a run record without a cancel request
 	runFormat2 = 2 // runFormat2 is the first byte of a run record with one, after its history
-	opFormat1  = 1 // opFormat1 is the first byte of an operation record
+	opFormat1  = 1 // opFormat1 is the first byte of an operation record without a Monitor's state
+	opFormat2  = 2 // opFormat2 is the first byte of one with it, after the fields of opFormat1
+)
+
+// The fields of an operation's MonitorState that a record of opFormat2 holds, as bits of
+// the byte that follows the fields of opFormat1. Only the fields that are not zero are
+// written, each after the byte, in the order of the bits; the byte is never zero, since
+// opFormat2 is written only for a state that is not zero. A reader refuses a byte with
+// a bit it does not know, and a field written with its zero value: each state has one
+// encoding, so that a damaged byte cannot decode to a record that encodes otherwise.
+const (
+	stateProgressAt = 1 << 0
+	stateAttempts   = 1 << 1
+	stateErrorSince = 1 << 2
+	stateNextPoll   = 1 << 3
+	stateLastError  = 1 << 4
+	stateFields     = stateProgressAt | stateAttempts | stateErrorSince | stateNextPoll | stateLastError
 )
 
 // Operation phase codes, as written in byte 1 of an operation record and in the engine's
@@ -111,8 +127,14 @@ func appendResource(b []byte, r operations.ResourceIdentifier) []byte {
 
 // AppendOperation appends the record of op; the owner's kind and name are not written,
 // as the record's key names them. op must have passed [operations.Operation.Validate].
+// An operation whose Monitor state is zero is written in opFormat1, so that records of
+// Monitors without a stall timeout or retry policy are what they always were.
 func AppendOperation(b []byte, op *operations.Operation) []byte {
-	b = append(b, opFormat1, phaseCode(op.Status.Phase))
+	format := byte(opFormat1)
+	if op.Monitor != (operations.MonitorState{}) {
+		format = opFormat2
+	}
+	b = append(b, format, phaseCode(op.Status.Phase))
 	b = appendString(b, op.Owner.UID)
 	b = appendString(b, op.Action)
 	b = appendResource(b, op.Resource)
@@ -133,7 +155,47 @@ func AppendOperation(b []byte, op *operations.Operation) []byte {
 	b = appendString(b, st.Description)
 	b = appendTime(b, st.Created)
 	b = appendTime(b, st.Started)
-	return appendTime(b, st.Updated)
+	b = appendTime(b, st.Updated)
+	if format == opFormat2 {
+		b = appendMonitorState(b, &op.Monitor)
+	}
+	return b
+}
+
+// appendMonitorState appends ms, which is not zero, as opFormat2 holds it.
+func appendMonitorState(b []byte, ms *operations.MonitorState) []byte {
+	var fields byte
+	for _, f := range [...]struct {
+		bit byte
+		set bool
+	}{
+		{stateProgressAt, !ms.ProgressAt.IsZero()},
+		{stateAttempts, ms.Attempts != 0},
+		{stateErrorSince, !ms.ErrorSince.IsZero()},
+		{stateNextPoll, !ms.NextPoll.IsZero()},
+		{stateLastError, ms.LastError != ""},
+	} {
+		if f.set {
+			fields |= f.bit
+		}
+	}
+	b = append(b, fields)
+	if fields&stateProgressAt != 0 {
+		b = appendTime(b, ms.ProgressAt)
+	}
+	if fields&stateAttempts != 0 {
+		b = appendInt(b, int64(ms.Attempts))
+	}
+	if fields&stateErrorSince != 0 {
+		b = appendTime(b, ms.ErrorSince)
+	}
+	if fields&stateNextPoll != 0 {
+		b = appendTime(b, ms.NextPoll)
+	}
+	if fields&stateLastError != 0 {
+		b = appendString(b, ms.LastError)
+	}
+	return b
 }
 
 // Profile flags of a run record. The base flags name the machine a kind of one's own
@@ -459,7 +521,8 @@ func DecodeOperation(o operations.Owner, b []byte) (operations.Operation, error)
 }
 
 func (d *Decoder) operation(o operations.Owner) (operations.Operation, error) {
-	if f := d.U8(); d.err == nil && f != opFormat1 {
+	f := d.U8()
+	if d.err == nil && f != opFormat1 && f != opFormat2 {
 		return operations.Operation{}, fmt.Errorf("unknown operation record format %d: %w", f, operations.ErrCorrupt)
 	}
 	code := d.U8()
@@ -486,17 +549,59 @@ func (d *Decoder) operation(o operations.Owner) (operations.Operation, error) {
 	op.Status.Created = d.tm()
 	op.Status.Started = d.tm()
 	op.Status.Updated = d.tm()
+	if f == opFormat2 {
+		d.monitorState(&op.Monitor)
+	}
 	if err := d.End(); err != nil {
 		return operations.Operation{}, fmt.Errorf("operation record: %w: %w", operations.ErrCorrupt, err)
 	}
 	return op, nil
 }
 
+// monitorState reads the Monitor's state of a record of opFormat2 into ms; a byte of
+// fields that is zero or has an unknown bit, or a field of zero value, is a failure (see
+// stateFields).
+func (d *Decoder) monitorState(ms *operations.MonitorState) {
+	fields := d.U8()
+	if d.err == nil && (fields == 0 || fields&^stateFields != 0) {
+		d.Fail("Monitor state fields %#x", fields)
+		return
+	}
+	if fields&stateProgressAt != 0 {
+		ms.ProgressAt = d.setTime()
+	}
+	if fields&stateAttempts != 0 {
+		if ms.Attempts = d.intv(); ms.Attempts == 0 {
+			d.Fail("attempts written as zero")
+		}
+	}
+	if fields&stateErrorSince != 0 {
+		ms.ErrorSince = d.setTime()
+	}
+	if fields&stateNextPoll != 0 {
+		ms.NextPoll = d.setTime()
+	}
+	if fields&stateLastError != 0 {
+		if ms.LastError = d.str(); ms.LastError == "" {
+			d.Fail("last error written empty")
+		}
+	}
+}
+
+// setTime reads a time that was written because it is set: the zero time is a failure.
+func (d *Decoder) setTime() time.Time {
+	t := d.tm()
+	if d.err == nil && t.IsZero() {
+		d.Fail("a time written as zero")
+	}
+	return t
+}
+
 // OperationCode returns the phase code of an operation record without decoding the rest
 // (an index into CodePhases), or an error wrapping operations.ErrCorrupt when b does not
 // start as an operation record.
 func OperationCode(b []byte) (byte, error) {
-	if len(b) < 2 || b[0] != opFormat1 || b[1] == 0 || int(b[1]) >= len(CodePhases) {
+	if len(b) < 2 || b[0] != opFormat1 && b[0] != opFormat2 || b[1] == 0 || int(b[1]) >= len(CodePhases) {
 		return 0, fmt.Errorf("operation record header %x: %w", b[:min(len(b), 2)], operations.ErrCorrupt)
 	}
 	return b[1], nil

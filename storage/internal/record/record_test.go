@@ -40,6 +40,15 @@ var (
 		Resource:           operations.ResourceIdentifier{Resource: "pods", Namespace: "ns", Name: "p"},
 		PostOperationItems: []operations.ResourceIdentifier{{Resource: "pvc", Name: "x"}},
 		Status:             operations.Status{Phase: operations.OperationFailed, Error: "e", NCompleted: 1, NTotal: 2, Created: time.Unix(5, 0).UTC()}}
+	// fuzzOpState is fuzzOp with every field of a Monitor's state set, one time in a
+	// zone other than UTC.
+	fuzzOpState = func() operations.Operation {
+		op := fuzzOp.Clone()
+		op.Status.Phase = operations.OperationInProgress
+		op.Monitor = operations.MonitorState{ProgressAt: time.Unix(60, 7).UTC(), Attempts: 3,
+			ErrorSince: time.Unix(90, 0).In(time.FixedZone("X", 3600)), NextPoll: time.Unix(150, 0).UTC(), LastError: "unavailable"}
+		return op
+	}()
 )
 
 // FuzzDecode feeds the record decoders what a damaged backend might hold: they must
@@ -49,6 +58,7 @@ var (
 func FuzzDecode(f *testing.F) {
 	f.Add(AppendRun(nil, &fuzzRun))
 	f.Add(AppendOperation(nil, &fuzzOp))
+	f.Add(AppendOperation(nil, &fuzzOpState))
 	f.Add([]byte{runFormat1})
 	f.Add([]byte{opFormat1, codeNew, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add(withTimeLocal1(AppendRun(nil, &fuzzRunLocal1), fuzzRunLocal1.Cancel.At, 0))
@@ -96,6 +106,93 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	if d := cmp.Diff(fuzzOp, op, eq); d != "" {
 		t.Errorf("operation round trip (-want +got):\n%s", d)
+	}
+}
+
+// TestOperationMonitorState checks the record of an operation with a Monitor's state
+// (opFormat2): each field survives alone and with the others; a zero state writes the
+// record of opFormat1, byte for byte; OperationCode reads the phase of both; and every
+// cut of the record, and every other value of each of its bytes, either fails with
+// ErrCorrupt or decodes to an operation that encodes to exactly those bytes (but for a
+// time of the read-only form timeLocal1), so that each record has one encoding.
+func TestOperationMonitorState(t *testing.T) {
+	full := fuzzOpState.Monitor
+	states := map[string]operations.MonitorState{
+		"all":         full,
+		"progress at": {ProgressAt: full.ProgressAt},
+		"attempts":    {Attempts: full.Attempts},
+		"error since": {ErrorSince: full.ErrorSince},
+		"next poll":   {NextPoll: full.NextPoll},
+		"last error":  {LastError: full.LastError},
+	}
+	eq := cmp.Comparer(func(a, b time.Time) bool { return zonedOf(a) == zonedOf(b) })
+	plain := fuzzOpState.Clone()
+	plain.Monitor = operations.MonitorState{}
+	plainRec := AppendOperation(nil, &plain)
+	require.Equal(t, byte(opFormat1), plainRec[0])
+	for name, ms := range states {
+		op := fuzzOpState.Clone()
+		op.Monitor = ms
+		rec := AppendOperation(nil, &op)
+		require.Equal(t, byte(opFormat2), rec[0], name)
+		require.Equal(t, plainRec[1:], rec[1:len(plainRec)], "%s: the fields of format 1 come first, as format 1 writes them", name)
+		got, err := DecodeOperation(op.Owner, rec)
+		require.NoError(t, err, name)
+		if d := cmp.Diff(op, got, eq); d != "" {
+			t.Errorf("%s: round trip (-want +got):\n%s", name, d)
+		}
+		code, err := OperationCode(rec)
+		require.NoError(t, err, name)
+		require.Equal(t, operations.OperationInProgress, CodePhases[code], name)
+	}
+
+	// The changes below decode times in many zones: leave the cache of zones empty, as
+	// TestZonesAreShared expects to find it.
+	t.Cleanup(func() {
+		zones.mu.Lock()
+		zones.names, zones.n = nil, 0
+		zones.mu.Unlock()
+	})
+	rec := AppendOperation(nil, &fuzzOpState)
+	for n := range len(rec) {
+		_, err := DecodeOperation(fuzzOpState.Owner, rec[:n])
+		require.ErrorIs(t, err, operations.ErrCorrupt, "cut at %d of %d bytes", n, len(rec))
+	}
+	changed := 0
+	for i := range rec {
+		for v := range 256 {
+			if byte(v) == rec[i] {
+				continue
+			}
+			b := bytes.Clone(rec)
+			b[i] = byte(v)
+			d := NewDecoder(b)
+			got, err := d.operation(fuzzOpState.Owner)
+			if err != nil {
+				require.ErrorIs(t, err, operations.ErrCorrupt, "byte %d set to %#x", i, v)
+				continue
+			}
+			changed++
+			// A time of the read-only form timeLocal1 encodes again as timeUTC.
+			if again := AppendOperation(nil, &got); d.timesLocal1 == 0 && !bytes.Equal(again, b) {
+				t.Fatalf("byte %d set to %#x: the record decodes to %+v, which encodes to %x, not %x", i, v, got, again, b)
+			}
+		}
+	}
+	require.NotZero(t, changed, "some changes decode (a count, a letter of a text)")
+
+	// A byte of fields that is zero or has an unknown bit; a field written as zero.
+	at := len(plainRec) // the byte of fields
+	for _, bad := range [][]byte{
+		append(bytes.Clone(plainRec[:at]), 0),
+		append(bytes.Clone(plainRec[:at]), stateFields+1),
+		append(bytes.Clone(plainRec[:at]), stateAttempts, 0),
+		append(bytes.Clone(plainRec[:at]), stateNextPoll, timeZero),
+		append(bytes.Clone(plainRec[:at]), stateLastError, 0),
+	} {
+		bad[0] = opFormat2
+		_, err := DecodeOperation(fuzzOpState.Owner, bad)
+		require.ErrorIs(t, err, operations.ErrCorrupt, "%x", bad[at:])
 	}
 }
 
