@@ -343,20 +343,31 @@ func (l *leases) Abandon(key string, ss claims.Session) {
 	_ = l.client.Delete(ctx, key, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cur.ResourceVersion}})
 }
 
+// applyWorkers bounds the requests that Apply has under way at once.
+const applyWorkers = 16
+
 // Apply deletes each Lease, or hands its claim over, with a precondition on its
-// resourceVersion, one request each.
+// resourceVersion: one request each, up to applyWorkers at once.
 func (l *leases) Apply(ctx context.Context, changes []claims.Change) []string {
 	vers := make([]string, len(changes))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, applyWorkers)
 	for i, ch := range changes {
-		if !ch.HandOver {
-			_ = l.client.Delete(ctx, ch.Key, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &ch.Version}})
-			continue
-		}
-		got, err := l.client.Update(ctx, l.claimLease(ch.Key, ch.Version, ch.Session, true, ch.Free), metav1.UpdateOptions{})
-		if err == nil {
-			vers[i] = got.ResourceVersion
-		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if !ch.HandOver {
+				_ = l.client.Delete(ctx, ch.Key, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &ch.Version}})
+				return
+			}
+			got, err := l.client.Update(ctx, l.claimLease(ch.Key, ch.Version, ch.Session, true, ch.Free), metav1.UpdateOptions{})
+			if err == nil {
+				vers[i] = got.ResourceVersion
+			}
+		}()
 	}
+	wg.Wait()
 	return vers
 }
 
@@ -497,7 +508,10 @@ func (l *leases) endSession(ss *leaseSession) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	err := l.client.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelHolder + "=" + ss.name})
-	if err := errors.Join(err, l.client.Delete(ctx, ss.name, metav1.DeleteOptions{})); err != nil && !apierrors.IsNotFound(err) {
+	if derr := l.client.Delete(ctx, ss.name, metav1.DeleteOptions{}); derr != nil && !apierrors.IsNotFound(derr) {
+		err = errors.Join(err, derr)
+	}
+	if err != nil {
 		return fmt.Errorf("kubestore: close: give up the claims of session %s/%s: %w", l.ns, ss.name, err)
 	}
 	return nil
