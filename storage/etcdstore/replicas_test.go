@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/itemops/itemops/operations"
@@ -76,4 +77,21 @@ func TestReplicas(t *testing.T) {
 			},
 		}
 	})
+}
+
+// holdings counts the claims under prefix by the Identity of their holder; runs handed
+// over and not yet taken are counted under "".
+func holdings(t *testing.T, c *clientv3.Client, prefix string) map[string]int {
+	t.Helper()
+	resp, err := c.Get(bg, prefix+"claims/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	held := make(map[string]int)
+	for _, kv := range resp.Kvs {
+		if strings.HasPrefix(string(kv.Value), "handed over") {
+			held[""]++
+		} else {
+			held[string(kv.Value)]++
+		}
+	}
+	return held
 }

@@ -19,6 +19,12 @@ import (
 	"github.com/itemops/itemops/storage/storetest"
 )
 
+// replicaTTL is the ClaimTTL of the replicas of TestReplicas: short, so that a dead
+// replica's runs are taken over soon, but some times the latency of a renewal on a
+// loaded machine, lest a live session be judged dead (with a second, a machine shared
+// by several API servers at a load average of 20 saw sessions lost).
+const replicaTTL = 3 * time.Second
+
 // TestReplicas runs the suite of replicas that share a store on the API server: each
 // replica's store has a transport of its own, which Kill cuts, and Expire deletes the
 // replica's session Lease, as another replica does when it judges the session dead.
@@ -37,7 +43,7 @@ func TestReplicas(t *testing.T) {
 				c := rest.CopyConfig(cfg)
 				c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return cutTransport{rt, dead} })
 				s, err := kubestore.Open(context.Background(), c, ns,
-					&kubestore.Options{Identity: name, ClaimTTL: time.Second, RequestTimeout: 2 * time.Second})
+					&kubestore.Options{Identity: name, ClaimTTL: replicaTTL, RequestTimeout: 2 * time.Second})
 				if err != nil {
 					t.Fatalf("Open: %v", err)
 				}
@@ -60,10 +66,10 @@ func TestReplicas(t *testing.T) {
 						}
 					}
 				}
-				// The store finds its Lease gone at its next renewal, a third of ClaimTTL
-				// later; claims it creates before then are bound to the deleted session
-				// (see kubestore's "Claims").
-				time.Sleep(time.Second)
+				// The store finds its Lease gone at its next renewal, within a third of
+				// ClaimTTL; claims it creates before then are bound to the deleted
+				// session (see kubestore's "Claims").
+				time.Sleep(replicaTTL)
 			},
 			Holdings: func() []storetest.Holding {
 				var out []storetest.Holding
@@ -86,6 +92,9 @@ func TestReplicas(t *testing.T) {
 				}
 				return out
 			},
+			// A pass over 20 runs costs about a hundred requests to the API server, so
+			// the joins are timed by a longer interval than on etcd.
+			Interval: time.Second,
 		}
 	})
 }

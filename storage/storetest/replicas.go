@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -38,6 +40,11 @@ type Replicas struct {
 	// Members reads the names of the replicas whose claim sessions (one per Run of a
 	// Monitor) are registered in the shared store, one entry per session.
 	Members func() []string
+	// Interval is the interval of the Monitors of ShareRunsEvenly, which times the
+	// joins of replicas by the passes of one of them: it should be long next to a pass
+	// of a Monitor over 40 runs on the backend (a pass of 32 workers over 20 runs of 2
+	// operations each). Zero means 400 ms.
+	Interval time.Duration
 }
 
 // A Holding is a claim of a run in a shared store, as [Replicas.Holdings] reads it.
@@ -50,8 +57,8 @@ type Holding struct {
 // the stores of several replicas at once, as [operations.RunClaimer] and
 // [operations.ClaimKeeper] promise (storage/etcdstore and storage/kubestore run it):
 //
-//   - ShareRunsEvenly: the Runs of two replicas, then three, then five (two joining at
-//     once) come to hold within ±20% of their share of the runs each, every run held;
+//   - ShareRunsEvenly: the Runs of two replicas, then three, four, and six (two joining
+//     at once) come to hold within ±20% of their share of the runs each, every run held;
 //     the replicas that join hold their share before the first replica has started two
 //     passes since they started; no operation is polled by two replicas within one
 //     interval; when the Runs stop, no claim and no claim session is left.
@@ -67,7 +74,8 @@ type Holding struct {
 //     claims the run again, and then holds it against another.
 //
 // The checks take seconds each, and DeadReplicaLosesRuns waits for the claims of a dead
-// replica to end. newReplicas is called once per check.
+// replica to end; with -short ([testing.Short]) ShareRunsEvenly is skipped. newReplicas
+// is called once per check.
 func RunReplicas[T TB[T]](t T, newReplicas func(t T) Replicas) {
 	t.Helper()
 	for _, c := range []struct {
@@ -190,24 +198,28 @@ func (l *pollLog) duplicates(within time.Duration) []string {
 	return out
 }
 
-// testShareRunsEvenly runs the Monitors of two replicas over 24 runs, then has a third
-// join them, then a fourth and a fifth at once, and checks the shares each time. The
-// join is timed by the passes of replica a, each of which starts an interval after the
-// last one ended: a joins as a pass of a ends, and must hold its share before a starts
-// its second pass since (two intervals and one pass of a).
+// testShareRunsEvenly runs the Monitors of two replicas over 40 runs, then has a third
+// join them, then a fourth, then a fifth and a sixth at once, and checks the shares each
+// time. The join is timed by the passes of replica a, each of which starts an interval
+// after the last one ended: the join starts as a pass of a ends, and the new replicas
+// must hold their share before a starts its second pass since (two intervals and one
+// pass of a). It logs how long each balance took, in intervals.
 func testShareRunsEvenly(t tb, r Replicas) {
 	// The interval is long next to a pass, whose 32 workers poll all of a replica's runs
 	// at once, so that a's passes count intervals closely.
+	if testing.Short() {
+		t.Skip("runs six replicas for several seconds (-short)")
+	}
 	const (
-		runs, perRun = 24, 2
-		interval     = 400 * time.Millisecond
+		runs, perRun = 40, 2
 		workers      = 32
 	)
+	interval := cmp.Or(r.Interval, 400*time.Millisecond)
 	seedWaiting(t, r.Open("seed"), runs, perRun)
 	log := &pollLog{calls: make(map[string][]poll)}
 	var (
 		wg   sync.WaitGroup
-		errs = make(chan error, 5)
+		errs = make(chan error, 6)
 	)
 	ctx, cancel := context.WithCancel(bg)
 	defer func() { cancel(); wg.Wait() }()
@@ -243,6 +255,8 @@ func testShareRunsEvenly(t tb, r Replicas) {
 			}
 			time.Sleep(interval / 10)
 		}
+		t.Logf("%d replicas balanced after %s (%.1f intervals): %v", len(names), time.Since(began).Round(time.Millisecond),
+			float64(time.Since(began))/float64(interval), last)
 	}
 
 	var (
@@ -265,7 +279,7 @@ func testShareRunsEvenly(t tb, r Replicas) {
 	open("b")()
 	names := []string{"a", "b"}
 	balanced(names...)
-	for _, joining := range [][]string{{"c"}, {"d", "e"}} {
+	for _, joining := range [][]string{{"c"}, {"d"}, {"e", "f"}} {
 		var start []func()
 		for _, name := range joining {
 			start = append(start, open(name))
@@ -281,7 +295,9 @@ func testShareRunsEvenly(t tb, r Replicas) {
 		}
 		names = append(names, joining...)
 		balanced(names...)
-		if passes := aStarts.Load() - before; passes >= 2 {
+		passes := aStarts.Load() - before
+		t.Logf("%v held their share when a had started %d passes since they started", joining, passes)
+		if passes >= 2 {
 			t.Errorf("%v, joining, held their share when a had started %d passes since they started, want at most 1", joining, passes)
 		}
 	}
@@ -371,15 +387,15 @@ func (tr completing) resolver() operations.Resolver {
 	return operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil })
 }
 
-// testDeadReplicaLosesRuns runs two Monitors over 200 operations in 10 runs. Replica a
+// testDeadReplicaLosesRuns runs two Monitors over 1,000 operations in 20 runs. Replica a
 // starts first and claims every run in its first pass; b starts while that pass goes
 // on, and finds the runs held. Midway through the pass a dies while it polls (Kill);
 // b takes its runs over once a's claims end, and finishes everything.
 func testDeadReplicaLosesRuns(t tb, r Replicas) {
 	const (
-		runs, perRun = 10, 20
-		startBAt     = 20 // a's Progress calls before b starts
-		killAt       = 60 // a's Progress calls before it dies
+		runs, perRun = 20, 50
+		startBAt     = 50  // a's Progress calls before b starts
+		killAt       = 150 // a's Progress calls before it dies
 	)
 	a, b := r.Open("a"), r.Open("b")
 	owners := seedWaiting(t, b, runs, perRun)
@@ -467,13 +483,13 @@ func testDeadReplicaLosesRuns(t tb, r Replicas) {
 	}
 }
 
-// testStoppedPassLeavesNoClaim stops a pass of replica a's Monitor at random moments, 30
+// testStoppedPassLeavesNoClaim stops a pass of replica a's Monitor at random moments, 120
 // times, while its store stays open (a replica that lost leader election, or a caller
 // cancelling RunOnce). After each stop no claim of a is left, and a pass of replica b
 // polls every run: none is skipped as held. A claim whose request the stop interrupted
 // after the backend had written it is the case this guards.
 func testStoppedPassLeavesNoClaim(t tb, r Replicas) {
-	const runs, perRun, tries = 10, 3, 30
+	const runs, perRun, tries = 10, 3, 120
 	a, b := r.Open("a"), r.Open("b")
 	seedWaiting(t, b, runs, perRun)
 	resolver := foreverTracker{}.resolver()
@@ -504,18 +520,19 @@ func testStoppedPassLeavesNoClaim(t tb, r Replicas) {
 			t.Fatalf("try %d: a pass of b polled %d runs and skipped %d as held, want %d and 0", i, st.Runs, st.Skipped, runs)
 		}
 	}
+	t.Logf("%d of %d passes of a were stopped before they ended", interrupted, tries)
 	if interrupted == 0 {
 		t.Errorf("no pass of a was stopped before it ended")
 	}
 }
 
-// testStoppedRunLeavesNoClaim stops the Run of replica a at random moments, 10 times,
+// testStoppedRunLeavesNoClaim stops the Run of replica a at random moments, 40 times,
 // while its store stays open: in a pass, between passes, while it claims or hands runs
 // over to b, whose Run goes on. Each time Run returns, no claim, hand-over or claim
 // session of a is left, and b comes to hold every run.
 func testStoppedRunLeavesNoClaim(t tb, r Replicas) {
-	const runs, perRun, tries = 10, 3, 10
-	const interval = 50 * time.Millisecond
+	const runs, perRun, tries = 10, 3, 40
+	const interval = 20 * time.Millisecond
 	a, b := r.Open("a"), r.Open("b")
 	seedWaiting(t, b, runs, perRun)
 	resolver := foreverTracker{}.resolver()

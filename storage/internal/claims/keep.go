@@ -38,6 +38,10 @@ func (c *Claimer) KeepClaims(ctx context.Context, interval time.Duration, wake f
 	k := &keeper{c: c, interval: interval, wake: wake, seq: keeperSeq.Add(1), seen: -1,
 		claims: make(map[string]*kept), markers: make(map[string]string), share: -1, runs: -1}
 	k.took = sync.NewCond(&k.mu)
+	if c.b.Ready(context.Background()) != nil {
+		k.ended = true // a closed store: its session keeps nothing
+		return k
+	}
 	k.mu.Lock()
 	k.register(ctx)
 	if census, rank, err := k.count(ctx); err == nil {
