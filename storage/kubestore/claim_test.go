@@ -27,14 +27,15 @@ func TestClaims(t *testing.T) {
 var bg = context.Background()
 
 // openReplica opens a store of the replica called name in namespace ns, whose requests
-// all fail once cut is set, with claims that end a second after it stops renewing them.
+// all fail once cut is set, with claims that end replicaTTL after it stops renewing
+// them.
 func openReplica(t *testing.T, cfg *rest.Config, ns, name string, cut *atomic.Bool) *kubestore.Store {
 	t.Helper()
 	c := rest.CopyConfig(cfg)
 	if cut != nil {
 		c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return cutTransport{rt, cut} })
 	}
-	s, err := kubestore.Open(bg, c, ns, &kubestore.Options{Identity: name, ClaimTTL: time.Second, RequestTimeout: 2 * time.Second})
+	s, err := kubestore.Open(bg, c, ns, &kubestore.Options{Identity: name, ClaimTTL: replicaTTL, RequestTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

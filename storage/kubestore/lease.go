@@ -52,8 +52,9 @@ const (
 // same, as this store reads it, for its leaseDurationSeconds by this store's clock since
 // it first read that version; a session whose Lease is gone is dead. A store that first
 // reads the Lease of a session that had already died thus waits one duration more. A
-// version is a resourceVersion; every write is conditional on the one read or written
-// before, so that no write undoes another.
+// version is a resourceVersion. Every update or delete of a claim or member is
+// conditional on the resourceVersion read or written before, so that no write undoes
+// another; only Close deletes without one, the Leases of its own session.
 type leases struct {
 	s        *Store
 	client   coordclient.LeaseInterface

@@ -16,15 +16,22 @@ import (
 )
 
 // sharedClaims is the claim table of replicas that share one memstore: a run's claim
-// has one holder, by the replica's name, and the claims of a replica end a moment after
-// it dies, or at once when they expire. When grantAll is set, it is broken: every claim
-// is granted, held or not.
+// has one holder, a replica or a claim session of one, and the claims of a replica end
+// a moment after it dies, or at once when they expire. When grantAll is set, it is
+// broken: every claim is granted, held or not.
 type sharedClaims struct {
 	store    *memstore.Store
 	grantAll bool
 
 	mu      sync.Mutex
-	holders map[operations.Owner]string // by owner without its UID
+	holders map[operations.Owner]*holder // by owner without its UID
+}
+
+// A holder holds a claim: a replica, under one of its claim sessions (or none).
+type holder struct {
+	replica string
+	session *sharedSession // nil outside the sessions
+	inUse   bool           // false for a claim the session keeps and no Monitor uses
 }
 
 // drop ends the claims of replica.
@@ -32,14 +39,15 @@ func (c *sharedClaims) drop(replica string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for o, h := range c.holders {
-		if h == replica {
+		if h.replica == replica {
 			delete(c.holders, o)
 		}
 	}
 }
 
-// sharingStore is the store of one replica of a sharedClaims, a RunClaimer (whose
-// Monitor claims each run for each pass) that fails every claim once it is dead.
+// sharingStore is the store of one replica of a sharedClaims, a ClaimKeeper whose
+// sessions keep their claims until End. Once it is dead it fails every claim and gives
+// none up.
 type sharingStore struct {
 	*memstore.Store
 	c    *sharedClaims
@@ -47,7 +55,46 @@ type sharingStore struct {
 	dead atomic.Bool
 }
 
+// A sharedSession is a claim session of a sharingStore.
+type sharedSession struct {
+	s     *sharingStore
+	ended bool // guarded by s.c.mu
+}
+
 func (s *sharingStore) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
+	return s.claim(ctx, o, nil)
+}
+
+func (s *sharingStore) KeepClaims(context.Context, time.Duration, func()) operations.ClaimSession {
+	return &sharedSession{s: s}
+}
+
+func (k *sharedSession) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
+	return k.s.claim(ctx, o, k)
+}
+
+func (k *sharedSession) EndPass(int)        {}
+func (k *sharedSession) EndIncompletePass() {}
+
+// End gives up the claims the session keeps, unless its replica is dead: then they end
+// with the replica's.
+func (k *sharedSession) End() {
+	c := k.s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k.ended = true
+	if k.s.dead.Load() {
+		return
+	}
+	for o, h := range c.holders {
+		if h.session == k && !h.inUse {
+			delete(c.holders, o)
+		}
+	}
+}
+
+// claim claims the run of o for the replica, under the session k when it is not nil.
+func (s *sharingStore) claim(ctx context.Context, o operations.Owner, k *sharedSession) (func(), bool, error) {
 	if err := o.Validate(); err != nil {
 		return nil, false, err
 	}
@@ -58,19 +105,30 @@ func (s *sharingStore) ClaimRun(ctx context.Context, o operations.Owner) (func()
 		return nil, false, err
 	}
 	o.UID = ""
-	s.c.mu.Lock()
-	defer s.c.mu.Unlock()
-	if _, held := s.c.holders[o]; held && !s.c.grantAll {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.holders[o]
+	switch {
+	case h == nil || c.grantAll:
+		h = &holder{replica: s.name, session: k, inUse: true}
+		c.holders[o] = h
+	case k != nil && h.session == k && !h.inUse:
+		h.inUse = true // the session takes back a claim it keeps
+	default:
 		return nil, false, nil
 	}
-	s.c.holders[o] = s.name
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			s.c.mu.Lock()
-			defer s.c.mu.Unlock()
-			if s.c.holders[o] == s.name {
-				delete(s.c.holders, o)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			switch {
+			case c.holders[o] != h, s.dead.Load():
+			case k != nil && !k.ended:
+				h.inUse = false
+			default:
+				delete(c.holders, o)
 			}
 		})
 	}, true, nil
@@ -78,7 +136,7 @@ func (s *sharingStore) ClaimRun(ctx context.Context, o operations.Owner) (func()
 
 // replicasOf returns the Replicas of a sharedClaims on a new memstore.
 func replicasOf(grantAll bool) storetest.Replicas {
-	c := &sharedClaims{store: memstore.New(), grantAll: grantAll, holders: make(map[operations.Owner]string)}
+	c := &sharedClaims{store: memstore.New(), grantAll: grantAll, holders: make(map[operations.Owner]*holder)}
 	var (
 		mu     sync.Mutex
 		stores = make(map[string]*sharingStore)
@@ -103,7 +161,7 @@ func replicasOf(grantAll bool) storetest.Replicas {
 			defer c.mu.Unlock()
 			var out []storetest.Holding
 			for _, h := range c.holders {
-				out = append(out, storetest.Holding{Replica: h})
+				out = append(out, storetest.Holding{Replica: h.replica})
 			}
 			return out
 		},
@@ -113,7 +171,7 @@ func replicasOf(grantAll bool) storetest.Replicas {
 
 // RunReplicas passes replicas whose claims exclude one another, and fails those whose
 // every claim is granted, in the checks named for what that breaks. (The replicas here
-// keep no claims from pass to pass, so the checks of shares are left out.)
+// do not balance the runs among them, so the checks of shares are left out.)
 func TestRunReplicas(t *testing.T) {
 	only := []string{"DeadReplicaLosesRuns", "StoppedPassLeavesNoClaim", "ClaimAfterSessionLost"}
 	tests := []struct {
