@@ -18,55 +18,21 @@ import (
 
 var bg = context.Background()
 
-// recorder is shared by the trackers of several Monitors. An operation completes on its
-// second Progress call, whichever Monitor makes it; the recorder notes which Monitor
-// polled which run, and any moment two Monitors polled one run at once.
-type recorder struct {
-	mu        sync.Mutex                // guards the fields below
-	calls     map[string]int            // Progress calls per operation (run/id)
-	inflight  map[string]map[string]int // run → Monitor → calls in flight
-	polled    map[string]map[string]bool
-	byMonitor map[string]int
-	overlaps  []string
+// twice is a plugin whose operations complete on their second Progress call. onCall,
+// when set, runs inside every call.
+type twice struct {
+	mu     sync.Mutex
+	calls  map[string]int // Progress calls per operation (run/id)
+	onCall func()
 }
 
-func newRecorder() *recorder {
-	return &recorder{calls: map[string]int{}, inflight: map[string]map[string]int{}, polled: map[string]map[string]bool{}, byMonitor: map[string]int{}}
-}
-
-// tracker is one Monitor's view of the recorder. onCall, when set, runs inside every
-// Progress call with the number of calls this Monitor has made.
-type tracker struct {
-	r      *recorder
-	name   string
-	onCall func(op operations.Operation, n int)
-}
-
-func (tr tracker) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-	r, run := tr.r, op.Owner.String()
-	r.mu.Lock()
-	for other, n := range r.inflight[run] {
-		if other != tr.name && n > 0 {
-			r.overlaps = append(r.overlaps, fmt.Sprintf("%s polled %s while %s was polling it", tr.name, run, other))
-		}
-	}
-	if r.inflight[run] == nil {
-		r.inflight[run], r.polled[run] = map[string]int{}, map[string]bool{}
-	}
-	r.inflight[run][tr.name]++
-	r.polled[run][tr.name] = true
-	r.calls[run+"/"+op.ID]++
-	n := r.calls[run+"/"+op.ID]
-	r.byMonitor[tr.name]++
-	mine := r.byMonitor[tr.name]
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.inflight[run][tr.name]--
-		r.mu.Unlock()
-	}()
+func (tr *twice) Progress(_ context.Context, op operations.Operation) (operations.Progress, error) {
+	tr.mu.Lock()
+	tr.calls[op.Owner.String()+"/"+op.ID]++
+	n := tr.calls[op.Owner.String()+"/"+op.ID]
+	tr.mu.Unlock()
 	if tr.onCall != nil {
-		tr.onCall(op, mine)
+		tr.onCall()
 	}
 	p := operations.Progress{NCompleted: 1, NTotal: 2, OperationUnits: "Bytes", Started: time.Unix(1e9, 0)}
 	if n >= 2 {
@@ -75,11 +41,7 @@ func (tr tracker) Progress(ctx context.Context, op operations.Operation) (operat
 	return p, nil
 }
 
-func (tracker) Cancel(context.Context, operations.Operation) error { return nil }
-
-func (tr tracker) resolver() operations.Resolver {
-	return operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil })
-}
+func (*twice) Cancel(context.Context, operations.Operation) error { return nil }
 
 // seed creates runs waiting for perRun New operations each.
 func seed(t *testing.T, s operations.Store, runs, perRun int) []operations.Owner {
@@ -150,8 +112,9 @@ func TestMonitorSurvivesRestart(t *testing.T) {
 	owners := seed(t, s, runs, perRun)
 
 	down := newRestartMidPass()
-	tr := tracker{r: newRecorder(), name: "m", onCall: func(operations.Operation, int) { down.hold() }}
-	m := monitor.New(s, tr.resolver(), monitor.WithInterval(20*time.Millisecond), down.observer())
+	tr := &twice{calls: make(map[string]int), onCall: down.hold}
+	resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil })
+	m := monitor.New(s, resolver, monitor.WithInterval(20*time.Millisecond), down.observer())
 	ctx, cancel := context.WithCancel(bg)
 	stopped := make(chan error)
 	go func() { stopped <- m.Run(ctx) }()
