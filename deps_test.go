@@ -177,11 +177,14 @@ func TestImportLayers(t *testing.T) {
 		"storage/storetest": {"operations", "operations/monitor", "operations/operationstest", "phase", "clock"},
 		// The engine's record codec, shared by the engine and boltstore's migration.
 		"storage/internal/record": {"operations", "phase"},
+		// The claim policy, shared by the drivers whose replicas share runs.
+		"storage/internal/claims": {"operations", "phase"},
 	}
 	// importers lists, for each internal package of a rule above, the only packages whose
 	// non-test code may import it; Go would let any package beside its parent do so.
 	importers := map[string][]string{
 		"storage/internal/record": {"storage/kv", "storage/boltstore"},
+		"storage/internal/claims": {"storage/etcdstore", "storage/kubestore"},
 	}
 	type pkg struct {
 		ImportPath string

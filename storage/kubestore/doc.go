@@ -74,12 +74,12 @@
 // A store needs the rights of the Role itemops-kubestore of [RBAC] (rbac/role.yaml), in
 // its namespace, and no right outside it: get, list, create, update and delete on
 // itemopsruns; get, list, create and delete on itemopschunks (the list is the sweep's:
-// Open fails on a Forbidden sweep); and get, list, watch, create,
-// update and delete on the Leases of coordination.k8s.io, which the Role grants for
-// claims on runs. Bind it to the operator's service account in the store's namespace.
-// A request the rights do not allow fails its call with the API server's Forbidden
-// error, wrapped (apierrors.IsForbidden sees it), except the deletes of the chunks
-// that a commit replaced, which come after its commit point: without that right the
+// Open fails on a Forbidden sweep); and get, list, watch, create, update, delete and
+// deletecollection on the Leases of coordination.k8s.io, for the claims on runs. Bind
+// it to the operator's service account in the store's namespace. A request the rights
+// do not allow fails its call with the API server's Forbidden error, wrapped
+// (apierrors.IsForbidden sees it), except the deletes of the chunks that a commit
+// replaced, which come after its commit point: without that right the
 // replaced chunks stay until their run is deleted.
 //
 // # Installing and upgrading
@@ -119,4 +119,51 @@
 // A [Store] is safe for concurrent use, and several Stores, in several processes, may
 // share a namespace: the engine's turns order the writes of one Store, and
 // resourceVersions order those of several.
+//
+// # Claims
+//
+// The replicas of an operator that share a namespace divide its runs among their
+// Monitors through the Store's claims ([Store.ClaimRun], [Store.KeepClaims]), on
+// coordination.k8s.io/v1 Leases in the namespace, with the policy that
+// storage/etcdstore's claims follow (one implementation serves both): one Monitor polls
+// a run at a time, the Run of a Monitor keeps its claims from pass to pass, and the
+// replicas share the runs evenly, handing over the surplus when one joins. The Leases
+// are labelled itemops.io/role:
+//
+//   - session: one per Store from its first claim until [Store.Close], named by the API
+//     server ("itemops-" and a suffix), whose holderIdentity is [Options.Identity] and
+//     whose leaseDurationSeconds is [Options.ClaimTTL]. The store renews it (a PUT on
+//     its resourceVersion that sets renewTime) every third of that.
+//   - claim: one per claimed run, named like the run's ItemopsRun, whose holderIdentity
+//     and label itemops.io/holder name the session that holds it. A run handed over to
+//     another replica keeps its Lease, with the annotations itemops.io/free-from (from
+//     when another may take it) and itemops.io/handed-over-by (the Identity of the store
+//     that handed it over).
+//   - member: one per claim session (the Run of a Monitor), named after its session,
+//     which the replicas count and watch to compute their shares.
+//
+// A claim or member counts while its session is live. Liveness is judged by observed
+// time, as client-go's leader election judges its Lease, so that no replica trusts the
+// clock of another: a session is live until its Lease's resourceVersion has stayed the
+// same for leaseDurationSeconds by the clock of the replica that looks, counted from
+// when that replica first read that resourceVersion; a session whose Lease is gone is
+// dead. The renewTime a store writes is for people, and no store reads it. A replica
+// that stops (its Monitor's Run returns, or Close) gives its claims up at once. One that
+// dies, or loses the API server, stops renewing: it counts its own session lost once no
+// renewal succeeded for a whole ClaimTTL, and the others take its runs once they have
+// seen its Lease unrenewed for a ClaimTTL (one that had never read its Lease before
+// waits a ClaimTTL from its first read). They then delete the dead session's Lease, and
+// its claims and members, each on the condition of the resourceVersion they judged, so
+// that the namespace keeps nothing of a dead replica for long. A claim's hand-over time
+// (free-from) is the one place where clocks are compared: the replicas' clocks must agree
+// to well within the Monitor's interval, as for storage/etcdstore. A session Lease
+// deleted by hand is noticed at the store's next renewal; until then, its new claims are
+// bound to the deleted session, and the other replicas may take them. Claims make the
+// work efficient, not correct: the conditional writes of the engine keep a run from
+// being advanced twice.
+//
+// The claims a replica keeps cost no request per run: a pass of its Monitor reads the
+// claims once (one LIST of the Leases), and at its end lists them again to count the
+// members; a run claimed anew costs a POST (and a GET of the Lease, and of its
+// holder's session, when another holds it), and a release one DELETE.
 package kubestore

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/kv"
 )
 
 // corrupt returns an error wrapping operations.ErrCorrupt that names the object of
@@ -18,3 +19,8 @@ func corrupt(resource, ns, name, format string, args ...any) error {
 // CustomResourceDefinition of the name of one of the store's resources whose spec is not
 // the one in [CRDs]: installed by hand, or by another version of this module.
 var ErrForeignCRD = errors.New("a CustomResourceDefinition of the store's name is not the module's")
+
+// ErrClosed is returned by the claims of a [Store] after [Store.Close], and by every
+// method of the zero Store. It is kv.ErrClosed, which the engine returns for a Store
+// without one.
+var ErrClosed = kv.ErrClosed

@@ -158,5 +158,6 @@ func newStoreIn(t testing.TB, o *kubestore.Options) (*kubestore.Store, *rest.Con
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s, cfg, ns
 }

@@ -1,6 +1,11 @@
 package kubestore
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
 
 // Options configures [Open]. A nil *Options means the defaults below.
 type Options struct {
@@ -32,6 +37,20 @@ type Options struct {
 	// found only by the reads of Stores that have not cached it. The default is 64 MiB;
 	// less than 0 keeps no chunk.
 	ChunkCacheBytes int
+	// ClaimTTL is the leaseDurationSeconds of the Lease that keeps this store's claims
+	// alive ([Store.ClaimRun]): when the store stops renewing it (its process died or
+	// lost the API server), the other stores take its runs that long after they last
+	// saw it renewed. It is rounded up to whole seconds. The default is 30 s; less than
+	// 0 is an error.
+	ClaimTTL time.Duration
+	// RequestTimeout bounds each request of the store's claims, which are not cut
+	// short when the caller's context ends (see [Store.ClaimRun]). The default is 10 s;
+	// less than 0 is an error.
+	RequestTimeout time.Duration
+	// Identity names this store in its session's Lease (holderIdentity) and in the
+	// runs it hands over, for people reading them; it has no other effect. Empty means
+	// the host name and process ID.
+	Identity string
 }
 
 // withDefaults returns o with its zero fields set to the defaults.
@@ -40,7 +59,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		out = *o
 	}
-	if out.MaxObjectBytes < 0 || out.QPS < 0 || out.Burst < 0 || out.InlineBytes < 0 || out.ChunkBytes < 0 {
+	if out.MaxObjectBytes < 0 || out.QPS < 0 || out.Burst < 0 || out.InlineBytes < 0 || out.ChunkBytes < 0 || out.ClaimTTL < 0 || out.RequestTimeout < 0 {
 		return Options{}, fmt.Errorf("negative option in %+v", out)
 	}
 	if out.QPS == 0 {
@@ -60,6 +79,17 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if out.ChunkCacheBytes == 0 {
 		out.ChunkCacheBytes = 64 << 20
+	}
+	if out.ClaimTTL == 0 {
+		out.ClaimTTL = 30 * time.Second
+	}
+	out.ClaimTTL = (out.ClaimTTL + time.Second - 1).Truncate(time.Second)
+	if out.RequestTimeout == 0 {
+		out.RequestTimeout = 10 * time.Second
+	}
+	if out.Identity == "" {
+		host, _ := os.Hostname()
+		out.Identity = host + "/" + strconv.Itoa(os.Getpid())
 	}
 	return out, nil
 }

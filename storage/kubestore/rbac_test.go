@@ -26,7 +26,7 @@ type right struct{ resource, verb string }
 // operation uses them yet, so TestRoleIsMinimal cannot show that each is needed.
 var claimRights = []right{
 	{"leases", "get"}, {"leases", "list"}, {"leases", "watch"},
-	{"leases", "create"}, {"leases", "update"}, {"leases", "delete"},
+	{"leases", "create"}, {"leases", "update"}, {"leases", "delete"}, {"leases", "deletecollection"},
 }
 
 // errLeftBehind is what the probe of the right to delete chunks returns when replaced

@@ -35,7 +35,10 @@
 // particular for a decorator type that embeds the operations.Store it wraps, which hides
 // that method of the store. [decorate.Store] builds decorators that keep it (and
 // [operations.RunClaimer] and [operations.ClaimKeeper]). [RunClaims] checks the claim
-// sessions of a ClaimKeeper, and fails every check for a store that is not one. A backend that cannot start a run atomically passes
+// sessions of a ClaimKeeper, and fails every check for a store that is not one.
+// [RunReplicas] checks a store that several replicas share, through the Monitors of
+// several replicas at once: the runs are shared evenly, a replica that stops leaves no
+// claim, one that dies loses its runs to the others, and no run is polled by two at once. A backend that cannot start a run atomically passes
 // [WithoutRunStarter]; Runs/AtomicStart is then replaced by Runs/StartWithoutRunStarter,
 // which checks the path StartRun takes on such a store, and the suite logs so.
 //
