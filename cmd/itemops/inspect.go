@@ -221,6 +221,20 @@ func age(at, t time.Time) string {
 	return duration(d) + " ago"
 }
 
+// until shows how long after at the time t is: "in 1m20s", or "in <1s" for less than a
+// second; "due" once t is not after at; "-" for the zero time.
+func until(at, t time.Time) string {
+	switch {
+	case t.IsZero():
+		return "-"
+	case !t.After(at):
+		return "due"
+	case t.Sub(at) < time.Second:
+		return "in <1s"
+	}
+	return age(at, t)
+}
+
 // duration shows d in its two largest units, to the second: "45s", "5m3s", "3h", "2d4h".
 func duration(d time.Duration) string {
 	s := int64(d / time.Second)

@@ -259,6 +259,30 @@ func TestAge(t *testing.T) {
 	}
 }
 
+// TestUntil shows a next poll at every side of the time inspect runs at: past and at
+// it are due, under a second ahead is not yet, and a distance that overflows a
+// time.Duration is named as such.
+func TestUntil(t *testing.T) {
+	tests := []struct {
+		t    time.Time
+		want string
+	}{
+		{time.Time{}, "-"},
+		{at.Add(-time.Hour), "due"},
+		{at, "due"},
+		{at.Add(time.Nanosecond), "in <1s"},
+		{at.Add(time.Second - time.Nanosecond), "in <1s"},
+		{at.Add(time.Second), "in 1s"},
+		{at.Add(80 * time.Second), "in 1m20s"},
+		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), "in more than 292 years"},
+	}
+	for _, tc := range tests {
+		if got := until(at, tc.t); got != tc.want {
+			t.Errorf("until(%v) = %q, want %q", tc.t, got, tc.want)
+		}
+	}
+}
+
 func TestDuration(t *testing.T) {
 	tests := []struct {
 		d    time.Duration

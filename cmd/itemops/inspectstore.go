@@ -181,31 +181,34 @@ func writeRun(out *bytes.Buffer, r operations.Run, ops []operations.Operation, a
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 				cell(op.Action), cell(op.Resource.String()), cell(op.ID), cell(string(op.Status.Phase)),
 				progressText(op.Status), age(at, op.Status.Started), age(at, op.Status.Updated),
-				age(at, op.Monitor.ProgressAt), nextPoll(at, &op), cell(errorText(&op)))
+				age(at, op.Monitor.ProgressAt), nextPoll(op, at), errorText(op))
 		}
 		tw.Flush()
 	}
 }
 
-// nextPoll says when a Monitor with a retry policy asks the plugin about op again: "-"
-// for a finished operation or one it asks at every pass, "due" once that time has come
-// at at, else "in 1m20s".
-func nextPoll(at time.Time, op *operations.Operation) string {
-	switch next := op.Monitor.NextPoll; {
-	case next.IsZero() || op.Status.Phase.Finished():
+// nextPoll shows when the Monitor may next ask the plugin about op, by the schedule
+// that a retry policy keeps in its MonitorState: "in 1m20s", "due" once that time has
+// come, or "-" for a finished operation or one without a schedule, which every pass
+// polls.
+func nextPoll(op operations.Operation, at time.Time) string {
+	if op.Status.Phase.Finished() {
 		return "-"
-	case !next.After(at):
-		return "due"
-	default:
-		return age(at, next)
 	}
+	return until(at, op.Monitor.NextPoll)
 }
 
-// errorText is the error of op, or, for an unfinished operation whose Progress errors a
-// retry policy retries, "retrying (3): " and the last of them.
-func errorText(op *operations.Operation) string {
-	if op.Monitor.Attempts > 0 && !op.Status.Phase.Finished() {
-		return fmt.Sprintf("retrying (%d): %s", op.Monitor.Attempts, op.Monitor.LastError)
+// errorText shows why op failed, or, for an unfinished operation whose Progress errors
+// a retry policy is retrying, how many came in a row and the last one: "retrying (3):
+// connection refused".
+func errorText(op operations.Operation) string {
+	ms := op.Monitor
+	if op.Status.Phase.Finished() || ms.Attempts == 0 {
+		return cell(op.Status.Error)
 	}
-	return op.Status.Error
+	text := fmt.Sprintf("retrying (%d)", ms.Attempts)
+	if ms.LastError != "" {
+		text += ": " + clean(ms.LastError)
+	}
+	return text
 }

@@ -18,7 +18,9 @@ import (
 )
 
 // storeFile writes a boltstore file with a completed backup and its operations, and a
-// restore that a restart failed, and returns its path.
+// restore that a restart failed, and returns its path. Of the backup's operations, one
+// has no state of a Monitor's retry policy, one failed with such state left, one is in
+// backoff and one is due again.
 func storeFile(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
@@ -37,10 +39,16 @@ func storeFile(t *testing.T) string {
 		ops[i].Owner = b
 		ops[i].ID = ops[i].ID + "-b"
 	}
-	ops = ops[:2]
-	// The running operation waits for its next poll after two retried errors.
-	ops[0].Monitor = operations.MonitorState{ProgressAt: at.Add(-3 * time.Minute), Attempts: 2, ErrorSince: at.Add(-2 * time.Minute),
-		NextPoll: at.Add(80 * time.Second), LastError: "rpc error: code = Unavailable"}
+	// A finished operation's schedule is not shown.
+	ops[1].Monitor = operations.MonitorState{ProgressAt: at.Add(-27 * time.Hour), Attempts: 2, ErrorSince: at.Add(-26 * time.Hour),
+		NextPoll: at.Add(time.Hour), LastError: "not shown"}
+	ops[2].Monitor = operations.MonitorState{ProgressAt: at.Add(-12 * time.Minute), Attempts: 3, ErrorSince: at.Add(-2 * time.Minute),
+		NextPoll: at.Add(80 * time.Second), LastError: "rpc error: code = Unavailable\ndesc = connection refused"}
+	due := ops[0]
+	due.ID = "op-4-b"
+	due.Monitor = operations.MonitorState{ProgressAt: at.Add(-30 * time.Second), Attempts: 1, ErrorSince: at.Add(-40 * time.Second),
+		NextPoll: at.Add(-5 * time.Second)}
+	ops = append(ops, due)
 	require.NoError(t, s.PutOperations(ctx, b, ops))
 	_, err = s.UpdateRun(ctx, b, func(r *operations.Run) error {
 		r.Errors = 1
@@ -73,11 +81,11 @@ func TestInspectStore(t *testing.T) {
 		{
 			name: "every run",
 			args: []string{"inspect", path},
-			want: `boltstore ` + path + `: 2 runs (1 Backup, 1 Restore), 2 operations (1 InProgress, 1 Failed)
+			want: `boltstore ` + path + `: 2 runs (1 Backup, 1 Restore), 4 operations (1 New, 2 InProgress, 1 Failed)
 
-RUN          KIND     PHASE            ITEMS  ERRORS  WARNINGS  OPERATIONS                             CREATED  DURATION
-backup-1.1   Backup   PartiallyFailed  40/40  1       0         2 operations (1 InProgress, 1 Failed)  10m ago  5.00s
-restore-1.1  Restore  Failed           0/0    0       0         0 operations                           9m ago   1m
+RUN          KIND     PHASE            ITEMS  ERRORS  WARNINGS  OPERATIONS                                    CREATED  DURATION
+backup-1.1   Backup   PartiallyFailed  40/40  1       0         4 operations (1 New, 2 InProgress, 1 Failed)  10m ago  5.00s
+restore-1.1  Restore  Failed           0/0    0       0         0 operations                                  9m ago   1m
 
 Backup backup-1.1: PartiallyFailed (UID uid-b)
   created 10m ago, profile default, operation timeout 5.00s
@@ -89,8 +97,10 @@ Backup backup-1.1: PartiallyFailed (UID uid-b)
   +5.00s  FinalizingPartiallyFailed                  PartiallyFailed                            complete-partially-failed  operation failed
 
   PLUGIN                       RESOURCE                                               OPERATION ID  PHASE       PROGRESS            STARTED    UPDATED   PROGRESSED  NEXT POLL  ERROR
-  velero.io/csi-pvc-backupper  persistentvolumeclaims my-app/data-0                   op-1-b        InProgress  12% of 99999 Bytes  25m3s ago  10s ago   3m ago      in 1m20s   retrying (2): rpc error: code = Unavailable
-  example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op-b   Failed      -                   2d1h ago   1d2h ago  -           -          timed out\x0awaiting for\x09snapshot
+  velero.io/csi-pvc-backupper  persistentvolumeclaims my-app/data-0                   op-1-b        InProgress  12% of 99999 Bytes  25m3s ago  10s ago   -           -          -
+  example.io/snapshotter       volumesnapshots.snapshot.storage.k8s.io my-app/snap-0  snap-0-op-b   Failed      -                   2d1h ago   1d2h ago  1d3h ago    -          timed out\x0awaiting for\x09snapshot
+  velero.io/csi-pvc-backupper  persistentvolumeclaims db/wal                          op-3-b        New         100% of 3           -          in 5s     12m ago     in 1m20s   retrying (3): rpc error: code = Unavailable\x0adesc = connection refused
+  velero.io/csi-pvc-backupper  persistentvolumeclaims my-app/data-0                   op-4-b        InProgress  12% of 99999 Bytes  25m3s ago  10s ago   30s ago     due        retrying (1)
 
 Restore restore-1.1: Failed
   created 9m ago, profile default, operation timeout the Monitor's default
@@ -134,25 +144,6 @@ Restore restore-1.1: Failed
 			after, err := os.Stat(path)
 			require.NoError(t, err)
 			require.Equal(t, info.ModTime(), after.ModTime())
-		})
-	}
-}
-
-// TestNextPoll checks the column NEXT POLL of each kind of operation.
-func TestNextPoll(t *testing.T) {
-	tests := []struct {
-		name string
-		op   operations.Operation
-		want string
-	}{
-		{"asked at every pass", operations.Operation{Status: operations.Status{Phase: operations.OperationInProgress}}, "-"},
-		{"waiting", operations.Operation{Status: operations.Status{Phase: operations.OperationNew}, Monitor: operations.MonitorState{NextPoll: at.Add(90 * time.Second)}}, "in 1m30s"},
-		{"due", operations.Operation{Status: operations.Status{Phase: operations.OperationInProgress}, Monitor: operations.MonitorState{NextPoll: at}}, "due"},
-		{"finished", operations.Operation{Status: operations.Status{Phase: operations.OperationFailed}, Monitor: operations.MonitorState{NextPoll: at.Add(time.Hour)}}, "-"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, nextPoll(at, &tc.op))
 		})
 	}
 }

@@ -204,8 +204,8 @@ func chunks(s string, n int) []string {
 }
 
 // hostileStore writes a store whose runs and operations hold hostileText in every text a
-// command shows: names, UIDs, reasons, operation IDs, actions, resources and errors. It
-// returns the path and the owners of its runs.
+// command shows: names, UIDs, reasons, operation IDs, actions, resources, errors and
+// the last error a retry policy kept. It returns the path and the owners of its runs.
 func hostileStore(t *testing.T) (string, []operations.Owner) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "hostile.db")
@@ -222,7 +222,11 @@ func hostileStore(t *testing.T) (string, []operations.Owner) {
 		op := operations.Operation{Owner: o, Action: "a/" + text, ID: "op-" + text,
 			Resource: operations.ResourceIdentifier{Resource: "pods", Namespace: "ns" + text, Name: text},
 			Status:   operations.Status{Phase: operations.OperationFailed, Error: text, Description: text, Created: t0}}
-		require.NoError(t, s.CreateRunWithOperations(ctx, r, []operations.Operation{op}))
+		retrying := op
+		retrying.ID = "retrying-" + text
+		retrying.Status = operations.Status{Phase: operations.OperationInProgress, Description: text, Created: t0}
+		retrying.Monitor = operations.MonitorState{ProgressAt: t0, Attempts: 1, ErrorSince: t0, NextPoll: t0.Add(time.Hour), LastError: text}
+		require.NoError(t, s.CreateRunWithOperations(ctx, r, []operations.Operation{op, retrying}))
 		owners = append(owners, o)
 	}
 	return path, owners
@@ -294,6 +298,7 @@ func TestCommandsEscapeStoredText(t *testing.T) {
 			for i, c := range chunks(text, 1500) {
 				// JSON holds UTF-8 only.
 				stored[strings.ToValidUTF8("op-"+c, "\uFFFD")] = true
+				stored[strings.ToValidUTF8("retrying-"+c, "\uFFFD")] = true
 				stored[strings.ToValidUTF8(owners[i].String(), "\uFFFD")] = true
 			}
 			named := 0

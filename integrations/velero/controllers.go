@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -27,9 +28,7 @@ import (
 type tracked struct {
 	kind  phase.Kind
 	store operations.Store
-	// opts are the Monitor options a fork opted in to (see NewBackupOperations), given
-	// to the Monitor of each reconcile after the bridge's own.
-	opts []monitor.Option
+	opts  []monitor.Option // given to the Monitor of each reconcile
 
 	mu      sync.Mutex
 	pending map[string]*pending // by object name
@@ -135,7 +134,7 @@ func (t *tracked) poll(ctx context.Context, o operations.Owner, r operations.Res
 	if err != nil {
 		return monitor.PollResult{}, nil, false, err
 	}
-	m := monitor.New(t.store, cancelIgnored{r}, append([]monitor.Option{monitor.WithLogger(Logger(log))}, t.opts...)...)
+	m := monitor.New(t.store, cancelIgnored{r}, withLogger(Logger(log), t.opts)...)
 	res, err := m.Poll(ctx, o)
 	if err != nil {
 		return monitor.PollResult{}, nil, false, err
@@ -182,6 +181,12 @@ func totals(ops []operations.Operation) (completed, failed int) {
 	return completed, failed
 }
 
+// withLogger returns the Monitor options of a check: the logger l, then opts, the
+// options a fork gave, so that a WithLogger among them takes l's place.
+func withLogger(l *slog.Logger, opts []monitor.Option) []monitor.Option {
+	return append([]monitor.Option{monitor.WithLogger(l)}, opts...)
+}
+
 // cancelIgnored is a Resolver whose Trackers report every Cancel as done: Velero calls
 // Cancel on an operation past its timeout and fails it with its own text whatever the
 // plugin answers.
@@ -205,8 +210,10 @@ func (t cancelIgnoredTracker) Cancel(ctx context.Context, op operations.Operatio
 // checkOnce checks ops, the operations of the run of o that Velero's main run holds in
 // memory, once with the plugins of r, as Velero's getBackupItemOperationProgress does at
 // the end of the main run: it returns the operations afterwards, in the same order.
-// timeout is the object's spec.itemOperationTimeout.
-func checkOnce(ctx context.Context, o operations.Owner, profile phase.Profile, timeout time.Duration, r operations.Resolver, ops []operations.Operation) ([]operations.Operation, error) {
+// timeout is the object's spec.itemOperationTimeout, and opts are the Monitor's options.
+// When the check cannot run (an invalid option), it returns an error wrapping
+// errNotChecked.
+func checkOnce(ctx context.Context, o operations.Owner, profile phase.Profile, timeout time.Duration, r operations.Resolver, ops []operations.Operation, opts []monitor.Option) ([]operations.Operation, error) {
 	s := memstore.New()
 	for i := range ops {
 		ops[i].Owner = o
@@ -224,23 +231,32 @@ func checkOnce(ctx context.Context, o operations.Owner, profile phase.Profile, t
 	if err := s.PutOperations(ctx, o, ops); err != nil {
 		return nil, err
 	}
-	m := monitor.New(s, cancelIgnored{r}, monitor.WithLogger(Logger(nil)))
+	m := monitor.New(s, cancelIgnored{r}, withLogger(Logger(nil), opts)...)
 	if _, err := m.Poll(ctx, o); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errNotChecked, err)
 	}
 	return s.ListOperations(ctx, o, operations.OperationFilter{})
 }
 
+// errNotChecked marks the error of a check that did not run.
+var errNotChecked = errors.New("operations not checked")
+
 // mainRunProgress is what BackupItemOperationProgress and RestoreItemOperationProgress
-// share: it checks the operations of o, as Velero's records statuses, and writes each
-// changed status back through set. errText gives the text Velero reports for an
-// operation that failed. An operation list itemops cannot hold (an empty or repeated
-// operation ID, an unknown phase) fails each unfinished operation with the reason.
+// share: it checks the operations of o, as Velero's records statuses, with a Monitor
+// given opts, and writes each changed status back through set. errText gives the text
+// Velero reports for an operation that failed. An operation list itemops cannot hold (an
+// empty or repeated operation ID, an unknown phase) fails each unfinished operation with
+// the reason; an invalid option leaves every status as it was.
 func mainRunProgress(o operations.Owner, profile phase.Profile, timeout time.Duration, r operations.Resolver,
-	statuses []itemoperation.OperationStatus, ops []operations.Operation,
+	statuses []itemoperation.OperationStatus, ops []operations.Operation, opts []monitor.Option,
 	set func(i int, s itemoperation.OperationStatus), errText func(op operations.Operation) string,
 ) (inProgress, changes bool, completed, failed int, errs []string) {
-	after, err := checkOnce(context.Background(), o, profile, timeout, r, ops)
+	after, err := checkOnce(context.Background(), o, profile, timeout, r, ops, opts)
+	if errors.Is(err, errNotChecked) {
+		// The operations controller's reconcile returns the same error until the
+		// options are fixed; nothing is failed for it.
+		after, err = ops, nil
+	}
 	if err != nil {
 		after = make([]operations.Operation, len(ops))
 		for i, op := range ops {
@@ -282,7 +298,15 @@ func mainRunProgress(o operations.Owner, profile phase.Profile, timeout time.Dur
 // fail: a plugin's error fails its operation, and a list itemops cannot hold (an empty
 // or repeated operation ID) fails each unfinished operation with the reason. It is safe
 // for concurrent use on distinct lists.
-func BackupItemOperationProgress(backup *velerov1api.Backup, plugins Plugins, list []*itemoperation.BackupOperation) (bool, bool, int, int, []string) {
+//
+// opts are given to the Monitor of the check, as to [NewBackupOperations]'s: a fork
+// that opts in to a stall timeout or a retry policy passes the same options to both
+// (see docs/velero-fork.md); without any, the check is Velero's. What the check keeps
+// of a retry (the errors in a row, the next poll) is not in Velero's records, so the
+// operations controller starts the count again; a stall window starts at the first
+// check with a window and is judged by the controller's reconciles. An invalid option
+// leaves every status as it was (the operations controller then reports it).
+func BackupItemOperationProgress(backup *velerov1api.Backup, plugins Plugins, list []*itemoperation.BackupOperation, opts ...monitor.Option) (bool, bool, int, int, []string) {
 	o := operations.Owner{Kind: phase.Backup, Name: backup.Name, UID: string(backup.UID)}
 	ops := make([]operations.Operation, len(list))
 	statuses := make([]itemoperation.OperationStatus, len(list))
@@ -291,7 +315,7 @@ func BackupItemOperationProgress(backup *velerov1api.Backup, plugins Plugins, li
 	}
 	seen := &seenActions{Plugins: plugins, backup: map[string]biav2.BackupItemAction{}}
 	r := NewResolver(seen, Objects{Backup: func(context.Context, operations.Owner) (*velerov1api.Backup, error) { return backup, nil }})
-	return mainRunProgress(o, phase.ProfileOf(phase.Backup), backup.Spec.ItemOperationTimeout.Duration, r, statuses, ops,
+	return mainRunProgress(o, phase.ProfileOf(phase.Backup), backup.Spec.ItemOperationTimeout.Duration, r, statuses, ops, opts,
 		func(i int, s itemoperation.OperationStatus) { list[i].Status = s },
 		func(op operations.Operation) string { return pluginErrText(op.Status.Error, seen, op.Action) })
 }
@@ -299,8 +323,8 @@ func BackupItemOperationProgress(backup *velerov1api.Backup, plugins Plugins, li
 // RestoreItemOperationProgress does for a restore's operations what
 // [BackupItemOperationProgress] does for a backup's: what Velero's
 // getRestoreItemOperationProgress does. The error texts are the operations' errors,
-// as Velero reports them for a restore.
-func RestoreItemOperationProgress(restore *velerov1api.Restore, plugins Plugins, list []*itemoperation.RestoreOperation) (bool, bool, int, int, []string) {
+// as Velero reports them for a restore. opts are as for BackupItemOperationProgress.
+func RestoreItemOperationProgress(restore *velerov1api.Restore, plugins Plugins, list []*itemoperation.RestoreOperation, opts ...monitor.Option) (bool, bool, int, int, []string) {
 	o := operations.Owner{Kind: phase.Restore, Name: restore.Name, UID: string(restore.UID)}
 	ops := make([]operations.Operation, len(list))
 	statuses := make([]itemoperation.OperationStatus, len(list))
@@ -308,7 +332,7 @@ func RestoreItemOperationProgress(restore *velerov1api.Restore, plugins Plugins,
 		ops[i], statuses[i] = FromRestoreOperation(op), op.Status
 	}
 	r := NewResolver(plugins, Objects{Restore: func(context.Context, operations.Owner) (*velerov1api.Restore, error) { return restore, nil }})
-	return mainRunProgress(o, phase.ProfileOf(phase.Restore, phase.WithRestoreFinalizing()), restore.Spec.ItemOperationTimeout.Duration, r, statuses, ops,
+	return mainRunProgress(o, phase.ProfileOf(phase.Restore, phase.WithRestoreFinalizing()), restore.Spec.ItemOperationTimeout.Duration, r, statuses, ops, opts,
 		func(i int, s itemoperation.OperationStatus) { list[i].Status = s },
 		func(op operations.Operation) string { return op.Status.Error })
 }

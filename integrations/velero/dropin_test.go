@@ -141,6 +141,44 @@ func TestMainRunProgress(t *testing.T) {
 			require.Equal(t, wantPhases[i], op.Status.Phase, op.Spec.OperationID)
 		}
 	})
+	t.Run("a fork's options", func(t *testing.T) {
+		backup := builder.ForBackup("velero", "b").ItemOperationTimeout(time.Hour).ObjectMeta(builder.WithUID("u")).Result()
+		newList := func(sts []itemoperation.OperationStatus) []*itemoperation.BackupOperation {
+			var list []*itemoperation.BackupOperation
+			for i, st := range sts {
+				list = append(list, &itemoperation.BackupOperation{Spec: itemoperation.BackupOperationSpec{BackupName: "b", BackupUID: "u",
+					BackupItemAction: actionOf(mainRunIDs[i]), ResourceIdentifier: res, OperationID: mainRunIDs[i]}, Status: st})
+			}
+			return list
+		}
+
+		// A retry policy keeps the operations whose Progress errs, or whose plugin is
+		// missing, unfinished: the operations controller asks again.
+		list := newList(mainRunOps())
+		inProgress, _, completed, failed, errs := velero.BackupItemOperationProgress(backup, plugins, list, monitor.WithRetryPolicy(retryAll(3)))
+		require.True(t, inProgress)
+		require.Equal(t, 1, completed)
+		require.Equal(t, 1, failed)
+		require.Equal(t, []string{"quota exceeded, plugin: velero.io/bia"}, errs)
+		for _, i := range []int{1, 4} {
+			require.Equal(t, itemoperation.OperationPhaseNew, list[i].Status.Phase, "%s: the error is retried", list[i].Spec.OperationID)
+			require.Empty(t, list[i].Status.Error)
+		}
+
+		// An invalid option checks nothing and changes nothing.
+		want := mainRunOps()
+		list = newList(want)
+		inProgress, changes, completed, failed, errs := velero.BackupItemOperationProgress(backup, plugins, list, monitor.WithStallTimeout(-time.Minute))
+		require.True(t, inProgress)
+		require.False(t, changes)
+		require.Zero(t, completed+failed)
+		require.Empty(t, errs)
+		for i, op := range list {
+			if diff := cmp.Diff(want[i], op.Status); diff != "" {
+				t.Errorf("%s: status (-want +got):\n%s", op.Spec.OperationID, diff)
+			}
+		}
+	})
 	t.Run("no operations", func(t *testing.T) {
 		backup := builder.ForBackup("velero", "b").Result()
 		inProgress, changes, completed, failed, errs := velero.BackupItemOperationProgress(backup, plugins, nil)

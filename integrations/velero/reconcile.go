@@ -32,16 +32,17 @@ import (
 // the map. It is safe for concurrent use.
 type BackupOperations struct{ *tracked }
 
-// NewBackupOperations returns a BackupOperations with an empty in-memory store. Without
-// opts each reconcile checks the operations with Velero's rules. opts are given to the
-// Monitor of each reconcile: a fork opts in to a stall timeout or a retry policy
-// (monitor.WithStallTimeout, monitor.WithActionStallTimeout, monitor.WithRetryPolicy),
-// whose state is kept in the in-memory store from one reconcile to the next, and
-// starts over when the server restarts, as the runs are loaded again from the bucket
-// (see docs/velero-fork.md, "Stalls and retries"). The check at the end of a backup's
-// main run (BackupItemOperationProgress) keeps Velero's rules. An option given an
-// invalid value makes each reconcile fail with its error, which wraps
-// operations.ErrInvalid.
+// NewBackupOperations returns a BackupOperations with an empty in-memory store. opts
+// are given to the [monitor.Monitor] of each reconcile, after the bridge's logger (so a
+// [monitor.WithLogger] among them replaces it): with none, each reconcile does what
+// Velero's does. A fork opts in to a stall timeout ([monitor.WithStallTimeout],
+// [monitor.WithActionStallTimeout]) or a retry policy for transient Progress errors
+// ([monitor.WithRetryPolicy], [monitor.WithActionRetryPolicy]) here, and passes the
+// same options to [BackupItemOperationProgress] (see docs/velero-fork.md). What they
+// keep between reconciles lives with the run in the in-memory store, and a restart of
+// the server starts it over. An invalid option makes each Reconcile return its error
+// (wrapping [operations.ErrInvalid]) with no plugin called and nothing uploaded or
+// patched.
 func NewBackupOperations(opts ...monitor.Option) *BackupOperations {
 	return &BackupOperations{newTracked(phase.Backup, opts)}
 }
@@ -241,8 +242,9 @@ func (b *BackupOperations) upload(ctx context.Context, env BackupEnv, original, 
 // concurrent use.
 type RestoreOperations struct{ *tracked }
 
-// NewRestoreOperations returns a RestoreOperations with an empty in-memory store, and
-// the Monitor options opts, as [NewBackupOperations] does.
+// NewRestoreOperations returns a RestoreOperations with an empty in-memory store; opts
+// are as for [NewBackupOperations], and a fork passes the same to
+// [RestoreItemOperationProgress].
 func NewRestoreOperations(opts ...monitor.Option) *RestoreOperations {
 	return &RestoreOperations{newTracked(phase.Restore, opts)}
 }

@@ -1,46 +1,75 @@
 package velero_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	pkgerrors "github.com/pkg/errors"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware-tanzu/velero/pkg/plugin/framework/common"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/vmware-tanzu/velero/pkg/plugin/framework/common"
+	vplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
+
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
+	"github.com/itemops/itemops/phase"
 )
 
-// TestTransientGRPC checks monitor.Transient, which reads gRPC codes without importing
-// grpc, against the errors of real gRPC statuses and of Velero's plugin client: a plugin
-// process that is gone or busy (Unavailable, DeadlineExceeded, ResourceExhausted, as the
-// client gets them, or through Velero's FromGRPCError when they carry no stack) is
-// transient; a plugin's own error, which Velero's plugin server sends with code Unknown
-// and a stack and its client turns into a ProtoStackError, is not, and neither is a
-// ProtoStackError of another code, which hides its status.
+// TestTransientGRPC holds monitor.Transient, the classification a retry policy uses by
+// default, to the errors a Velero plugin client really returns: gRPC's own status
+// errors with the codes of a plugin that cannot answer now are transient, and a
+// plugin's own error, which Velero's plugin server sends with code Unknown and a stack
+// and its client turns into a ProtoStackError (FromGRPCError), is not, nor is a
+// ProtoStackError of another code, which hides its status. Each error then
+// comes from a plugin's Progress through the bridge's Resolver to a Monitor with a retry
+// policy: a transient one leaves the operation waiting for its next poll, any other
+// fails it at once with the plugin's text, as Velero does.
 func TestTransientGRPC(t *testing.T) {
+	own := common.FromGRPCError(common.NewGRPCError(pkgerrors.New("VolumeSnapshot snap-1 has an error: InvalidSnapshot.NotFound")))
+	var stack *common.ProtoStackError
+	require.ErrorAs(t, own, &stack, "Velero's client gives a plugin's own error as a ProtoStackError")
+	require.Equal(t, "rpc error: code = Unknown desc = VolumeSnapshot snap-1 has an error: InvalidSnapshot.NotFound", own.Error(),
+		"the server sent it with code Unknown")
+	unavailable := status.Error(codes.Unavailable, `connection error: desc = "transport: error while dialing: dial unix /tmp/plugin: connect: connection refused"`)
 	tests := []struct {
-		name string
-		err  error
-		want bool
+		name      string
+		err       error
+		transient bool
 	}{
-		{"Unavailable", status.Error(codes.Unavailable, "connection error"), true},
+		{"Unavailable", unavailable, true},
+		{"Unavailable through FromGRPCError", common.FromGRPCError(unavailable), true},
+		{"Unavailable wrapped", fmt.Errorf("progress of operation-1: %w", unavailable), true},
 		{"DeadlineExceeded", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), true},
-		{"ResourceExhausted", status.Error(codes.ResourceExhausted, "too many requests"), true},
-		{"Unavailable, wrapped", fmt.Errorf("progress: %w", status.Error(codes.Unavailable, "x")), true},
-		{"Unavailable through FromGRPCError", common.FromGRPCError(status.Error(codes.Unavailable, "x")), true},
-		{"Unknown", status.Error(codes.Unknown, "bucket gone"), false},
-		{"Internal", status.Error(codes.Internal, "x"), false},
-		{"a plugin's error", common.FromGRPCError(common.NewGRPCError(pkgerrors.New("bucket gone"))), false},
-		{"a plugin's error sent as Unavailable", common.FromGRPCError(common.NewGRPCErrorWithCode(pkgerrors.New("x"), codes.Unavailable)), false},
+		{"ResourceExhausted", status.Error(codes.ResourceExhausted, "grpc: received message larger than max"), true},
+		{"a plugin's own error", own, false},
+		{"a plugin's own error sent as Unavailable", common.FromGRPCError(common.NewGRPCErrorWithCode(pkgerrors.New("x"), codes.Unavailable)), false},
+		{"Unknown without a stack", status.Error(codes.Unknown, "snapshot failed"), false},
+		{"Internal", status.Error(codes.Internal, "grpc: error unmarshalling request"), false},
+		{"Unavailable's text alone", errors.New(unavailable.Error()), false},
 	}
+	policy := monitor.RetryPolicy{InitialInterval: time.Minute, MaxAttempts: 3}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, monitor.Transient(tc.err), "%T: %v", tc.err, tc.err)
+			require.Equal(t, tc.transient, monitor.Transient(tc.err), "Transient(%v)", tc.err)
+
+			h := newHarness(t, phase.Backup, phase.WaitingForPluginOperations, testNow)
+			h.onProgress(vplugin.OperationProgress{}, tc.err)
+			_, _, op := h.poll(t, monitor.WithRetryPolicy(policy))
+			wantPhase, wantError, wantState := operations.OperationFailed, tc.err.Error(), operations.MonitorState{}
+			if tc.transient {
+				wantPhase, wantError = operations.OperationNew, ""
+				wantState = operations.MonitorState{Attempts: 1, ErrorSince: testNow, NextPoll: testNow.Add(time.Minute), LastError: tc.err.Error()}
+			}
+			require.Equal(t, wantPhase, op.Status.Phase)
+			require.Equal(t, wantError, op.Status.Error)
+			if diff := cmp.Diff(wantState, op.Monitor); diff != "" {
+				t.Errorf("the operation's MonitorState (-want +got):\n%s", diff)
+			}
 		})
 	}
-	var stack *common.ProtoStackError
-	require.ErrorAs(t, tests[7].err, &stack, "Velero's client makes a ProtoStackError of a plugin's error")
 }

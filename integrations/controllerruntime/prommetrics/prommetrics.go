@@ -16,9 +16,9 @@
 //     progress within their stall timeout (see monitor.WithStallTimeout).
 //   - operation_retries_total{action,outcome} (counter): what a retry policy (see
 //     monitor.RetryPolicy) made of each Progress error, or of the answer after a row of
-//     them: scheduled, exhausted, refused or recovered.
+//     them: scheduled, exhausted, refused or recovered (monitor.RetryOutcome).
 //   - operations_in_backoff (gauge): the operations the last pass left alone because
-//     they wait for their next poll after a retried error.
+//     they wait for their next poll after a Progress error.
 //   - monitor_pass_duration_seconds (histogram): passes, by the Monitor's clock.
 //   - plugin_call_duration_seconds{action,call} (histogram): Progress and Cancel calls
 //     (call is "progress" or "cancel"), in real time.
@@ -90,9 +90,11 @@ func New() *Metrics {
 			Name: "itemops_operations_stalled_total", Help: "Operations failed for making no progress within their stall timeout, by plugin.",
 		}, []string{"monitor", "action"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "itemops_operation_retries_total", Help: "Progress errors under a retry policy, and answers after them, by plugin and outcome (scheduled, exhausted, refused, recovered).",
+			Name: "itemops_operation_retries_total",
+			Help: "Progress errors under a retry policy, and answers after them, by plugin and outcome (scheduled, exhausted, refused, recovered).",
 		}, []string{"monitor", "action", "outcome"}),
-		inBackoff: newSumGauge("itemops_operations_in_backoff", "Operations the last pass of each Monitor left alone, waiting for their next poll after a retried error."),
+		inBackoff: newSumGauge("itemops_operations_in_backoff",
+			"Operations the last pass of each Monitor left alone because they wait for their next poll after a Progress error."),
 		passDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "itemops_monitor_pass_duration_seconds", Help: "Duration of Monitor passes.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
@@ -188,9 +190,10 @@ func (r *Reporter) MonitorOptions() []monitor.Option {
 }
 
 // Close removes r's part of the gauges itemops_runs, itemops_operations and
-// itemops_operations_in_backoff, and keeps later passes of its Monitor out of them; the series of a name no other Reporter
-// reports go. Call it when the Monitor stops. The counters and histograms keep what the
-// Monitor did. Close is idempotent and never fails.
+// itemops_operations_in_backoff, and keeps later passes of its Monitor out of them; the
+// series of a name no other Reporter reports go. Call it when the Monitor stops. The
+// counters and histograms keep what the Monitor did. Close is idempotent and never
+// fails.
 func (r *Reporter) Close() {
 	r.closed.Store(true)
 	r.m.runs.remove(r)

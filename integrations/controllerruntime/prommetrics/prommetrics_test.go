@@ -147,6 +147,7 @@ func TestScrape(t *testing.T) {
 			{l("monitor", "m", "phase", "Completed"), 2},
 			{l("monitor", "m", "phase", "Failed"), 4},
 		},
+		"itemops_operations_in_backoff":         {{l("monitor", "m"), 0}},
 		"itemops_operations_timed_out_total":    {{l("monitor", "m", "action", "slow"), 1}},
 		"itemops_monitor_pass_duration_seconds": {{l("monitor", "m"), 1}},
 		"itemops_plugin_call_duration_seconds": {
@@ -168,7 +169,6 @@ func TestScrape(t *testing.T) {
 			{l("monitor", "m", "action", "slow", "call", "progress", "outcome", "succeeded"), 1},
 		},
 		"itemops_finalizer_failures_total": {{l("monitor", "m", "kind", "Backup"), 2}}, // b1 and b2 both reach finalizing
-		"itemops_operations_in_backoff":    {{l("monitor", "m"), 0}},
 	}
 	for k := range want {
 		slices.SortFunc(want[k], func(a, b sample) int { return cmp.Compare(labelKey(a.Labels), labelKey(b.Labels)) })
@@ -177,116 +177,13 @@ func TestScrape(t *testing.T) {
 		t.Errorf("scraped metrics (-want +got):\n%s", diff)
 	}
 	wantTypes := map[string]dto.MetricType{
-		"itemops_runs": dto.MetricType_GAUGE, "itemops_operations": dto.MetricType_GAUGE,
+		"itemops_runs": dto.MetricType_GAUGE, "itemops_operations": dto.MetricType_GAUGE, "itemops_operations_in_backoff": dto.MetricType_GAUGE,
 		"itemops_operations_ended_total": dto.MetricType_COUNTER, "itemops_operations_timed_out_total": dto.MetricType_COUNTER,
 		"itemops_monitor_pass_duration_seconds": dto.MetricType_HISTOGRAM, "itemops_plugin_call_duration_seconds": dto.MetricType_HISTOGRAM,
 		"itemops_plugin_calls_total": dto.MetricType_COUNTER, "itemops_finalizer_failures_total": dto.MetricType_COUNTER,
-		"itemops_operations_in_backoff": dto.MetricType_GAUGE,
 	}
 	if diff := gocmp.Diff(wantTypes, types); diff != "" {
 		t.Errorf("metric types (-want +got):\n%s", diff)
-	}
-}
-
-// TestStallsAndRetries drives a Monitor with a stall timeout and a retry policy through
-// passes on a fake clock and checks the series of stalls, retries by outcome, and
-// operations in backoff, which Close removes.
-func TestStallsAndRetries(t *testing.T) {
-	ctx := context.Background()
-	store := memstore.New()
-	var flakyCalls int
-	trackers := map[string]operations.Tracker{
-		"flaky": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
-			if flakyCalls++; flakyCalls <= 2 {
-				return operations.Progress{}, operations.Retryable(errors.New("restarting"))
-			}
-			return operations.Progress{NCompleted: int64(flakyCalls)}, nil
-		}},
-		"stuck": &operationstest.Tracker{},
-		"broken": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
-			return operations.Progress{}, errors.New("bucket gone")
-		}},
-	}
-	o := operations.Owner{Kind: phase.Backup, Name: "b1"}
-	_, err := operations.StartRun(ctx, store, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
-		return operations.MainRun{Operations: []operations.Operation{{Action: "flaky", ID: "1"}, {Action: "stuck", ID: "2"}, {Action: "broken", ID: "3"}}}, nil
-	})
-	require.NoError(t, err)
-
-	reg := prometheus.NewRegistry()
-	metrics := prommetrics.New()
-	require.NoError(t, metrics.Register(reg))
-	clk := clocktest.NewClock(t0)
-	reporter := metrics.Reporter("m")
-	opts := append(reporter.MonitorOptions(), monitor.WithClock(clk), monitor.WithStallTimeout(time.Hour),
-		monitor.WithRetryPolicy(monitor.RetryPolicy{InitialInterval: time.Minute, MaxAttempts: 5}))
-	m := monitor.New(store, operationstest.Resolver(trackers), opts...)
-	scrape := func() map[string]float64 {
-		families, err := reg.Gather()
-		require.NoError(t, err)
-		got := map[string]float64{}
-		for _, f := range families {
-			for _, mt := range f.GetMetric() {
-				v := mt.GetCounter().GetValue()
-				if f.GetType() == dto.MetricType_GAUGE {
-					v = mt.GetGauge().GetValue()
-				}
-				got[f.GetName()+" "+labelKey(labelsOf(mt))] = v
-			}
-		}
-		return got
-	}
-	series := func(name string, kv ...string) string {
-		labels := map[string]string{"monitor": "m"}
-		for i := 0; i < len(kv); i += 2 {
-			labels[kv[i]] = kv[i+1]
-		}
-		return name + " " + labelKey(labels)
-	}
-	pick := func(all map[string]float64, names ...string) map[string]float64 {
-		out := map[string]float64{}
-		for k, v := range all {
-			for _, n := range names {
-				if strings.HasPrefix(k, n+" ") {
-					out[k] = v
-				}
-			}
-		}
-		return out
-	}
-	names := []string{"itemops_operations_stalled_total", "itemops_operation_retries_total", "itemops_operations_in_backoff"}
-
-	// t0: flaky errs (scheduled, 1m), broken fails (refused). t0+1m: flaky errs again
-	// (scheduled, 2m). t0+2m: flaky waits. t0+3m: flaky answers (recovered). t0+1h:
-	// stuck stalls; flaky, whose report moved at t0+3m, does not.
-	for _, at := range []time.Duration{0, time.Minute, 2 * time.Minute} {
-		clk.AdvanceTo(t0.Add(at))
-		_, err := m.RunOnce(ctx)
-		require.NoError(t, err)
-	}
-	want := map[string]float64{
-		series("itemops_operation_retries_total", "action", "flaky", "outcome", "scheduled"): 2,
-		series("itemops_operation_retries_total", "action", "broken", "outcome", "refused"):  1,
-		series("itemops_operations_in_backoff"):                                              1,
-	}
-	if diff := gocmp.Diff(want, pick(scrape(), names...)); diff != "" {
-		t.Errorf("after the pass at t0+2m (-want +got):\n%s", diff)
-	}
-	for _, at := range []time.Duration{3 * time.Minute, time.Hour} {
-		clk.AdvanceTo(t0.Add(at))
-		_, err := m.RunOnce(ctx)
-		require.NoError(t, err)
-	}
-	want[series("itemops_operation_retries_total", "action", "flaky", "outcome", "recovered")] = 1
-	want[series("itemops_operations_stalled_total", "action", "stuck")] = 1
-	want[series("itemops_operations_in_backoff")] = 0
-	if diff := gocmp.Diff(want, pick(scrape(), names...)); diff != "" {
-		t.Errorf("after the last pass (-want +got):\n%s", diff)
-	}
-	reporter.Close()
-	delete(want, series("itemops_operations_in_backoff"))
-	if diff := gocmp.Diff(want, pick(scrape(), names...)); diff != "" {
-		t.Errorf("after Close (-want +got):\n%s", diff)
 	}
 }
 
@@ -502,4 +399,110 @@ func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		}
 	}
 	return got
+}
+
+// TestStallsAndRetries drives a Monitor with a stall timeout and retry policies over
+// four passes on a fake clock and checks, after each, the series of stalls, retries by
+// outcome, and operations in backoff: an operation whose report never moves stalls at
+// the end of its window; one whose plugin restarts is retried twice, waits in backoff
+// between, and recovers; one runs out of attempts; one's error is not to be retried.
+// Close then removes the gauge and keeps the counters.
+func TestStallsAndRetries(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	restarting := operations.Retryable(errors.New("plugin restarting"))
+	var flakyCalls int
+	trackers := map[string]operations.Tracker{
+		"stuck": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			return operations.Progress{NCompleted: 12, NTotal: 100}, nil
+		}},
+		"flaky": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			if flakyCalls++; flakyCalls <= 2 {
+				return operations.Progress{}, restarting
+			}
+			return operations.Progress{Completed: true}, nil
+		}},
+		"down": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			return operations.Progress{}, restarting
+		}},
+		"broken": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+			return operations.Progress{}, errors.New("snapshot class not found")
+		}},
+	}
+	o := operations.Owner{Kind: phase.Backup, Name: "b1"}
+	_, err := operations.StartRun(ctx, store, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
+		return operations.MainRun{Operations: []operations.Operation{{Action: "stuck", ID: "1"}, {Action: "flaky", ID: "2"},
+			{Action: "down", ID: "3"}, {Action: "broken", ID: "4"}}}, nil
+	})
+	require.NoError(t, err)
+
+	reg := prometheus.NewRegistry()
+	metrics := prommetrics.New()
+	require.NoError(t, metrics.Register(reg))
+	clk := clocktest.NewClock(t0)
+	reporter := metrics.Reporter("m")
+	m := monitor.New(store, operationstest.Resolver(trackers), append(reporter.MonitorOptions(),
+		monitor.WithClock(clk),
+		monitor.WithActionStallTimeout("stuck", 30*time.Minute),
+		monitor.WithRetryPolicy(monitor.RetryPolicy{InitialInterval: time.Minute, MaxAttempts: 5}),
+		monitor.WithActionRetryPolicy("down", monitor.RetryPolicy{MaxAttempts: 1}))...)
+
+	key := func(name string, kv ...string) string {
+		labels := map[string]string{"monitor": "m"}
+		for i := 0; i < len(kv); i += 2 {
+			labels[kv[i]] = kv[i+1]
+		}
+		return name + labelKey(labels)
+	}
+	retries := func(action, outcome string) string {
+		return key("itemops_operation_retries_total", "action", action, "outcome", outcome)
+	}
+	stalled, backoff := key("itemops_operations_stalled_total", "action", "stuck"), key("itemops_operations_in_backoff")
+	steps := []struct {
+		name    string
+		advance time.Duration
+		want    map[string]float64
+	}{
+		{"first pass: flaky errs, down runs out, broken is refused", 0, map[string]float64{
+			retries("flaky", "scheduled"): 1, retries("down", "exhausted"): 1, retries("broken", "refused"): 1, backoff: 0}},
+		{"30s on: flaky waits its minute in backoff", 30 * time.Second, map[string]float64{
+			retries("flaky", "scheduled"): 1, retries("down", "exhausted"): 1, retries("broken", "refused"): 1, backoff: 1}},
+		{"30m on: stuck stalls, flaky errs again", 30*time.Minute - 30*time.Second, map[string]float64{
+			stalled: 1, retries("flaky", "scheduled"): 2, retries("down", "exhausted"): 1, retries("broken", "refused"): 1, backoff: 0}},
+		{"10m more: flaky answers", 10 * time.Minute, map[string]float64{
+			stalled: 1, retries("flaky", "scheduled"): 2, retries("flaky", "recovered"): 1, retries("down", "exhausted"): 1,
+			retries("broken", "refused"): 1, backoff: 0}},
+	}
+	ours := func() map[string]float64 {
+		got := map[string]float64{}
+		for k, v := range series(t, reg) {
+			if strings.HasPrefix(k, "itemops_operations_stalled_total") || strings.HasPrefix(k, "itemops_operation_retries_total") ||
+				strings.HasPrefix(k, "itemops_operations_in_backoff") {
+				got[k] = v
+			}
+		}
+		return got
+	}
+	for _, step := range steps {
+		clk.Advance(step.advance)
+		_, err := m.RunOnce(ctx)
+		require.NoError(t, err, step.name)
+		if diff := gocmp.Diff(step.want, ours()); diff != "" {
+			t.Errorf("%s: series (-want +got):\n%s", step.name, diff)
+		}
+	}
+	reporter.Close()
+	want := steps[len(steps)-1].want
+	delete(want, backoff)
+	if diff := gocmp.Diff(want, ours()); diff != "" {
+		t.Errorf("after Close: series (-want +got):\n%s", diff)
+	}
+	ops, err := store.ListOperations(ctx, o, operations.OperationFilter{})
+	require.NoError(t, err)
+	phases := map[string]operations.OperationPhase{}
+	for _, op := range ops {
+		phases[op.Action] = op.Status.Phase
+	}
+	require.Equal(t, map[string]operations.OperationPhase{"stuck": operations.OperationFailed, "flaky": operations.OperationCompleted,
+		"down": operations.OperationFailed, "broken": operations.OperationFailed}, phases)
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,9 +58,10 @@ const (
 // script is what the plugin reports for each operation at each step: the operations
 // are "done" (completes at once), "errs" (Progress fails), "reports" (completes with an
 // error), "runs" (makes progress at step 0, then at step 1, and completes at step 2),
-// "slow" (makes progress until step 4, and completes at step 5) and "stuck" (makes
-// progress and never completes). Cancel fails for an operation whose ID ends in
-// "cancel-fails".
+// "slow" (makes progress until step 4, and completes at step 5), "stuck" (makes
+// progress and never completes) and "unavailable" (fails with gRPC's Unavailable at
+// step 0, as a plugin that restarts, and completes after). Cancel fails for an operation
+// whose ID ends in "cancel-fails".
 type script struct {
 	mu   sync.Mutex
 	step int
@@ -75,6 +78,10 @@ func (s *script) progress(id string) (vplugin.OperationProgress, error) {
 		return vplugin.OperationProgress{Completed: true, NCompleted: 3, NTotal: 3, OperationUnits: "items"}, nil
 	case strings.HasSuffix(id, "errs"):
 		return vplugin.OperationProgress{}, errors.New("rpc error: code = Unavailable desc = boom")
+	case strings.HasSuffix(id, "unavailable") && step == 0:
+		return vplugin.OperationProgress{}, status.Error(codes.Unavailable, "connection error: plugin restarting")
+	case strings.HasSuffix(id, "unavailable"):
+		return vplugin.OperationProgress{Completed: true, NCompleted: 3, NTotal: 3, OperationUnits: "items"}, nil
 	case strings.HasSuffix(id, "reports"):
 		return vplugin.OperationProgress{Completed: true, Err: `snapshot "s-1" failed: <quota & limits>`, Started: started}, nil
 	}
