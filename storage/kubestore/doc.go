@@ -40,11 +40,11 @@
 // a run raises status.store.seq by one, and every key it writes carries the new number.
 // A run's first commit starts from a random number below 2^62, so that a run deleted and
 // created again matches no condition read from the object it had before. A
-// resourceVersion, which the API leaves opaque, is never compared or parsed, only sent
-// back as the precondition of a write.
+// resourceVersion, which the API leaves opaque, is never parsed or ordered: the store
+// only tells whether two are equal, and sends one back as the precondition of a write.
 //
 // Every read of a run GETs its object: the store keeps no copy of the runs' objects (no
-// informer), so a read sees every write made before it, in any process. ListRuns is one
+// informer), so a read sees every write that ended before it began, in any process. ListRuns is one
 // LIST of the runs' objects that the labels select, read in pages of 500 of one
 // consistent snapshot; a snapshot that the API server no longer holds when the next page
 // is asked for (410 Gone) fails ListRuns with that error, wrapped.
