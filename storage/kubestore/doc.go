@@ -22,8 +22,12 @@
 // (sum). The phase, counts and history are written by the commits that change them, from
 // what the engine tells of each commit ([kv.RunChange]), and sum covers them, so that an
 // edit of them is damage. The labels itemops.io/role, itemops.io/kind and
-// itemops.io/phase let one LIST select the runs of a kind and phases. The ItemopsChunk
-// named "itemops" holds the store's format marker.
+// itemops.io/phase let one LIST select the runs of a kind and phases. The resource has
+// no status subresource, so that one write of a run's object changes its status, labels
+// and keys together, and the store needs no right on a subresource. The ItemopsChunk
+// named "itemops" holds the store's format marker; the other ItemopsChunks hold the keys
+// of spilled runs (see below), labelled itemops.io/role=chunk and itemops.io/run, the
+// first 40 hex digits of the SHA-256 of their run's object's name.
 //
 // # Commits
 //
@@ -31,7 +35,19 @@
 // resourceVersion that its read found; that write is the commit's only commit point.
 // Writers in several processes therefore lose nothing: a write that finds the object
 // changed reads it again, checks the commit's conditions again and writes again.
-// ListRuns is one LIST, read in pages of one consistent snapshot.
+//
+// The versions that the engine's conditions compare are the store's own: each commit of
+// a run raises status.store.seq by one, and every key it writes carries the new number.
+// A run's first commit starts from a random number below 2^62, so that a run deleted and
+// created again matches no condition read from the object it had before. A
+// resourceVersion, which the API leaves opaque, is never parsed or ordered: the store
+// only tells whether two are equal, and sends one back as the precondition of a write.
+//
+// Every read of a run GETs its object: the store keeps no copy of the runs' objects (no
+// informer), so a read sees every write that ended before it began, in any process. ListRuns is one
+// LIST of the runs' objects that the labels select, read in pages of 500 of one
+// consistent snapshot; a snapshot that the API server no longer holds when the next page
+// is asked for (410 Gone) fails ListRuns with that error, wrapped.
 //
 // A run whose keys take more than [Options.InlineBytes] of gzip spills: its object keeps
 // the run's record, and the other keys go to ItemopsChunks of at most
@@ -67,7 +83,21 @@
 // A commit that would make a run's object exceed [Options.MaxObjectBytes] (1 MiB by
 // default) of JSON fails with an error wrapping kv.ErrTooLarge and writes nothing; the
 // record of a run alone never comes near it, since the records are bounded (see
-// operations.MaxTextBytes).
+// operations.MaxTextBytes). A cluster whose etcd takes smaller requests than its default
+// of 1.5 MiB needs a smaller MaxObjectBytes, and a smaller [Options.ChunkBytes] with it:
+// a chunk is not measured against MaxObjectBytes, and one of keys that do not compress
+// takes about four thirds of ChunkBytes as JSON, its data being base64. A write that the
+// API server refuses as too large fails its commit, which then leaves nothing visible.
+//
+// The store reports no limit to the engine, which therefore never stages a batch here
+// (see package storage/kv, "Batches larger than one commit"): the write of the run's
+// object makes a commit of any size atomic, and a large batch costs the creation of its
+// chunks and that one write. The run's object names each of its chunks with the chunk's
+// first and last key, so a run with enough chunks would make it exceed MaxObjectBytes,
+// and its commit fail as above.
+//
+// Damage is reported, never repaired (see "Failure and cancellation" below), and there
+// is no salvage of a namespace: itemops salvage reads boltstore files only.
 //
 // # Rights
 //

@@ -2,9 +2,10 @@
 // operations.Store contract once, over a small transactional key-value [Backend] that a
 // driver provides. storage/memstore (an ordered map in memory), storage/boltstore (a bbolt
 // file) and storage/etcdstore (etcd) are such drivers; a new backend (an SQL database,
-// the Kubernetes API) needs only a Backend: versioned reads of a consistent snapshot,
-// and a commit of several writes at once, on condition that some keys are still at the
-// versions read.
+// say) needs only a Backend: versioned reads of a consistent snapshot, and a commit of
+// several writes at once, on condition that some keys are still at the versions read. A
+// backend that makes only one object at a time atomic implements a [PartitionedBackend]
+// instead (see "Partitioned backends"), as storage/kubestore does on the Kubernetes API.
 //
 //	s, err := kv.Open(ctx, backend) // what boltstore.Open and memstore.New do
 //

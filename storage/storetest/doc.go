@@ -1,7 +1,7 @@
 // Package storetest checks an [operations.Store] against the storage contract written on
 // that interface. It is public so that the author of any backend runs the same checks as
-// the backends of itemops (storage/memstore, storage/boltstore and storage/etcdstore run
-// it).
+// the backends of itemops (storage/memstore, storage/boltstore, storage/etcdstore and
+// storage/kubestore run it).
 //
 // # Usage
 //
@@ -97,7 +97,8 @@
 // honours cancel requests: every unfinished operation of a cancelled run is cancelled
 // once and written Failed with the request's reason, whether its plugin cancels at once,
 // hangs or refuses, and the run fails; Recover does the same for a run it fails; a request
-// made during a pass is honoured by the next. memstore, boltstore and etcdstore run both.
+// made during a pass is honoured by the next. memstore, boltstore, etcdstore and kubestore
+// run both.
 //
 // # Equality
 //
