@@ -20,6 +20,7 @@ import (
 
 	"github.com/itemops/itemops/internal/testutil/scalebench"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/kubestore"
 	"github.com/itemops/itemops/storage/memstore"
 )
@@ -96,7 +97,7 @@ func BenchmarkMonitorScale(b *testing.B) {
 // TestObjectsAndMemory loads 1,000 waiting backups of 100 operations each (the
 // benchmark's workload) into a store, then logs the objects and bytes of JSON per run
 // that the namespace holds, and the resident memory of the API server's and etcd's
-// processes before and after the load. It runs only when ITEMOPS_KUBE_FIGURES is set,
+// processes before and after the load; then the same of one run of 10,000 operations. It runs only when ITEMOPS_KUBE_FIGURES is set,
 // and only on Linux, where it reads /proc.
 func TestObjectsAndMemory(t *testing.T) {
 	if os.Getenv(figuresEnv) == "" {
@@ -112,6 +113,26 @@ func TestObjectsAndMemory(t *testing.T) {
 	}
 	scalebench.Load(t, s, runs)
 
+	logObjects(t, cfg, ns, fmt.Sprintf("%d runs of %d operations", runs, scalebench.PerRun), runs)
+	after := serverMemory(t)
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		t.Logf("%s: resident %.0f MiB before, %.0f MiB after %d runs of %d operations",
+			name, float64(before[name])/(1<<20), float64(after[name])/(1<<20), runs, scalebench.PerRun)
+	}
+
+	// One run of 10,000 operations, each with a description of its own, which spills.
+	big, _, bigNS := newStoreIn(t, nil)
+	o := operations.Owner{Kind: phase.Backup, Name: "big", UID: "uid-big"}
+	if err := big.CreateRunWithOperations(context.Background(), waitingRun(t, o), testOps(o, 10_000, operations.OperationInProgress)); err != nil {
+		t.Fatalf("CreateRunWithOperations: %v", err)
+	}
+	logObjects(t, cfg, bigNS, "one run of 10,000 operations", 1)
+}
+
+// logObjects logs the objects of each resource of the store that namespace ns holds,
+// and their bytes of JSON, per run of the runs that what names.
+func logObjects(t *testing.T, cfg *rest.Config, ns, what string, runs int) {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -130,13 +151,8 @@ func TestObjectsAndMemory(t *testing.T) {
 			}
 			size += len(raw)
 		}
-		t.Logf("%s: %d objects, %.2f per run, %d bytes of JSON per run", resource, len(list.Items),
-			float64(len(list.Items))/runs, size/runs)
-	}
-	after := serverMemory(t)
-	for _, name := range []string{"kube-apiserver", "etcd"} {
-		t.Logf("%s: resident %.0f MiB before, %.0f MiB after %d runs of %d operations",
-			name, float64(before[name])/(1<<20), float64(after[name])/(1<<20), runs, scalebench.PerRun)
+		t.Logf("%s: %s: %d objects, %d bytes of JSON per run", // the chunks count the format marker
+			what, resource, len(list.Items), size/runs)
 	}
 }
 
