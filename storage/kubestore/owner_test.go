@@ -63,13 +63,14 @@ func newConfigMap(t *testing.T, cfg *rest.Config, ns, name string) *metav1.Owner
 // TestOwnerReference gives runs an owner with Options.OwnerReference, a ConfigMap of
 // the store's namespace standing for an operator's custom resource, and reads the
 // objects through the API: a run's object carries exactly the reference, from its
-// creation and through later commits, and its chunks are owned by the run's object. A
-// reference the garbage collector would take as naming a deleted owner (an owner in
-// another namespace, a wrong UID, an owner that does not exist, a kind the API server
-// does not serve, a reference without a UID) fails the creation with
-// operations.ErrInvalid naming the owner, and writes nothing; a run for which the
-// option gives no reference has none. The test API server runs no garbage collector:
-// the deletion of a run with its owner is Kubernetes' behaviour, not tested here.
+// creation and through later commits, and its chunks are owned by the run's object; a
+// cluster-scoped owner is found in the cluster. A reference the garbage collector would
+// take as naming a deleted owner (an owner in another namespace, a wrong UID, an owner
+// that does not exist, a kind the API server does not serve, a reference without a UID)
+// fails the creation with operations.ErrInvalid naming the owner, and writes nothing; a
+// run for which the option gives no reference has none, and a run whose reference the
+// collector removed reads as before. The test API server runs no garbage collector: the
+// deletion of a run with its owner is Kubernetes' behaviour, not tested here.
 func TestOwnerReference(t *testing.T) {
 	ctx := context.Background()
 	refs := &ownerRefs{refs: map[string]*metav1.OwnerReference{}}
@@ -160,6 +161,33 @@ func TestOwnerReference(t *testing.T) {
 			})
 		}
 	}
+
+	// A cluster-scoped owner, a Namespace, is found in the cluster. The store runs as the
+	// administrator here: storeUser may read no cluster-scoped object.
+	t.Run("ClusterScoped", func(t *testing.T) {
+		nsObj, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().Get(ctx, other, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get namespace %s: %v", other, err)
+		}
+		clusterOwner := &metav1.OwnerReference{APIVersion: "v1", Kind: "Namespace", Name: other, UID: nsObj.UID}
+		wrong := *clusterOwner
+		wrong.UID = wrongUID.UID
+		a, err := kubestore.Open(ctx, cfg, ns, &kubestore.Options{OwnerReference: refs.of})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { a.Close() })
+		o := operations.Owner{Kind: phase.Backup, Name: "clusterowned", UID: "uid-clusterowned"}
+		refs.set(o.Name, &wrong)
+		if err := a.CreateRun(ctx, waitingRun(t, o)); !errors.Is(err, operations.ErrInvalid) || !strings.Contains(err.Error(), "in the cluster") {
+			t.Fatalf("CreateRun with a wrong UID = %v; want ErrInvalid naming the cluster", err)
+		}
+		refs.set(o.Name, clusterOwner)
+		if err := a.CreateRun(ctx, waitingRun(t, o)); err != nil {
+			t.Fatalf("CreateRun: %v", err)
+		}
+		checkOwned(t, dyn, ns, "b.clusterowned", clusterOwner, false)
+	})
 
 	// The garbage collector removes the ownerReferences of the dependents of an owner
 	// deleted with propagationPolicy Orphan (kubectl delete --cascade=orphan): the run
