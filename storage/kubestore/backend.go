@@ -344,7 +344,7 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 	var refs []metav1.OwnerReference // the ownerReferences of an object this write creates
 	if cur.obj == nil {
 		var err error
-		if refs, err = b.owners.refs(ctx, p); err != nil {
+		if refs, err = b.owners.refs(ctx, p, run); err != nil {
 			return err
 		}
 	}

@@ -31,8 +31,8 @@
 //
 // # Owners
 //
-// [Options.OwnerReference] names, for a run, the object it belongs to (an operator's
-// custom resource, say), and the store creates the run's ItemopsRun with that
+// [Options.OwnerReference] names, for a run's owner (its UID included), the object the
+// run belongs to (an operator's custom resource, say), and the store creates the run's ItemopsRun with that
 // ownerReference, so that Kubernetes' garbage collector deletes the run with its owner,
 // and the run's chunks, which the ItemopsRun owns, with it. The collector looks for a
 // namespaced owner in its dependent's namespace, and takes an owner it does not find

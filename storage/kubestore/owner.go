@@ -32,7 +32,7 @@ type owners struct {
 }
 
 // refs returns the ownerReferences of the object of the run of p when the store creates
-// it: none, or the one that o.of gives, once the owner it names is found to be the
+// it, in the commit that makes run (which writes the run's record): none, or the one that o.of gives, once the owner it names is found to be the
 // object the garbage collector would find. Kubernetes' garbage collector looks for a
 // namespaced owner in its dependent's namespace, and takes an owner it does not find
 // there, or whose UID differs, as deleted, and deletes the dependent. So refs fails with
@@ -40,11 +40,11 @@ type owners struct {
 // incomplete, names a kind the API server does not serve, or names an object that is
 // not in the store's namespace (or cluster-scoped) with that UID; with the API server's
 // error, wrapped, when it refuses or does not answer; or with ctx.Err().
-func (o *owners) refs(ctx context.Context, p kv.Partition) ([]metav1.OwnerReference, error) {
+func (o *owners) refs(ctx context.Context, p kv.Partition, run kv.RunChange) ([]metav1.OwnerReference, error) {
 	if o.of == nil || p == (kv.Partition{}) {
 		return nil, nil
 	}
-	ref := o.of(operations.Owner{Kind: p.Kind, Name: p.Name})
+	ref := o.of(operations.Owner{Kind: p.Kind, Name: p.Name, UID: run.UID})
 	if ref == nil {
 		return nil, nil
 	}

@@ -23,10 +23,12 @@ import (
 	"github.com/itemops/itemops/storage/kubestore"
 )
 
-// ownerRefs is an Options.OwnerReference whose references the tests set by run name.
+// ownerRefs is an Options.OwnerReference whose references the tests set by run name,
+// and which keeps the last owner it was called with of each name.
 type ownerRefs struct {
 	mu   sync.Mutex
 	refs map[string]*metav1.OwnerReference
+	seen map[string]operations.Owner
 }
 
 func (o *ownerRefs) set(run string, ref *metav1.OwnerReference) {
@@ -38,7 +40,15 @@ func (o *ownerRefs) set(run string, ref *metav1.OwnerReference) {
 func (o *ownerRefs) of(run operations.Owner) *metav1.OwnerReference {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.seen[run.Name] = run
 	return o.refs[run.Name]
+}
+
+// calledWith returns the last owner of the name of run that of was called with.
+func (o *ownerRefs) calledWith(run operations.Owner) operations.Owner {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.seen[run.Name]
 }
 
 // ownerRole lets storeUser read ConfigMaps, the owners of the tests' runs: the right
@@ -62,7 +72,7 @@ func newConfigMap(t *testing.T, cfg *rest.Config, ns, name string) *metav1.Owner
 
 // TestOwnerReference gives runs an owner with Options.OwnerReference, a ConfigMap of
 // the store's namespace standing for an operator's custom resource, and reads the
-// objects through the API: a run's object carries exactly the reference, from its
+// objects through the API: the option is called with the run's owner, UID included; a run's object carries exactly the reference, from its
 // creation and through later commits, and its chunks are owned by the run's object; a
 // cluster-scoped owner is found in the cluster. A reference the garbage collector would
 // take as naming a deleted owner (an owner in another namespace, a wrong UID, an owner
@@ -73,7 +83,7 @@ func newConfigMap(t *testing.T, cfg *rest.Config, ns, name string) *metav1.Owner
 // deletion of a run with its owner is Kubernetes' behaviour, not tested here.
 func TestOwnerReference(t *testing.T) {
 	ctx := context.Background()
-	refs := &ownerRefs{refs: map[string]*metav1.OwnerReference{}}
+	refs := &ownerRefs{refs: map[string]*metav1.OwnerReference{}, seen: map[string]operations.Owner{}}
 	s, cfg, ns := newStoreIn(t, &kubestore.Options{OwnerReference: refs.of, InlineBytes: 1 << 10, ChunkBytes: 16 << 10})
 	grant(t, cfg, ns, ownerRole)
 	dyn := dynamic.NewForConfigOrDie(cfg)
@@ -90,6 +100,9 @@ func TestOwnerReference(t *testing.T) {
 			refs.set(o.Name, owner)
 			if err := s.CreateRunWithOperations(ctx, waitingRun(t, o), testOps(o, n, operations.OperationInProgress)); err != nil {
 				t.Fatalf("CreateRunWithOperations: %v", err)
+			}
+			if diff := cmp.Diff(o, refs.calledWith(o)); diff != "" {
+				t.Errorf("the owner OwnerReference was called with (-want +got):\n%s", diff)
 			}
 			checkOwned(t, dyn, ns, "b.owned"+name, owner, n > 3)
 			// A later commit, of new operations, keeps the reference.
