@@ -31,15 +31,16 @@ type owners struct {
 	kinds   map[schema.GroupVersion][]metav1.APIResource
 }
 
-// refs returns the ownerReferences of the object of the run of p when the store creates
-// it, in the commit that makes run (which writes the run's record): none, or the one that o.of gives, once the owner it names is found to be the
-// object the garbage collector would find. Kubernetes' garbage collector looks for a
-// namespaced owner in its dependent's namespace, and takes an owner it does not find
-// there, or whose UID differs, as deleted, and deletes the dependent. So refs fails with
-// an error wrapping operations.ErrInvalid, naming the owner, when the reference is
-// incomplete, names a kind the API server does not serve, or names an object that is
-// not in the store's namespace (or cluster-scoped) with that UID; with the API server's
-// error, wrapped, when it refuses or does not answer; or with ctx.Err().
+// refs returns the ownerReferences of the object of the run of p when the commit that
+// makes run, which writes the run's record, creates it: none, or the one that o.of
+// gives, once the owner it names is found where the garbage collector will look for it.
+// The collector looks for a namespaced owner in its dependent's namespace, takes an
+// owner it does not find there, or whose UID differs, as deleted, and deletes the
+// dependent. So refs fails with an error wrapping operations.ErrInvalid, naming the
+// owner, when the reference is incomplete, names a kind the API server does not serve,
+// or names an object that is not in the store's namespace (or cluster-scoped) with that
+// UID; with the API server's error, wrapped, when it refuses or does not answer; or
+// with ctx.Err().
 func (o *owners) refs(ctx context.Context, p kv.Partition, run kv.RunChange) ([]metav1.OwnerReference, error) {
 	if o.of == nil || p == (kv.Partition{}) {
 		return nil, nil
@@ -66,10 +67,11 @@ func (o *owners) refs(ctx context.Context, p kv.Partition, run kv.RunChange) ([]
 	case !found:
 		return nil, invalid("the API server serves no such kind")
 	}
-	var client metadata.ResourceInterface = o.meta.Resource(gv.WithResource(res.Name))
+	resource := o.meta.Resource(gv.WithResource(res.Name))
+	var client metadata.ResourceInterface = resource
 	where := "the cluster"
 	if res.Namespaced {
-		client, where = o.meta.Resource(gv.WithResource(res.Name)).Namespace(o.ns), "namespace "+o.ns
+		client, where = resource.Namespace(o.ns), "namespace "+o.ns
 	}
 	got, err := client.Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -147,9 +148,9 @@ func TestOwnerReference(t *testing.T) {
 	}
 	// The refused creations go through a Store of their own, whose every request w
 	// records, so that the test sees that none writes.
-	w := &writeLog{}
+	w := &writes{}
 	r := openIn(t, ns, &kubestore.Options{OwnerReference: refs.of, InlineBytes: 1 << 10, ChunkBytes: 16 << 10},
-		func(next http.RoundTripper) http.RoundTripper { return recorder{next: next, log: w} })
+		func(next http.RoundTripper) http.RoundTripper { w.next = next; return w })
 	t.Cleanup(func() { r.Close() })
 	for _, tc := range refused {
 		for name, n := range sizes {
@@ -174,6 +175,21 @@ func TestOwnerReference(t *testing.T) {
 			})
 		}
 	}
+
+	// Without get on the owner's resource, the check is Forbidden, and so is the
+	// creation, which writes nothing.
+	t.Run("Forbidden", func(t *testing.T) {
+		f, _, fns := newStoreIn(t, &kubestore.Options{OwnerReference: refs.of})
+		o := operations.Owner{Kind: phase.Backup, Name: "forbidden", UID: "uid-forbidden"}
+		refs.set(o.Name, newConfigMap(t, cfg, fns, "app-backup"))
+		before := objectNames(t, dyn, fns)
+		if err := f.CreateRun(ctx, waitingRun(t, o)); !apierrors.IsForbidden(err) {
+			t.Fatalf("CreateRun without get on configmaps = %v; want Forbidden", err)
+		}
+		if diff := cmp.Diff(before, objectNames(t, dyn, fns)); diff != "" {
+			t.Errorf("objects after the refused creation (-before +after):\n%s", diff)
+		}
+	})
 
 	// A cluster-scoped owner, a Namespace, is found in the cluster. The store runs as the
 	// administrator here: storeUser may read no cluster-scoped object.
@@ -247,21 +263,6 @@ func TestOwnerReference(t *testing.T) {
 	})
 }
 
-// A writeLog holds the requests, other than GETs, that its recorders passed on.
-type writeLog struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-// take returns the requests recorded since the last take.
-func (w *writeLog) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	seen := w.seen
-	w.seen = nil
-	return seen
-}
-
 // checkOwned checks that the ItemopsRun called name in ns has exactly the ownerReference
 // want, and that each of its chunks, of which it has some when spilled, is owned by it
 // alone.
@@ -308,19 +309,4 @@ func objectNames(t *testing.T, dyn dynamic.Interface, ns string) map[string]map[
 		}
 	}
 	return out
-}
-
-// A recorder is an http.RoundTripper that records in log each request other than a GET.
-type recorder struct {
-	next http.RoundTripper
-	log  *writeLog
-}
-
-func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet {
-		r.log.mu.Lock()
-		r.log.seen = append(r.log.seen, req.Method+" "+req.URL.Path)
-		r.log.mu.Unlock()
-	}
-	return r.next.RoundTrip(req)
 }
