@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -385,14 +386,16 @@ func TestClusterExample(t *testing.T) {
 }
 
 // TestClusterExampleKubeStore runs what `go run ./operator -cluster -store=kube
-// -install-store-crds` runs, twice in one store namespace: the first run installs the
-// store's CRDs and opens the store, the second finds both; a watch of the second sees
-// its AppBackup's run made an ItemopsRun there and deleted with the AppBackup.
+// -install-store-crds -store-namespace=shop` runs, twice in one store namespace: the
+// first run installs the store's CRDs and opens the store, the second finds both; a
+// watch of the second sees its AppBackup's run made an ItemopsRun there, owned by the
+// AppBackup, and deleted with it. (The test's API server runs no garbage collector: the
+// finalizer deletes the run here.)
 func TestClusterExampleKubeStore(t *testing.T) {
 	cfg := kube.Config(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f := storeFlags{kind: "kube", namespace: "itemops-example", install: true}
+	f := storeFlags{kind: "kube", namespace: "shop", install: true}
 	var out bytes.Buffer
 	require.NoError(t, onCluster(ctx, &out, cfg, testManager, f), "the first run")
 	require.Contains(t, out.String(), "status: phase Completed, 3 of 3 operations completed", "the first run's output")
@@ -416,6 +419,12 @@ func TestClusterExampleKubeStore(t *testing.T) {
 		if owner != name {
 			continue
 		}
+		// The store found the AppBackup with the reference's UID before it created the
+		// run's object, so a UID is all that the test need see of it.
+		refs := obj.GetOwnerReferences()
+		want := []metav1.OwnerReference{{APIVersion: GroupVersion.String(), Kind: "AppBackup", Name: strings.TrimPrefix(name, "shop/")}}
+		require.Empty(t, cmp.Diff(want, refs, cmpopts.IgnoreFields(metav1.OwnerReference{}, "UID")), "the ownerReferences of the run of %s", name)
+		require.NotEmpty(t, refs[0].UID, "the UID of the run's owner")
 		if len(seen) == 0 || seen[len(seen)-1] != string(ev.Type) {
 			seen = append(seen, string(ev.Type))
 		}

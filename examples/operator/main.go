@@ -14,9 +14,11 @@
 // There the operator keeps its runs in memory, unless -store=kube keeps them in the API
 // server itself, as objects of storage/kubestore in the namespace -store-namespace
 // (itemops by default, created if missing); -install-store-crds installs the store's
-// CRDs first:
+// CRDs first. With -store-namespace=shop, the AppBackup's own namespace, each run's
+// object is owned by its AppBackup (see appBackupOwner), so that the garbage collector
+// deletes it with the AppBackup; in another namespace a run has no owner:
 //
-//	go run ./operator -cluster -store=kube -install-store-crds -kubeconfig ~/.kube/config
+//	go run ./operator -cluster -store=kube -install-store-crds -store-namespace=shop -kubeconfig ~/.kube/config
 //
 // Without -cluster, main runs without one: it starts a manager whose client is
 // controller-runtime's fake client, with the Monitor in it but no controller (a

@@ -57,6 +57,7 @@ type backend struct {
 	chunkBytes     int                // see Options.ChunkBytes
 	cache          *chunkCache        // see Options.ChunkCacheBytes
 	meta           metadata.Interface // lists objects without their data, for sweeps
+	owners         *owners            // the ownerReferences of the runs' objects
 }
 
 var _ kv.PartitionedBackend = (*backend)(nil)
@@ -340,6 +341,13 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 	if p != (kv.Partition{}) && next.recordKey == "" {
 		return fmt.Errorf("kubestore: commit of the run of %s %q writes keys of a run without its record", p.Kind, p.Name)
 	}
+	var refs []metav1.OwnerReference // the ownerReferences of an object this write creates
+	if cur.obj == nil {
+		var err error
+		if refs, err = b.owners.refs(ctx, p, run); err != nil {
+			return err
+		}
+	}
 	inline, err := encodeKeys(next.keys)
 	if err != nil {
 		return err
@@ -347,7 +355,7 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 	var created []string // the chunks this write made, deleted again if it fails
 	if p != (kv.Partition{}) && len(inline) > b.inlineBytes {
 		if cur.obj == nil {
-			if cur.obj, err = b.createPending(ctx, p, next.seq); err != nil {
+			if cur.obj, err = b.createPending(ctx, p, next.seq, refs); err != nil {
 				return err
 			}
 		}
@@ -360,7 +368,7 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 			return err
 		}
 	}
-	obj, err := b.object(p, cur, next, run, inline)
+	obj, err := b.object(p, cur, next, run, inline, refs)
 	if err == nil {
 		if cur.obj == nil {
 			_, err = client.Create(ctx, obj, metav1.CreateOptions{})
@@ -390,11 +398,12 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 
 // createPending creates the object of the run of p, holding no key, so that the chunks
 // of the run's first commit have an owner; readers take the run as absent until the
-// commit writes the object. The object has the label itemops.io/role=pending and
-// sequence number seq.
-func (b *backend) createPending(ctx context.Context, p kv.Partition, seq kv.Version) (*unstructured.Unstructured, error) {
+// commit writes the object. The object has the label itemops.io/role=pending, sequence
+// number seq and the ownerReferences refs, which the commit's write keeps.
+func (b *backend) createPending(ctx context.Context, p kv.Partition, seq kv.Version, refs []metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	res, client, name := b.target(p)
 	obj := newObject(res, b.ns, name, p)
+	obj.SetOwnerReferences(refs)
 	obj.SetLabels(map[string]string{labelRole: rolePending, labelKind: string(p.Kind)})
 	if err := unstructured.SetNestedField(obj.Object, int64(seq), "status", "store", "seq"); err != nil {
 		return nil, err
@@ -543,12 +552,13 @@ func recordKey(old string, record []byte, writes []kv.Write) (string, error) {
 }
 
 // object returns the object that holds next, whose inline keys encode to data, for
-// partition p: cur's object with next in place of its keys, or a new object when cur
-// has none. It fails with an error
-// wrapping kv.ErrTooLarge when the object's JSON would exceed b.maxObjectBytes.
-func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, data []byte) (*unstructured.Unstructured, error) {
+// partition p: cur's object with next in place of its keys, or, when cur has none, a new
+// object with the ownerReferences refs. It fails with an error wrapping kv.ErrTooLarge
+// when the object's JSON would exceed b.maxObjectBytes.
+func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, data []byte, refs []metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	res, name := locate(p)
 	obj := newObject(res, b.ns, name, p)
+	obj.SetOwnerReferences(refs)
 	if cur.obj != nil {
 		obj = cur.obj.DeepCopy()
 	}
@@ -568,11 +578,11 @@ func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, dat
 			lbls[labelPhase] = string(run.Phase)
 		}
 		fields["recordKey"] = base64.StdEncoding.EncodeToString([]byte(next.recordKey))
-		refs := make([]any, len(next.chunks))
+		chunks := make([]any, len(next.chunks))
 		for i, c := range next.chunks {
-			refs[i] = encodeChunkRef(c.ref)
+			chunks[i] = encodeChunkRef(c.ref)
 		}
-		fields["chunks"] = refs
+		fields["chunks"] = chunks
 	} else {
 		lbls[labelRole] = roleFormat
 	}

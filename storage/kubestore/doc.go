@@ -29,6 +29,29 @@
 // of spilled runs (see below), labelled itemops.io/role=chunk and itemops.io/run, the
 // first 40 hex digits of the SHA-256 of their run's object's name.
 //
+// # Owners
+//
+// [Options.OwnerReference] names, for a run's owner (its UID included), the object the
+// run belongs to (an operator's custom resource, say), and the store creates the run's
+// ItemopsRun with that ownerReference, so that Kubernetes' garbage collector deletes the
+// run with its owner, and the run's chunks, which the ItemopsRun owns, with it. The
+// collector looks for a namespaced owner in its dependent's namespace, and takes an owner
+// it does not find there, or whose UID is not the reference's, as deleted, and deletes
+// the dependent. So before it creates the object, the store finds the owner's resource by
+// discovery (kept, per group and version, until a kind is missing from it) and GETs the
+// owner, in the store's namespace or, cluster-scoped, in the cluster: an owner that is
+// not there with the reference's UID, a kind the API server does not serve or a reference
+// without an apiVersion, kind, name or UID fails the creating call with an error wrapping
+// operations.ErrInvalid, naming the owner, and writes nothing. The reference is set when
+// the object is created and never changed by the store: a run deleted and created again
+// asks again. The sum leaves ownerReferences out, since Kubernetes changes them itself
+// (its collector removes them from the dependents of an owner deleted with
+// propagationPolicy Orphan), and a run so orphaned reads as before. The deletion by the
+// collector is Kubernetes' behaviour, which this package's tests, on an API server
+// without a controller manager, do not exercise: they check the references the store
+// writes and refuses. A GET of the owner that the API server refuses (Forbidden, without
+// the right that "Rights" names) fails the creating call with its error, wrapped.
+//
 // # Commits
 //
 // Every commit ends with one write of the run's object, conditional on the
@@ -110,7 +133,14 @@
 // do not allow fails its call with the API server's Forbidden error, wrapped
 // (apierrors.IsForbidden sees it), except the deletes of the chunks that a commit
 // replaced, which come after its commit point: without that right the
-// replaced chunks stay until their run is deleted.
+// replaced chunks stay until their run is deleted. A store with
+// [Options.OwnerReference] also needs get on the owners' resource (the operator's own
+// custom resource, in the store's namespace, or cluster-wide for a cluster-scoped
+// one), which the shipped Role cannot know: grant it beside the Role. Discovery, which
+// finds that resource, is open to every authenticated user by Kubernetes' default
+// ClusterRole system:discovery. An owner reference with blockOwnerDeletion set needs,
+// where the API server runs the admission plugin OwnerReferencesPermissionEnforcement,
+// update on the owner's finalizers subresource too.
 //
 // # Installing and upgrading
 //

@@ -54,6 +54,12 @@ func TestHostileObjects(t *testing.T) {
 		{name: "OwnerRenamed", refused: true, apply: set("other", "spec", "owner", "name")},
 		{name: "UnknownField", kept: true, apply: set("x", "status", "store", "extra")},
 		{name: "ForeignLabel", kept: true, apply: setLabel("team", "a")},
+		// ownerReferences are Kubernetes' to change (its garbage collector removes them
+		// when an owner is deleted with propagationPolicy Orphan), so the sum leaves them
+		// out and an edit of them is no damage.
+		{name: "OwnerReferenceAdded", kept: true, apply: func(obj *unstructured.Unstructured) {
+			obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "app", UID: "0b1c2d3e-0000-4000-8000-000000000001"}})
+		}},
 		{name: "PhaseBackwards", apply: set(string(phase.New), "status", "phase")},
 		{name: "PhaseLabelBackwards", apply: setLabel("itemops.io/phase", string(phase.New))},
 		{name: "SeqLowered", apply: set(int64(1), "status", "store", "seq")},

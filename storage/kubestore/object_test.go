@@ -18,7 +18,7 @@ func FuzzDecodeObject(f *testing.F) {
 	p := kv.Partition{Kind: phase.Backup, Name: "b"}
 	b := &backend{ns: "ns", maxObjectBytes: 1 << 20}
 	head, err := b.object(p, stored{}, stored{keys: map[string]item{"r": {value: []byte("x"), ver: 3}}, seq: 3, recordKey: "r"},
-		kv.RunChange{Record: []byte("x"), Phase: phase.New}, mustEncode(f, map[string]item{"r": {value: []byte("x"), ver: 3}}))
+		kv.RunChange{Record: []byte("x"), Phase: phase.New}, mustEncode(f, map[string]item{"r": {value: []byte("x"), ver: 3}}), nil)
 	if err != nil {
 		f.Fatalf("object: %v", err)
 	}

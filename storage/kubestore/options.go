@@ -5,6 +5,10 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/itemops/itemops/operations"
 )
 
 // Options configures [Open]. A nil *Options means the defaults below.
@@ -51,6 +55,20 @@ type Options struct {
 	// runs it hands over, for people reading them; it has no other effect. Empty means
 	// the host name and process ID.
 	Identity string
+	// OwnerReference, when set, names the object that a run belongs to (an operator's custom
+	// resource, say), which owns the run's ItemopsRun, so that Kubernetes' garbage collector
+	// deletes the run, and its chunks, with it. The store calls it when it creates a run's
+	// object, with the run's owner as the run gives it (its UID included), and creates the
+	// object with the ownerReference it returns; nil means no owner. A later change of the
+	// run's UID (see operations.Store.UpdateRun) leaves the reference as it is. The owner
+	// must be an object of the store's namespace, or cluster-scoped, with the reference's
+	// UID, and the store GETs it to check: the store's user needs get on the owner's
+	// resource, which the Role of [RBAC] does not grant (a GET it refuses fails the creating
+	// call with its error, wrapped). A reference that fails the check fails the creating
+	// call with an error wrapping operations.ErrInvalid, naming the owner, and writes
+	// nothing. See the package documentation, "Owners". The default, nil, gives no run an
+	// owner.
+	OwnerReference func(run operations.Owner) *metav1.OwnerReference
 }
 
 // withDefaults returns o with its zero fields set to the defaults.

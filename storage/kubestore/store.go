@@ -9,7 +9,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
@@ -96,10 +99,15 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open: %w", err)
 	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubestore: open: %w", err)
+	}
 	b := &backend{
 		dyn: dyn, meta: meta, ns: namespace,
 		maxObjectBytes: opts.MaxObjectBytes, inlineBytes: opts.InlineBytes, chunkBytes: opts.ChunkBytes,
-		cache: newChunkCache(opts.ChunkCacheBytes),
+		cache:  newChunkCache(opts.ChunkCacheBytes),
+		owners: &owners{of: opts.OwnerReference, disc: disc.RESTClient(), meta: meta, ns: namespace, kinds: map[schema.GroupVersion][]metav1.APIResource{}},
 	}
 	eng, err := kv.OpenPartitioned(ctx, b)
 	if err != nil {

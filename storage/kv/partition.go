@@ -32,8 +32,9 @@ type RunChange struct {
 	// writes under the run's key), or nil when the commit leaves the record as it is or
 	// deletes the run. It is valid only until CommitPartition returns.
 	Record []byte
-	// Phase is Record's phase.
+	// Phase is Record's phase, and UID the UID of Record's owner (operations.Owner.UID).
 	Phase phase.Phase
+	UID   string
 	// History is Record's phase history (operations.Run.History), oldest first, when
 	// Record is set. It is valid only until CommitPartition returns.
 	History []operations.Transition

@@ -161,7 +161,7 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	meta := opsMetaValue{next: 1}
 	body := planNew(prefix, &meta, ops, recs)
 	conds := []Condition{{Key: rk}, {Key: metaKey}}
-	change := RunChange{Record: rec, Phase: r.Phase, History: r.History, Added: len(ops), Finished: finished(recs)}
+	change := RunChange{Record: rec, Phase: r.Phase, UID: r.Owner.UID, History: r.History, Added: len(ops), Finished: finished(recs)}
 	err = s.commitBatch(ctx, partitionOf(r.Owner), prefix, conds, change, body, meta)
 	if errors.Is(err, ErrConditionFailed) {
 		// The stored run is read, and decoded, within a Read of the backend, so that a
@@ -244,7 +244,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 			return err
 		}
 		rk, rec := runKey(o), record.AppendRun(nil, &after)
-		change := RunChange{Record: rec, Phase: after.Phase, From: before.Phase, History: after.History}
+		change := RunChange{Record: rec, Phase: after.Phase, UID: after.Owner.UID, From: before.Phase, History: after.History}
 		return lost(s.b.CommitPartition(ctx, partitionOf(o), change, []Condition{{Key: rk, Version: ver}}, []Write{{Key: rk, Value: rec}}))
 	})
 	switch {
