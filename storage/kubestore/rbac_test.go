@@ -101,7 +101,10 @@ func TestRoleIsMinimal(t *testing.T) {
 			if err := claimOK(ctx, other, probeOwner); err != nil {
 				return fmt.Errorf("the other replica: %w", err)
 			}
-			_, _, err := s.ClaimRun(ctx, probeOwner)
+			_, ok, err := s.ClaimRun(ctx, probeOwner)
+			if ok {
+				return errors.New("the claim of a run another replica holds was made")
+			}
 			return err
 		}),
 		// A claim of a run whose holder's session is gone rewrites the claim's Lease.
