@@ -75,12 +75,12 @@
 // its namespace, and no right outside it: get, list, create, update and delete on
 // itemopsruns; get, list, create and delete on itemopschunks (the list is the sweep's:
 // Open fails on a Forbidden sweep); and get, list, watch, create, update, delete and
-// deletecollection on the Leases of coordination.k8s.io, for the claims on runs (a
-// claim creates Leases, reads that of a run another replica held, and rewrites it when
-// that replica is dead; Close deletes them; a claim session lists and watches them).
-// Bind it to the operator's service account in the store's namespace. A request the
-// rights do not allow fails its call with the API server's Forbidden error, wrapped
-// (apierrors.IsForbidden sees it). The requests made after a call's outcome is
+// deletecollection on the Leases of coordination.k8s.io, for the claims on runs (a claim
+// creates Leases, reads that of a run another replica held, and rewrites it when that
+// replica is dead or handed the run over; Close deletes them; a claim session lists and
+// watches them). Bind it to the operator's service account in the store's namespace. A
+// request the rights do not allow fails its call with the API server's Forbidden error,
+// wrapped (apierrors.IsForbidden sees it). The requests made after a call's outcome is
 // settled, or by the store on its own, fail no call: the deletes of the chunks that a
 // commit replaced, which come after its commit point, and the claims' requests that
 // neither [Store.ClaimRun] nor [Store.Close] makes (the releases, the renewals of the
