@@ -77,19 +77,21 @@
 // Open fails on a Forbidden sweep); and get, list, watch, create, update, delete and
 // deletecollection on the Leases of coordination.k8s.io, for the claims on runs (a claim
 // creates Leases, reads that of a run another replica held, and rewrites it when that
-// replica is dead or handed the run over; Close deletes them; a claim session lists and
-// watches them). Bind it to the operator's service account in the store's namespace. A
-// request the rights do not allow fails its call with the API server's Forbidden error,
-// wrapped (apierrors.IsForbidden sees it). The requests made after a call's outcome is
-// settled, or by the store on its own, fail no call: the deletes of the chunks that a
-// commit replaced, which come after its commit point, and the claims' requests that
-// neither [Store.ClaimRun] nor [Store.Close] makes (the releases, the renewals of the
-// store's session, and a claim session's own, see [Store.KeepClaims]). Each right they
-// need is needed by a call too, which fails without it, except three, whose loss shows
-// only in its effect: without delete on itemopschunks, the replaced chunks stay until
-// their run is deleted; without list on Leases, a claim session never counts the
-// replicas, and so hands no run over to a replica that joins; without watch on Leases,
-// it hands runs over to a replica that joins at the end of its next pass, not at once.
+// replica is dead or handed the run over; the store renews its session's Lease, the
+// first time as soon as it creates it, so that a claim fails at once without that right;
+// Close deletes them; a claim session lists and watches them). Bind it to the operator's
+// service account in the store's namespace. A request the rights do not allow fails its
+// call with the API server's Forbidden error, wrapped (apierrors.IsForbidden sees it).
+// The requests made after a call's outcome is settled, or by the store on its own, fail
+// no call: the deletes of the chunks that a commit replaced, which come after its commit
+// point, and the claims' requests that neither [Store.ClaimRun] nor [Store.Close] makes
+// (the releases, the later renewals of the store's session, and a claim session's own, see
+// [Store.KeepClaims]). Each right they need is needed by a call too, which fails without
+// it, except three, whose loss shows only in its effect: without delete on
+// itemopschunks, the replaced chunks stay until their run is deleted; without list on
+// Leases, a claim session never counts the replicas, and so hands no run over to a
+// replica that joins; without watch on Leases, it hands runs over to a replica that
+// joins at the end of its next pass, not at once.
 //
 // # Installing and upgrading
 //

@@ -107,15 +107,17 @@ func TestRoleIsMinimal(t *testing.T) {
 			}
 			return err
 		}),
-		// A claim of a run whose holder's session is gone rewrites the claim's Lease.
-		{"leases", "update"}: claimsProbe(func(ctx context.Context, s, other *kubestore.Store, leases coordclient.LeaseInterface) error {
-			if err := claimOK(ctx, other, probeOwner); err != nil {
-				return fmt.Errorf("the other replica: %w", err)
+		// A first claim renews the session Lease it creates at once; a claim of a run
+		// whose holder is dead rewrites the claim's Lease. A session that could not be
+		// renewed leaves no Lease.
+		{"leases", "update"}: claimsProbe(func(ctx context.Context, s, _ *kubestore.Store, leases coordclient.LeaseInterface) error {
+			err := claimOK(ctx, s, probeOwner)
+			if err != nil {
+				if left := sessionLeft(ctx, leases, userIdentity); left != nil {
+					return left
+				}
 			}
-			if err := deleteSession(ctx, leases, otherIdentity); err != nil {
-				return err
-			}
-			return claimOK(ctx, s, probeOwner)
+			return err
 		}),
 		// Close deletes the claims of the store's session at once, then its Lease.
 		{"leases", "delete"}:           claimsProbe(closeHolding),
@@ -303,19 +305,19 @@ func closeHolding(ctx context.Context, s, _ *kubestore.Store, _ coordclient.Leas
 	return s.Close()
 }
 
-// deleteSession deletes the session Lease of the store called identity, as a replica
-// that judged the session dead does.
-func deleteSession(ctx context.Context, leases coordclient.LeaseInterface, identity string) error {
+// sessionLeft returns an error when the namespace of leases holds a session Lease of
+// the store called identity.
+func sessionLeft(ctx context.Context, leases coordclient.LeaseInterface, identity string) error {
 	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: "itemops.io/role=session"})
 	if err != nil {
 		return err
 	}
 	for _, l := range list.Items {
 		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity {
-			return leases.Delete(ctx, l.Name, metav1.DeleteOptions{})
+			return fmt.Errorf("the session Lease %s of %s is left", l.Name, identity)
 		}
 	}
-	return fmt.Errorf("no session Lease of %s", identity)
+	return nil
 }
 
 // keepTwo starts a claim session of s and claims two runs under it (claimTwo).
