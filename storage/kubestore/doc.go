@@ -85,9 +85,9 @@
 // The requests made after a call's outcome is settled, or by the store on its own, fail
 // no call: the deletes of the chunks that a commit replaced, which come after its commit
 // point, and the claims' requests that neither [Store.ClaimRun] nor [Store.Close] makes
-// (the releases, the later renewals of the store's session, and a claim session's own, see
-// [Store.KeepClaims]). Each right they need is needed by a call too, which fails without
-// it, except three, whose loss shows only in its effect: without delete on
+// (the releases, the later renewals of the store's session, and a claim session's own,
+// see [Store.KeepClaims]). Each right they need is needed by a call too, which fails
+// without it, except three, whose loss shows only in its effect: without delete on
 // itemopschunks, the replaced chunks stay until their run is deleted; without list on
 // Leases, a claim session never counts the replicas, and so hands no run over to a
 // replica that joins; without watch on Leases, it hands runs over to a replica that
@@ -144,7 +144,8 @@
 //   - session: one per Store from its first claim until [Store.Close], named by the API
 //     server ("itemops-" and a suffix), whose holderIdentity is [Options.Identity] and
 //     whose leaseDurationSeconds is [Options.ClaimTTL]. The store renews it (a PUT on
-//     its resourceVersion that sets renewTime) every third of that.
+//     its resourceVersion that sets renewTime) as soon as it creates it, then every
+//     third of that.
 //   - claim: one per claimed run, named like the run's ItemopsRun, whose holderIdentity
 //     and label itemops.io/holder name the session that holds it. A run handed over to
 //     another replica keeps its Lease, with the annotations itemops.io/free-from (from

@@ -36,8 +36,8 @@ const (
 //
 //   - A session is a Lease labelled itemops.io/role=session, named by the API server
 //     (itemops- and a suffix), whose holderIdentity is Options.Identity and whose
-//     leaseDurationSeconds is Options.ClaimTTL; the store renews it (renewTime) every
-//     third of that.
+//     leaseDurationSeconds is Options.ClaimTTL; the store renews it (renewTime) as
+//     soon as it creates it, then every third of that.
 //   - A claim is a Lease named like the run's object (objectName: it holds a dot, which
 //     no session or member name does), labelled role=claim and itemops.io/holder with
 //     the session's name, which is also its holderIdentity. A claim handed over keeps
