@@ -128,19 +128,32 @@
 // its namespace, and no right outside it: get, list, create, update and delete on
 // itemopsruns; get, list, create and delete on itemopschunks (the list is the sweep's:
 // Open fails on a Forbidden sweep); and get, list, watch, create, update, delete and
-// deletecollection on the Leases of coordination.k8s.io, for the claims on runs. Bind
-// it to the operator's service account in the store's namespace. A request the rights
-// do not allow fails its call with the API server's Forbidden error, wrapped
-// (apierrors.IsForbidden sees it), except the deletes of the chunks that a commit
-// replaced, which come after its commit point: without that right the
-// replaced chunks stay until their run is deleted. A store with
-// [Options.OwnerReference] also needs get on the owners' resource (the operator's own
-// custom resource, in the store's namespace, or cluster-wide for a cluster-scoped
-// one), which the shipped Role cannot know: grant it beside the Role. Discovery, which
-// finds that resource, is open to every authenticated user by Kubernetes' default
-// ClusterRole system:discovery. An owner reference with blockOwnerDeletion set needs,
-// where the API server runs the admission plugin OwnerReferencesPermissionEnforcement,
-// update on the owner's finalizers subresource too.
+// deletecollection on the Leases of coordination.k8s.io, for the claims on runs (a claim
+// creates Leases, reads that of a run another replica held, and rewrites it when that
+// replica is dead or handed the run over; the store renews its session's Lease, the
+// first time as soon as it creates it, so that a claim fails at once without that right;
+// Close deletes them; a claim session lists and watches them). Bind it to the operator's
+// service account in the store's namespace. A request the rights do not allow fails its
+// call with the API server's Forbidden error, wrapped (apierrors.IsForbidden sees it).
+// The requests made after a call's outcome is settled, or by the store on its own, fail
+// no call: the deletes of the chunks that a commit replaced, which come after its commit
+// point, and the claims' requests that neither [Store.ClaimRun] nor [Store.Close] makes
+// (the releases, the later renewals of the store's session, and a claim session's own,
+// see [Store.KeepClaims]). Each right they need is needed by a call too, which fails
+// without it, except three, whose loss shows only in its effect: without delete on
+// itemopschunks, the replaced chunks stay until their run is deleted; without list on
+// Leases, a claim session never counts the replicas, and so hands no run over to a
+// replica that joins; without watch on Leases, it hands runs over to a replica that
+// joins at the end of its next pass, not at once.
+//
+// A store with [Options.OwnerReference] also needs get on the owners' resource (the
+// operator's own custom resource, in the store's namespace, or cluster-wide for a
+// cluster-scoped one), which the shipped Role cannot know: grant it beside the Role.
+// Discovery, which finds that resource, is open to every authenticated user by
+// Kubernetes' default ClusterRole system:discovery. An owner reference with
+// blockOwnerDeletion set needs, where the API server runs the admission plugin
+// OwnerReferencesPermissionEnforcement, update on the owner's finalizers subresource
+// too.
 //
 // # Installing and upgrading
 //
@@ -193,7 +206,8 @@
 //   - session: one per Store from its first claim until [Store.Close], named by the API
 //     server ("itemops-" and a suffix), whose holderIdentity is [Options.Identity] and
 //     whose leaseDurationSeconds is [Options.ClaimTTL]. The store renews it (a PUT on
-//     its resourceVersion that sets renewTime) every third of that.
+//     its resourceVersion that sets renewTime) as soon as it creates it, then every
+//     third of that.
 //   - claim: one per claimed run, named like the run's ItemopsRun, whose holderIdentity
 //     and label itemops.io/holder name the session that holds it. A run handed over to
 //     another replica keeps its Lease, with the annotations itemops.io/free-from (from

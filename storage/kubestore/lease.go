@@ -36,8 +36,8 @@ const (
 //
 //   - A session is a Lease labelled itemops.io/role=session, named by the API server
 //     (itemops- and a suffix), whose holderIdentity is Options.Identity and whose
-//     leaseDurationSeconds is Options.ClaimTTL; the store renews it (renewTime) every
-//     third of that.
+//     leaseDurationSeconds is Options.ClaimTTL; the store renews it (renewTime) as
+//     soon as it creates it, then every third of that.
 //   - A claim is a Lease named like the run's object (objectName: it holds a dot, which
 //     no session or member name does), labelled role=claim and itemops.io/holder with
 //     the session's name, which is also its holderIdentity. A claim handed over keeps
@@ -119,7 +119,10 @@ func (l *leases) Key(o operations.Owner) string {
 }
 
 // Session returns the store's live session, creating its Lease when there is none or
-// the last one was lost.
+// the last one was lost. It renews a Lease it creates at once, so that a store whose
+// rights do not allow renewals fails here, with the API server's error, rather than
+// losing each of its sessions, unseen, a duration later; the Lease of a session whose
+// renewal failed is deleted, best effort.
 func (l *leases) Session(ctx context.Context) (claims.Session, error) {
 	s := l.s
 	s.sessMu.Lock()
@@ -147,6 +150,13 @@ func (l *leases) Session(ctx context.Context) (claims.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: create the session Lease in %s: %w", l.ns, err)
 	}
+	created.Spec.RenewTime = ptr(metav1.NewMicroTime(time.Now()))
+	renewed, err := l.client.Update(rctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		_ = l.client.Delete(rctx, created.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &created.ResourceVersion}})
+		return nil, fmt.Errorf("kubestore: renew the session Lease %s/%s: %w", l.ns, created.Name, err)
+	}
+	created = renewed
 	kctx, stop := context.WithCancel(context.Background())
 	ss := &leaseSession{name: created.Name, lost: make(chan struct{}), cancel: stop, renewing: make(chan struct{})}
 	go l.renew(kctx, ss, created)
@@ -156,7 +166,8 @@ func (l *leases) Session(ctx context.Context) (claims.Session, error) {
 
 // renew renews the session's Lease every third of its duration, until ctx ends. The
 // session is lost when a renewal finds the Lease changed or gone (another store judged
-// it dead and took it away), or when no renewal succeeded for a whole duration, after
+// it dead and took it away), when the API server forbids it (the rights changed; the
+// next Session fails then), or when no renewal succeeded for a whole duration, after
 // which the other stores judge it dead.
 func (l *leases) renew(ctx context.Context, ss *leaseSession, lease *coordinationv1.Lease) {
 	defer close(ss.renewing)
@@ -178,7 +189,7 @@ func (l *leases) renew(ctx context.Context, ss *leaseSession, lease *coordinatio
 		switch {
 		case err == nil:
 			lease, last = got, now
-		case apierrors.IsConflict(err), apierrors.IsNotFound(err), time.Since(last) >= l.ttl:
+		case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), time.Since(last) >= l.ttl:
 			return
 		}
 	}
