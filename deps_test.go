@@ -143,9 +143,9 @@ func TestDependencyHygiene(t *testing.T) {
 // TestImportLayers keeps the one-way imports of the packages, as docs/architecture.md
 // draws them: a package depends only on the itemops packages below it, directly or
 // through others (an internal/ package does not launder an import). Its tests may import
-// anything. The nested module storage/etcdstore is held to the storage rule too. The
-// test helpers under internal/testutil are test code: they may import what they test,
-// and no package depends on them (TestTestHelpersOnlyInTests checks every file). An
+// anything. The nested modules storage/etcdstore and storage/kubestore are held to the
+// storage rule too. The test helpers under internal/testutil are test code: they may
+// import what they test, and no package depends on them (TestTestHelpersOnlyInTests checks every file). An
 // internal package below the root's internal/ that has a rule here is held to it, and
 // only the packages its importers entry names may import it.
 func TestImportLayers(t *testing.T) {
@@ -177,11 +177,14 @@ func TestImportLayers(t *testing.T) {
 		"storage/storetest": {"operations", "operations/monitor", "operations/operationstest", "phase", "clock"},
 		// The engine's record codec, shared by the engine and boltstore's migration.
 		"storage/internal/record": {"operations", "phase"},
+		// The claim policy, shared by the drivers whose replicas share runs.
+		"storage/internal/claims": {"operations", "phase"},
 	}
 	// importers lists, for each internal package of a rule above, the only packages whose
 	// non-test code may import it; Go would let any package beside its parent do so.
 	importers := map[string][]string{
 		"storage/internal/record": {"storage/kv", "storage/boltstore"},
+		"storage/internal/claims": {"storage/etcdstore", "storage/kubestore"},
 	}
 	type pkg struct {
 		ImportPath string
@@ -192,8 +195,10 @@ func TestImportLayers(t *testing.T) {
 	// The nested module is listed through a copy of its go.mod with -mod=mod, so that
 	// the listing works where the root module's requirements have moved (CI raises them
 	// to the newest in a scratch copy) and never writes the module's own files.
-	pkgs = append(pkgs, goJSONInModule[pkg](t, "storage/etcdstore",
-		"list", "-mod=mod", "-modfile="+modfileCopy(t, "storage/etcdstore"), "-json=ImportPath,Imports,Deps", "./...")...)
+	for _, nested := range []string{"storage/etcdstore", "storage/kubestore"} {
+		pkgs = append(pkgs, goJSONInModule[pkg](t, nested,
+			"list", "-mod=mod", "-modfile="+modfileCopy(t, nested), "-json=ImportPath,Imports,Deps", "./...")...)
+	}
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
 		for _, imp := range p.Imports {

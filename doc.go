@@ -33,8 +33,9 @@
 //   - storage/kv: the storage engine, the Store contract written once over a small
 //     transactional key-value Backend; storage/kv/kvtest checks a Backend driver.
 //   - storage/memstore and storage/boltstore: drivers of the engine, in memory and in
-//     one bbolt file; storage/etcdstore, a module of its own, on etcd;
-//     storage/storetest: the conformance suite every Store passes.
+//     one bbolt file; storage/etcdstore and storage/kubestore, modules of their own, on
+//     etcd and on the Kubernetes API; storage/storetest: the conformance suite every
+//     Store passes.
 //   - cmd/itemops: a command that shows the library at work.
 //   - integrations/controllerruntime, a module of its own: the Monitor in a
 //     controller-runtime manager (gated by Recover, with an event source, status and

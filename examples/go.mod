@@ -7,6 +7,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/itemops/itemops v0.0.0
 	github.com/itemops/itemops/integrations/controllerruntime v0.0.0
+	github.com/itemops/itemops/storage/kubestore v0.0.0
 	github.com/stretchr/testify v1.12.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -77,4 +78,5 @@ require (
 replace (
 	github.com/itemops/itemops => ..
 	github.com/itemops/itemops/integrations/controllerruntime => ../integrations/controllerruntime
+	github.com/itemops/itemops/storage/kubestore => ../storage/kubestore
 )

@@ -21,9 +21,9 @@ import (
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/clock"
+	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
-	"github.com/itemops/itemops/storage/memstore"
 )
 
 // crdManifest is AppBackup's CustomResourceDefinition.
@@ -71,11 +71,11 @@ func installCRD(ctx context.Context, c client.Client) error {
 }
 
 // newClusterOperator returns the operator in a new manager on the cluster of cfg, not
-// started: the Monitor and the controller, as SetupWithManager adds them, over a
-// memstore, with action as the plugin and Events through the manager's recorder. opts
+// started: the Monitor and the controller, as SetupWithManager adds them, over store,
+// with action as the plugin and Events through the manager's recorder. opts
 // are the manager's options, to which it adds the scheme and, unless set, turns off the
 // metrics server. The CRD must be installed (see installCRD).
-func newClusterOperator(cfg *rest.Config, opts manager.Options, action adapters.BackupItemAction[*AppBackup]) (*BackupReconciler, manager.Manager, error) {
+func newClusterOperator(cfg *rest.Config, opts manager.Options, store operations.Store, action adapters.BackupItemAction[*AppBackup]) (*BackupReconciler, manager.Manager, error) {
 	scheme, err := newScheme()
 	if err != nil {
 		return nil, nil, err
@@ -97,7 +97,7 @@ func newClusterOperator(cfg *rest.Config, opts manager.Options, action adapters.
 		return nil, nil, err
 	}
 	r := &BackupReconciler{
-		Client: mgr.GetClient(), Store: memstore.New(), Plugins: plugins,
+		Client: mgr.GetClient(), Store: store, Plugins: plugins,
 		Events: mgr.GetEventRecorder("appbackup"), Kind: kind,
 		MonitorOptions: []monitor.Option{monitor.WithInterval(pollEvery)},
 	}
@@ -105,12 +105,12 @@ func newClusterOperator(cfg *rest.Config, opts manager.Options, action adapters.
 }
 
 // onCluster runs the operator on the cluster of cfg, in a manager of options opts (see
-// newClusterOperator): it installs AppBackup's CRD, starts
-// the operator, creates an AppBackup in namespace shop (which it creates if missing),
-// writes each status it goes through to w until its run ends, then deletes it, waits
-// until the finalizer lets it go, and stops the operator. It fails with the cluster's
-// errors and ctx's.
-func onCluster(ctx context.Context, w io.Writer, cfg *rest.Config, opts manager.Options) error {
+// newClusterOperator), with its runs in the store of f (see openStore): it installs
+// AppBackup's CRD, starts the operator, creates an AppBackup in namespace shop (which it
+// creates if missing), writes each status it goes through to w until its run ends,
+// then deletes it, waits until the finalizer lets it go, and stops the operator. It
+// fails with the cluster's errors and ctx's.
+func onCluster(ctx context.Context, w io.Writer, cfg *rest.Config, opts manager.Options, f storeFlags) error {
 	scheme, err := newScheme()
 	if err != nil {
 		return err
@@ -127,7 +127,11 @@ func onCluster(ctx context.Context, w io.Writer, cfg *rest.Config, opts manager.
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	_, mgr, err := newClusterOperator(cfg, opts, newUploader(300*time.Millisecond, clock.System{}))
+	store, err := openStore(ctx, cfg, c, f)
+	if err != nil {
+		return err
+	}
+	_, mgr, err := newClusterOperator(cfg, opts, store, newUploader(300*time.Millisecond, clock.System{}))
 	if err != nil {
 		return err
 	}

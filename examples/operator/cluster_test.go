@@ -15,13 +15,18 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +39,8 @@ import (
 	"github.com/itemops/itemops/integrations/controllerruntime/apiservertest"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/kubestore"
+	"github.com/itemops/itemops/storage/memstore"
 )
 
 // kube is the API server of the tests named TestCluster...; installCRD, the example's
@@ -86,7 +93,7 @@ func newCluster(t *testing.T, action adapters.BackupItemAction[*AppBackup]) *clu
 	opts.Cache.DefaultNamespaces = map[string]cache.Config{ns.Name: {}} // not the other tests' AppBackups
 	k := &cluster{c: c, ns: ns.Name, errs: new(errorLog)}
 	opts.Logger = logr.New(errorSink{LogSink: testr.New(t).GetSink(), log: k.errs})
-	k.r, k.mgr, err = newClusterOperator(cfg, opts, action)
+	k.r, k.mgr, err = newClusterOperator(cfg, opts, memstore.New(), action)
 	require.NoError(t, err)
 	return k
 }
@@ -370,12 +377,65 @@ func TestClusterExample(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	require.NoError(t, onCluster(ctx, &out, cfg, testManager))
+	require.NoError(t, onCluster(ctx, &out, cfg, testManager, storeFlags{kind: "memory"}))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.GreaterOrEqual(t, len(lines), 3, "output:\n%s", out.String())
 	require.Regexp(t, `^created AppBackup shop/nightly-\w+$`, lines[0])
 	require.Equal(t, "status: phase Completed, 3 of 3 operations completed", lines[len(lines)-2])
 	require.Regexp(t, `^deleted AppBackup shop/nightly-\w+: its finalizer let it go once its run was deleted$`, lines[len(lines)-1])
+}
+
+// TestClusterExampleKubeStore runs what `go run ./operator -cluster -store=kube
+// -install-store-crds -store-namespace=shop` runs, twice in one store namespace: the
+// first run installs the store's CRDs and opens the store, the second finds both; a
+// watch of the second sees its AppBackup's run made an ItemopsRun there, owned by the
+// AppBackup, and deleted with it. (The test's API server runs no garbage collector: the
+// finalizer deletes the run here.)
+func TestClusterExampleKubeStore(t *testing.T) {
+	cfg := kube.Config(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := storeFlags{kind: "kube", namespace: "shop", install: true}
+	var out bytes.Buffer
+	require.NoError(t, onCluster(ctx, &out, cfg, testManager, f), "the first run")
+	require.Contains(t, out.String(), "status: phase Completed, 3 of 3 operations completed", "the first run's output")
+
+	runs := schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "itemopsruns"}
+	watch, err := dynamic.NewForConfigOrDie(cfg).Resource(runs).Namespace(f.namespace).Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	defer watch.Stop()
+	out.Reset()
+	require.NoError(t, onCluster(ctx, &out, cfg, testManager, f), "the second run")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Regexp(t, `^created AppBackup shop/(nightly-\w+)$`, lines[0])
+	name := strings.TrimPrefix(lines[0], "created AppBackup ")
+	require.Equal(t, "status: phase Completed, 3 of 3 operations completed", lines[len(lines)-2])
+
+	var seen []string
+	for ev := range watch.ResultChan() {
+		obj, ok := ev.Object.(*unstructured.Unstructured)
+		require.True(t, ok, "watch event %s of %T", ev.Type, ev.Object)
+		owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "name")
+		if owner != name {
+			continue
+		}
+		// The store found the AppBackup with the reference's UID before it created the
+		// run's object, so a UID is all that the test need see of it.
+		refs := obj.GetOwnerReferences()
+		want := []metav1.OwnerReference{{APIVersion: GroupVersion.String(), Kind: "AppBackup", Name: strings.TrimPrefix(name, "shop/")}}
+		require.Empty(t, cmp.Diff(want, refs, cmpopts.IgnoreFields(metav1.OwnerReference{}, "UID")), "the ownerReferences of the run of %s", name)
+		require.NotEmpty(t, refs[0].UID, "the UID of the run's owner")
+		if len(seen) == 0 || seen[len(seen)-1] != string(ev.Type) {
+			seen = append(seen, string(ev.Type))
+		}
+		if ev.Type == apiwatch.Deleted {
+			break
+		}
+	}
+	require.Equal(t, []string{"ADDED", "MODIFIED", "DELETED"}, seen, "the watch's events of the run of %s", name)
+
+	_, err = openStore(ctx, cfg, nil, storeFlags{kind: "bolt"})
+	require.ErrorContains(t, err, "-store=bolt: want memory or kube")
 }
 
 // touchingClient is a client whose status writes call beforeStatusWrite first, and then

@@ -11,6 +11,15 @@
 //
 //	go run ./operator -cluster -kubeconfig ~/.kube/config
 //
+// There the operator keeps its runs in memory, unless -store=kube keeps them in the API
+// server itself, as objects of storage/kubestore in the namespace -store-namespace
+// (itemops by default, created if missing); -install-store-crds installs the store's
+// CRDs first. With -store-namespace=shop, the AppBackup's own namespace, each run's
+// object is owned by its AppBackup (see appBackupOwner), so that the garbage collector
+// deletes it with the AppBackup; in another namespace a run has no owner:
+//
+//	go run ./operator -cluster -store=kube -install-store-crds -store-namespace=shop -kubeconfig ~/.kube/config
+//
 // Without -cluster, main runs without one: it starts a manager whose client is
 // controller-runtime's fake client, with the Monitor in it but no controller (a
 // controller watches the API server), and reconciles the AppBackup whenever the Monitor
@@ -46,7 +55,14 @@ import (
 
 func main() {
 	cluster := flag.Bool("cluster", false, "run on the cluster of -kubeconfig, $KUBECONFIG, the in-cluster configuration or ~/.kube/config, instead of a fake client")
+	var store storeFlags
+	flag.StringVar(&store.kind, "store", "memory", "with -cluster, where the operator keeps its runs: memory, or kube for objects of the API server in -store-namespace")
+	flag.StringVar(&store.namespace, "store-namespace", "itemops", "with -store=kube, the namespace of the store's objects, created if missing")
+	flag.BoolVar(&store.install, "install-store-crds", false, "with -store=kube, install the store's CRDs first, which needs an administrator's rights")
 	flag.Parse() // controller-runtime registers -kubeconfig
+	if !*cluster && store.kind != "memory" {
+		log.Fatalf("-store=%s needs -cluster", store.kind)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run := example
@@ -56,7 +72,7 @@ func main() {
 			if err != nil {
 				return err
 			}
-			return onCluster(ctx, w, cfg, manager.Options{Logger: logr.Discard()})
+			return onCluster(ctx, w, cfg, manager.Options{Logger: logr.Discard()}, store)
 		}
 	}
 	if err := run(ctx, os.Stdout); err != nil {

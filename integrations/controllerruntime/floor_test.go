@@ -68,12 +68,13 @@ func main() {
 // TestOperatorAtTheFloorKeepsItsVersions holds the promise of docs/operators.md
 // "Supported versions": an operator on controller-runtime v0.19.0 and go 1.23, with tests
 // on testify v1.9.0, that adds this module (and so the itemops library, its boltstore
-// included) keeps its go line and the version of every module its go.mod required, but
-// those the table of that section lists, which move to the versions it gives, required
-// by the module it names. The test tidies such an operator, adds this module with its
-// packages imported, tidies again and compares. It needs the module proxy (or a module
-// cache that holds what the operator needs). CI runs it on this module's own go.mod only:
-// a copy raised to the newest controller-runtime is not at the floor.
+// included) and storage/kubestore keeps its go line and the version of every module its
+// go.mod required, but those the table of that section lists, which move to the versions
+// it gives, required by the module it names. The test tidies such an operator, adds the
+// modules with their packages imported, tidies again and compares. It needs the module
+// proxy (or a module cache that holds what the operator needs). CI runs it on this
+// module's own go.mod only: a copy raised to the newest controller-runtime is not at
+// the floor.
 func TestOperatorAtTheFloorKeepsItsVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("tidies an operator's module twice; run without -short")
@@ -96,9 +97,11 @@ func TestOperatorAtTheFloorKeepsItsVersions(t *testing.T) {
 	_ "github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
 	_ "github.com/itemops/itemops/operations/monitor"
 	_ "github.com/itemops/itemops/storage/boltstore"
+	_ "github.com/itemops/itemops/storage/kubestore"
 `, 1))
 	goRun(t, dir, "mod", "edit",
 		"-require=github.com/itemops/itemops/integrations/controllerruntime@v0.0.0", "-replace=github.com/itemops/itemops/integrations/controllerruntime="+here,
+		"-require=github.com/itemops/itemops/storage/kubestore@v0.0.0", "-replace=github.com/itemops/itemops/storage/kubestore="+filepath.Join(root, "storage", "kubestore"),
 		"-require=github.com/itemops/itemops@v0.0.0", "-replace=github.com/itemops/itemops="+root)
 	goRun(t, dir, "mod", "tidy")
 	// Built as this test was, from the packages its own build left in the cache.

@@ -30,7 +30,7 @@
 // The file is locked while a Store has it open. Another [Open] of the same file, in this
 // process or another, waits at most [Options.Timeout] (one second by default) and then
 // fails with [ErrLocked]; it never hangs. One process at a time, so one controller
-// replica: use storage/etcdstore for several. (Read-only Stores share the lock among
+// replica: use storage/etcdstore or storage/kubestore for several. (Read-only Stores share the lock among
 // themselves; see "Reading without writing".)
 //
 // A context is checked before each transaction begins, after a write has waited for the

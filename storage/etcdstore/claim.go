@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/internal/claims"
 )
 
 // A session is the lease that holds a store's claims, kept alive until stop or until
@@ -26,7 +29,11 @@ func (ss *session) stop() {
 	<-ss.done
 }
 
-func (ss *session) lost() bool {
+// ID is the lease's ID in hexadecimal.
+func (ss *session) ID() string { return leaseID(ss.id) }
+
+// Lost reports whether the lease is no longer kept alive.
+func (ss *session) Lost() bool {
 	select {
 	case <-ss.done:
 		return true
@@ -34,6 +41,8 @@ func (ss *session) lost() bool {
 		return false
 	}
 }
+
+func leaseID(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }
 
 // session returns the store's live session, granting a lease for a new one when there
 // is none or the last one was lost (with its claims).
@@ -43,7 +52,7 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	if s.sess != nil && !s.sess.lost() {
+	if s.sess != nil && !s.sess.Lost() {
 		return s.sess, nil
 	}
 	s.sess = nil
@@ -97,145 +106,69 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 // after that deletion (it had not answered within the timeout); such a key stays until
 // this store's next claim of the run adopts it or its lease ends with the store.
 func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(), ok bool, err error) {
-	return s.claim(ctx, o, nil)
+	if s.Store == nil {
+		return nil, false, ErrClosed
+	}
+	return s.claims.ClaimRun(ctx, o)
 }
 
-// claim is ClaimRun, under the claim session k when it is not nil (see
-// Store.KeepClaims): the session takes back a claim it keeps, knows the runs other stores
-// held when it last read the claims, and keeps the claims made when they are released.
-// A claim of a run handed over, in a session whose claims of such runs under way would
-// fill its share, first waits for those to end (each within Options.RequestTimeout).
-func (s *Store) claim(ctx context.Context, o operations.Owner, k *keeper) (release func(), ok bool, err error) {
-	if err := o.Validate(); err != nil {
-		return nil, false, fmt.Errorf("claim run: %w", err)
+// KeepClaims starts a claim session for a [github.com/itemops/itemops/operations/monitor.Monitor]
+// whose Run makes a pass every interval; it makes the Store an [operations.ClaimKeeper],
+// and Run calls it on its own (it finds it by a type assertion), so callers of the
+// Monitor need not. A claim made by the session's ClaimRun stays with the session when
+// its release function is called: the session keeps it under the store's lease, and its
+// next ClaimRun of the run takes it back without a request to etcd. A replica thus holds
+// its runs from pass to pass, and a pass writes to etcd only the operations and runs that
+// changed. In each pass, the session's first claim reads all the claims at once; until
+// the next pass, a claim of a run another store held then fails without a request (a run
+// that store gives up meanwhile is claimed in the next pass). Otherwise the session's
+// ClaimRun answers and fails as [Store.ClaimRun] does.
+//
+// The session counts itself among the replicas with a key under replicas/, bound to the
+// store's lease. EndPass, called at the end of each pass with how many runs the pass
+// found, balances the runs: it gives up the claims of the runs the pass did not claim
+// (they ended, or another took them), counts the live sessions n, and hands over the
+// claims beyond its share (runs/n, one more for the first runs%n sessions by their
+// keys). A run handed over keeps its claim key, with a value that says from when another
+// store may claim it: interval after the session's last poll of the run ended, so that no
+// operation is polled by two replicas within one interval (the replicas' clocks must
+// agree to well within the interval). The session takes a handed-over run only while it
+// holds less than its share, counting the claims of such runs its Monitor is making
+// (when those alone would fill the share, the claim waits for them, at most
+// Options.RequestTimeout each), and takes back one of its own only an interval later
+// still, or when no other replica took it for two intervals. A run no one holds goes to
+// whoever claims it first, whatever the shares. EndIncompletePass, called at the end of
+// a pass whose lists of runs failed, does nothing: the session keeps its claims, and
+// the next EndPass balances.
+//
+// The session also watches the keys under replicas/. When another replica's session
+// starts, the session counts the sessions again and hands over at once, during a pass or
+// between two, the claims beyond its new share that no Monitor uses, those its Monitor
+// released first. The replica that joined finds them in its next pass. A run handed over
+// to it that it may take but that is not free yet makes it call wake at the time the run
+// is free (the latest such time, when there are several), so that its Monitor makes a
+// pass then: Run passes [github.com/itemops/itemops/operations/monitor.Monitor.Wake]; a
+// nil wake does nothing. A replica that joins thus holds its share about an interval
+// after it starts. When the watch fails, the next pass starts another; until then, and
+// while etcd does not answer, a join is seen at the end of a pass.
+//
+// End gives up every claim the session keeps, and its hand-overs and its key under
+// replicas/, in a few transactions, waiting at most [Options.RequestTimeout] for etcd;
+// when etcd does not answer, they end with the store's lease. It stops the watch first,
+// and waits for a hand-over under way (at most two requests). After End, the session's
+// claims are given up when released, as outside a session, and wake is not called. The
+// session does not end with ctx; only End ends it.
+//
+// KeepClaims writes the replica key, counts the claims and starts the watch (each
+// request within Options.RequestTimeout, or until ctx ends); when etcd does not answer,
+// the first pass makes up for them. The session is safe for concurrent use; none of its
+// methods fails but ClaimRun. On the zero Store, or after Close, the session keeps
+// nothing, and its ClaimRun fails with [ErrClosed].
+func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake func()) operations.ClaimSession {
+	if s.Store == nil {
+		return claims.Ended(ErrClosed)
 	}
-	key := s.claimKey(o)
-	// A claim a session keeps is taken back by the session (k.adopt), or lent to a
-	// caller outside the sessions (s.lend); its release returns it to the session.
-	var (
-		kept        func()
-		found, busy bool
-	)
-	if k != nil {
-		kept, found, busy = k.adopt(key)
-	} else {
-		kept, found, busy = s.lend(key)
-	}
-	switch {
-	case found:
-		if err := s.ready(ctx); err != nil {
-			kept() // the caller has gone: the session keeps the claim
-			return nil, false, err
-		}
-		return kept, true, nil
-	case busy, k != nil && k.heldByOther(ctx, key):
-		return nil, false, s.ready(ctx)
-	}
-	s.heldMu.Lock()
-	_, busy = s.held[key]
-	s.heldMu.Unlock()
-	if busy {
-		return nil, false, s.ready(ctx)
-	}
-	// took is set while a claim of a run handed over, which the claim session allowed
-	// (mayTake), is neither added to the session nor given back to it.
-	took := false
-	defer func() {
-		if took {
-			k.untake()
-		}
-	}()
-	for attempt := 0; ; attempt++ {
-		ss, err := s.session(ctx)
-		if err != nil {
-			return nil, false, fmt.Errorf("claim run %s: %w", o, err)
-		}
-		// The request is not cut short when ctx ends: etcd could apply a claim whose
-		// caller has gone, and nobody would ever release it. It is bounded by
-		// Options.RequestTimeout, and ctx is looked at once the outcome is known.
-		resp, err := s.claimTxn(ctx, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), key, ss)
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-			// The lease expired before its keep-alive noticed: start a new session.
-			ss.stop()
-			continue
-		}
-		if err != nil {
-			// etcd may have written the claim though the request failed (no answer in
-			// time, or the answer was lost): give up whatever this session holds under
-			// key, so that the claim does not outlive the call that made it.
-			s.abandon(key, ss.id)
-			return nil, false, fmt.Errorf("claim run %s: %w", o, err)
-		}
-		rev := resp.Header.Revision
-		if !resp.Succeeded {
-			kvs := resp.Responses[0].GetResponseRange().Kvs
-			if len(kvs) == 0 {
-				return nil, false, nil // another store held it a moment ago
-			}
-			cur := kvs[0]
-			free, handedOver := parseMarker(cur.Value)
-			switch {
-			case handedOver:
-				// A run handed over by a claim session: take it if its time has come.
-				if !k.mayTake(clientv3.LeaseID(cur.Lease), free, ss, time.Now()) {
-					return nil, false, nil
-				}
-				took = k != nil
-				resp, err = s.claimTxn(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", cur.ModRevision), key, ss)
-				if err != nil {
-					s.abandon(key, ss.id)
-					return nil, false, fmt.Errorf("claim run %s: %w", o, err)
-				}
-				if !resp.Succeeded {
-					return nil, false, nil // another store took it first
-				}
-				rev = resp.Header.Revision
-			case clientv3.LeaseID(cur.Lease) != ss.id:
-				return nil, false, nil // another store holds it
-			default:
-				// A claim of this store's lease that no Monitor here holds: its release
-				// could not reach etcd. Adopt it.
-				rev = cur.ModRevision
-			}
-		}
-		s.heldMu.Lock()
-		if _, busy := s.held[key]; busy { // another Monitor here adopted it first
-			s.heldMu.Unlock()
-			return nil, false, nil
-		}
-		if s.held == nil {
-			s.held = make(map[string]int64)
-		}
-		s.held[key] = rev
-		s.heldMu.Unlock()
-		var once sync.Once
-		giveUp := func() { once.Do(func() { s.release(key, rev) }) }
-		if err := ctx.Err(); err != nil {
-			giveUp() // the caller has gone: it cannot release the claim
-			return nil, false, err
-		}
-		if k != nil {
-			keep := k.add(key, rev, ss, took)
-			took = false
-			if keep != nil {
-				return keep, true, nil
-			}
-		}
-		return giveUp, true, nil
-	}
-}
-
-// claimTxn puts the claim under key, bound to the lease of ss, if cmp holds, and else
-// reads the key. It waits at most Options.RequestTimeout, whether ctx ends or not.
-func (s *Store) claimTxn(ctx context.Context, cmp clientv3.Cmp, key string, ss *session) (*clientv3.TxnResponse, error) {
-	var resp *clientv3.TxnResponse
-	err := s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) (err error) {
-		resp, err = s.b.client.Txn(ctx).If(cmp).
-			Then(clientv3.OpPut(key, s.b.opts.Identity, clientv3.WithLease(ss.id))).
-			Else(clientv3.OpGet(key)).Commit()
-		return err
-	})
-	return resp, err
+	return s.claims.KeepClaims(ctx, interval, wake)
 }
 
 // ready returns ErrClosed after Close (or for the zero Store), else ctx.Err().
@@ -253,50 +186,203 @@ func (s *Store) claimKey(o operations.Owner) string {
 	return s.prefix + "claims/" + o.String()
 }
 
-// abandoning marks in held a key whose claim abandon is giving up, so that no Monitor
-// here adopts it meanwhile.
-const abandoning = -1
+// claimBackend keeps the claims of a Store in etcd, for the claim policy of package
+// storage/internal/claims: a claim is a key under claims/, a member of the claim
+// sessions a key under replicas/, each bound to the store's lease (its session); a
+// version is a ModRevision in decimal.
+type claimBackend struct{ s *Store }
 
-// abandon deletes the claim under key if it is under lease and no Monitor of this store
-// holds it: the outcome of a claim whose request failed. It waits at most
-// Options.RequestTimeout for etcd; when etcd does not answer, the key stays until the
-// lease expires or this store's next claim of the run adopts it.
-func (s *Store) abandon(key string, lease clientv3.LeaseID) {
-	s.heldMu.Lock()
-	if _, busy := s.held[key]; busy {
-		// A Monitor here holds the claim: the failed request did not write it.
-		s.heldMu.Unlock()
-		return
+var _ claims.Backend = claimBackend{}
+
+func (cb claimBackend) Ready(ctx context.Context) error { return cb.s.ready(ctx) }
+
+func (cb claimBackend) Timeout() time.Duration { return cb.s.b.opts.RequestTimeout }
+
+func (cb claimBackend) Key(o operations.Owner) string { return cb.s.claimKey(o) }
+
+func (cb claimBackend) Session(ctx context.Context) (claims.Session, error) {
+	ss, err := cb.s.session(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if s.held == nil {
-		s.held = make(map[string]int64)
-	}
-	s.held[key] = abandoning
-	s.heldMu.Unlock()
-	defer s.forget(key, abandoning)
-	s.deleteIf(key, clientv3.Compare(clientv3.LeaseValue(key), "=", lease))
+	return ss, nil
 }
 
-// release gives up the claim under key written at rev. Only this claim: after it
-// expired another store may hold a new one.
-func (s *Store) release(key string, rev int64) {
-	s.forget(key, rev)
-	s.deleteIf(key, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
-}
-
-// forget drops key from the claims held here, if it is held as rev.
-func (s *Store) forget(key string, rev int64) {
-	s.heldMu.Lock()
-	if s.held[key] == rev {
-		delete(s.held, key)
+// Claim puts the claim under key, bound to the lease of ss, if the key is absent (or at
+// ifVersion), and else reads the key, in one transaction. It waits at most
+// Options.RequestTimeout, whether ctx ends or not. A lease etcd no longer knows stops
+// ss and fails with claims.ErrSessionLost.
+func (cb claimBackend) Claim(ctx context.Context, key string, ss claims.Session, ifVersion string) (string, *claims.Claim, error) {
+	s, es := cb.s, ss.(*session)
+	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	if ifVersion != "" {
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", revision(ifVersion))
 	}
-	s.heldMu.Unlock()
+	var resp *clientv3.TxnResponse
+	err := s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) (err error) {
+		resp, err = s.b.client.Txn(ctx).If(cmp).
+			Then(clientv3.OpPut(key, s.b.opts.Identity, clientv3.WithLease(es.id))).
+			Else(clientv3.OpGet(key)).Commit()
+		return err
+	})
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// The lease expired before its keep-alive noticed.
+		es.stop()
+		return "", nil, fmt.Errorf("%w: %w", claims.ErrSessionLost, err)
+	case err != nil:
+		return "", nil, err
+	case resp.Succeeded:
+		return strconv.FormatInt(resp.Header.Revision, 10), nil, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return "", nil, nil
+	}
+	c := claimOf(kvs[0].Key, kvs[0].Value, kvs[0].Lease, kvs[0].ModRevision)
+	return "", &c, nil
 }
 
-// deleteIf deletes key if cmp holds, waiting at most Options.RequestTimeout for etcd;
-// when etcd does not answer, the key stays (see Store.ClaimRun).
-func (s *Store) deleteIf(key string, cmp clientv3.Cmp) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.RequestTimeout)
+// claimOf is the claim that etcd holds under key.
+func claimOf(key, value []byte, lease, modRevision int64) claims.Claim {
+	free, handedOver := parseMarker(value)
+	return claims.Claim{Key: string(key), Holder: leaseID(clientv3.LeaseID(lease)),
+		Version: strconv.FormatInt(modRevision, 10), HandedOver: handedOver, Free: free}
+}
+
+// revision is the ModRevision of version, which this backend wrote in decimal.
+func revision(version string) int64 {
+	rev, _ := strconv.ParseInt(version, 10, 64)
+	return rev
+}
+
+// Abandon deletes the claim under key if it is under the lease of ss, waiting at most
+// Options.RequestTimeout; when etcd does not answer, the key stays (see Store.ClaimRun).
+func (cb claimBackend) Abandon(key string, ss claims.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), cb.s.b.opts.RequestTimeout)
 	defer cancel()
-	_, _ = s.b.client.Txn(ctx).If(cmp).Then(clientv3.OpDelete(key)).Commit()
+	_, _ = cb.s.b.client.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", ss.(*session).id)).
+		Then(clientv3.OpDelete(key)).Commit()
+}
+
+// Apply makes each change on the condition of its key's ModRevision, in as few
+// transactions as Options.MaxTxnOps allows; a hand-over puts the marker of its time
+// under the lease of its session. It waits for etcd as long as ctx lets it; what etcd
+// does not answer is not made.
+func (cb claimBackend) Apply(ctx context.Context, changes []claims.Change) []string {
+	s := cb.s
+	vers := make([]string, len(changes))
+	for lo := 0; lo < len(changes); lo += s.b.opts.MaxTxnOps {
+		hi := min(lo+s.b.opts.MaxTxnOps, len(changes))
+		txns := make([]clientv3.Op, hi-lo)
+		for i := range txns {
+			ch := changes[lo+i]
+			op := clientv3.OpDelete(ch.Key)
+			if ch.HandOver {
+				op = clientv3.OpPut(ch.Key, markerValue(ch.Free, s.b.opts.Identity), clientv3.WithLease(ch.Session.(*session).id))
+			}
+			cmp := clientv3.Compare(clientv3.ModRevision(ch.Key), "=", revision(ch.Version))
+			txns[i] = clientv3.OpTxn([]clientv3.Cmp{cmp}, []clientv3.Op{op}, nil)
+		}
+		resp, err := s.b.client.Txn(ctx).Then(txns...).Commit()
+		if err != nil {
+			continue
+		}
+		for i, r := range resp.Responses {
+			if r.GetResponseTxn().GetSucceeded() && changes[lo+i].HandOver {
+				vers[lo+i] = strconv.FormatInt(resp.Header.Revision, 10)
+			}
+		}
+	}
+	return vers
+}
+
+// Join puts the key of a claim session under replicas/: the lease's ID and seq.
+func (cb claimBackend) Join(ctx context.Context, ss claims.Session, seq int64) (string, string, error) {
+	s, es := cb.s, ss.(*session)
+	member := fmt.Sprintf("%sreplicas/%x-%d", s.prefix, int64(es.id), seq)
+	var rev int64
+	err := s.b.rpc(context.WithoutCancel(ctx), func(ctx context.Context) error {
+		resp, err := s.b.client.Put(ctx, member, s.b.opts.Identity, clientv3.WithLease(es.id))
+		if err == nil {
+			rev = resp.Header.Revision
+		}
+		return err
+	})
+	return member, strconv.FormatInt(rev, 10), err
+}
+
+// ListClaims reads the keys under claims/.
+func (cb claimBackend) ListClaims(ctx context.Context) ([]claims.Claim, error) {
+	s := cb.s
+	var out []claims.Claim
+	err := s.b.rpc(ctx, func(ctx context.Context) error {
+		resp, err := s.b.client.Get(ctx, s.prefix+"claims/", clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		out = make([]claims.Claim, len(resp.Kvs))
+		for i, kv := range resp.Kvs {
+			out[i] = claimOf(kv.Key, kv.Value, kv.Lease, kv.ModRevision)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Census counts the keys under claims/ and reads the keys under replicas/ in one
+// transaction; a watch starts after its revision.
+func (cb claimBackend) Census(ctx context.Context) (claims.Census, error) {
+	s := cb.s
+	var c claims.Census
+	err := s.b.rpc(ctx, func(ctx context.Context) error {
+		resp, err := s.b.client.Txn(ctx).Then(
+			clientv3.OpGet(s.prefix+"claims/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+			clientv3.OpGet(s.prefix+"replicas/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		).Commit()
+		if err != nil {
+			return err
+		}
+		c.Claims = resp.Responses[0].GetResponseRange().Count
+		for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+			c.Members = append(c.Members, string(kv.Key))
+		}
+		c.From = strconv.FormatInt(resp.Header.Revision, 10)
+		return nil
+	})
+	return c, err
+}
+
+// WatchMembers watches the keys under replicas/ after the revision from, and calls
+// joined for every response that creates one. The watch ends with ctx, or when etcd
+// compacted the revision, lost its leader, or the client closed.
+func (cb claimBackend) WatchMembers(ctx context.Context, from string, joined func()) {
+	events := cb.s.b.client.Watch(clientv3.WithRequireLeader(ctx), cb.s.prefix+"replicas/", clientv3.WithPrefix(),
+		clientv3.WithRev(revision(from)+1), clientv3.WithFilterDelete())
+	for resp := range events {
+		if slices.ContainsFunc(resp.Events, (*clientv3.Event).IsCreate) {
+			joined()
+		}
+	}
+}
+
+// markerPrefix begins the value of the claim key of a run handed over by a claim session;
+// the time from which another store may claim the run follows, then the Identity of the
+// store that handed it over.
+const markerPrefix = "handed over, free from "
+
+func markerValue(free time.Time, identity string) string {
+	return markerPrefix + free.UTC().Format(time.RFC3339Nano) + " by " + identity
+}
+
+// parseMarker returns the time from which the run of a claim key's value v is free, and
+// whether v is a hand-over at all.
+func parseMarker(v []byte) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(string(v), markerPrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	ts, _, _ := strings.Cut(rest, " ")
+	free, err := time.Parse(time.RFC3339Nano, ts)
+	return free, err == nil
 }

@@ -67,3 +67,13 @@ var (
 	benchErr  error
 	benchDir  string
 )
+
+// SessionLease returns the lease that holds the claims of s, or 0 when it has none.
+func SessionLease(s *Store) clientv3.LeaseID {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if s.sess == nil {
+		return 0
+	}
+	return s.sess.id
+}

@@ -2,9 +2,7 @@ package etcdstore_test
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,57 +135,13 @@ func claimRevisions(t *testing.T, c *clientv3.Client, prefix string) map[string]
 	return out
 }
 
-// TestStoppedRunLeavesNoClaim stops the Run of replica a at random moments, 40 times,
-// while its store stays open: in a pass, between passes, while it claims or hands runs
-// over to b, whose Run goes on. Each time Run returns, no claim, hand-over or replica key
-// of a is left in etcd, and b comes to hold every run.
-func TestStoppedRunLeavesNoClaim(t *testing.T) {
-	const runs, perRun, tries = 10, 3, 40
-	const interval = 20 * time.Millisecond
-	prefix := etcdstore.NewPrefix()
-	c := etcdstore.NewTestClient(t)
-	opts := func(id string) *etcdstore.Options {
-		return &etcdstore.Options{Identity: id, RequestTimeout: 5 * time.Second}
-	}
-	a := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, opts("replica-a"))
-	b := etcdstore.OpenStore(t, etcdstore.NewTestClient(t), prefix, opts("replica-b"))
-	seed(t, b, runs, perRun)
-	resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return forever{}, nil })
-	mopts := []monitor.Option{monitor.WithWorkers(4), monitor.WithInterval(interval)}
-	ma, mb := monitor.New(a, resolver, mopts...), monitor.New(b, resolver, mopts...)
-	ctxB, stopB := context.WithCancel(bg)
-	doneB := make(chan error, 1)
-	go func() { doneB <- mb.Run(ctxB) }()
-	defer func() { stopB(); <-doneB }()
+// forever is a plugin whose operations never end.
+type forever struct{}
 
-	// byA returns the keys under prefix that a's Identity holds.
-	byA := func(under string) []string {
-		resp, err := c.Get(bg, prefix+under, clientv3.WithPrefix())
-		require.NoError(t, err)
-		var keys []string
-		for _, kv := range resp.Kvs {
-			if strings.Contains(string(kv.Value), "replica-a") {
-				keys = append(keys, string(kv.Key))
-			}
-		}
-		return keys
-	}
-	for i := range tries {
-		ctx, cancel := context.WithCancel(bg)
-		stop := time.AfterFunc(rand.N(10*interval), cancel)
-		err := ma.Run(ctx)
-		stop.Stop()
-		cancel()
-		require.ErrorIs(t, err, context.Canceled, "try %d: Run of a", i)
-		require.Empty(t, byA("claims/"), "try %d: claims and hand-overs of a left after its Run returned", i)
-		require.Empty(t, byA("replicas/"), "try %d: replica key of a left after its Run returned", i)
-		for began := time.Now(); holdings(t, c, prefix)["replica-b"] < runs; time.Sleep(interval) {
-			if time.Since(began) > time.Minute {
-				t.Fatalf("try %d: b holds %v a minute after a stopped", i, holdings(t, c, prefix))
-			}
-		}
-	}
+func (forever) Progress(context.Context, operations.Operation) (operations.Progress, error) {
+	return operations.Progress{NCompleted: 1, NTotal: 10, OperationUnits: "Bytes"}, nil
 }
+func (forever) Cancel(context.Context, operations.Operation) error { return nil }
 
 // TestPollBorrowsKeptClaim polls a run that the Run of another Monitor of the same store
 // keeps between its passes (as a controller's reconcile does while the Run goes on): the

@@ -18,55 +18,21 @@ import (
 
 var bg = context.Background()
 
-// recorder is shared by the trackers of several Monitors. An operation completes on its
-// second Progress call, whichever Monitor makes it; the recorder notes which Monitor
-// polled which run, and any moment two Monitors polled one run at once.
-type recorder struct {
-	mu        sync.Mutex                // guards the fields below
-	calls     map[string]int            // Progress calls per operation (run/id)
-	inflight  map[string]map[string]int // run → Monitor → calls in flight
-	polled    map[string]map[string]bool
-	byMonitor map[string]int
-	overlaps  []string
+// twice is a plugin whose operations complete on their second Progress call. onCall,
+// when set, runs inside every call.
+type twice struct {
+	mu     sync.Mutex
+	calls  map[string]int // Progress calls per operation (run/id)
+	onCall func()
 }
 
-func newRecorder() *recorder {
-	return &recorder{calls: map[string]int{}, inflight: map[string]map[string]int{}, polled: map[string]map[string]bool{}, byMonitor: map[string]int{}}
-}
-
-// tracker is one Monitor's view of the recorder. onCall, when set, runs inside every
-// Progress call with the number of calls this Monitor has made.
-type tracker struct {
-	r      *recorder
-	name   string
-	onCall func(op operations.Operation, n int)
-}
-
-func (tr tracker) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-	r, run := tr.r, op.Owner.String()
-	r.mu.Lock()
-	for other, n := range r.inflight[run] {
-		if other != tr.name && n > 0 {
-			r.overlaps = append(r.overlaps, fmt.Sprintf("%s polled %s while %s was polling it", tr.name, run, other))
-		}
-	}
-	if r.inflight[run] == nil {
-		r.inflight[run], r.polled[run] = map[string]int{}, map[string]bool{}
-	}
-	r.inflight[run][tr.name]++
-	r.polled[run][tr.name] = true
-	r.calls[run+"/"+op.ID]++
-	n := r.calls[run+"/"+op.ID]
-	r.byMonitor[tr.name]++
-	mine := r.byMonitor[tr.name]
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.inflight[run][tr.name]--
-		r.mu.Unlock()
-	}()
+func (tr *twice) Progress(_ context.Context, op operations.Operation) (operations.Progress, error) {
+	tr.mu.Lock()
+	tr.calls[op.Owner.String()+"/"+op.ID]++
+	n := tr.calls[op.Owner.String()+"/"+op.ID]
+	tr.mu.Unlock()
 	if tr.onCall != nil {
-		tr.onCall(op, mine)
+		tr.onCall()
 	}
 	p := operations.Progress{NCompleted: 1, NTotal: 2, OperationUnits: "Bytes", Started: time.Unix(1e9, 0)}
 	if n >= 2 {
@@ -75,11 +41,7 @@ func (tr tracker) Progress(ctx context.Context, op operations.Operation) (operat
 	return p, nil
 }
 
-func (tracker) Cancel(context.Context, operations.Operation) error { return nil }
-
-func (tr tracker) resolver() operations.Resolver {
-	return operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil })
-}
+func (*twice) Cancel(context.Context, operations.Operation) error { return nil }
 
 // seed creates runs waiting for perRun New operations each.
 func seed(t *testing.T, s operations.Store, runs, perRun int) []operations.Owner {
@@ -140,93 +102,6 @@ func checkFinished(t *testing.T, s operations.Store, owners []operations.Owner, 
 	}
 }
 
-// TestMonitorsShareRuns runs two Monitors on two stores (two clients, as two replicas
-// would) over 1,000 operations in 20 runs. Each run is polled by one Monitor at a time.
-// Replica a starts first and claims every run in its first pass; b starts while that
-// pass goes on, and finds the runs held. Midway through the pass a dies while it polls:
-// its client is closed, so its claims stay until its lease expires; b then takes its runs
-// over and finishes everything.
-func TestMonitorsShareRuns(t *testing.T) {
-	const (
-		runs, perRun = 20, 50
-		startBAt     = 50  // a's Progress calls before b starts
-		killAt       = 150 // a's Progress calls before it dies
-	)
-	prefix := etcdstore.NewPrefix()
-	ca, cb := etcdstore.NewTestClient(t), etcdstore.NewTestClient(t)
-	opts := func(id string) *etcdstore.Options {
-		return &etcdstore.Options{ClaimTTL: time.Second, Identity: id, RequestTimeout: 2 * time.Second}
-	}
-	a := etcdstore.OpenStore(t, ca, prefix, opts("replica-a"))
-	b := etcdstore.OpenStore(t, cb, prefix, opts("replica-b"))
-	owners := seed(t, b, runs, perRun)
-
-	rec := newRecorder()
-	ctxA, stopA := context.WithCancel(bg)
-	ctxB, stopB := context.WithCancel(bg)
-	defer stopA()
-	defer stopB()
-	var (
-		startB, died = make(chan struct{}), make(chan struct{})
-		deadRun      string
-	)
-	trA := tracker{r: rec, name: "a", onCall: func(op operations.Operation, n int) {
-		switch n {
-		case startBAt:
-			close(startB)
-		case killAt:
-			deadRun = op.Owner.String()
-			// The process dies: its connection to etcd goes, then its goroutines.
-			ca.Close()
-			stopA()
-			close(died)
-		}
-	}}
-	trB := tracker{r: rec, name: "b"}
-	var (
-		skipMu  sync.Mutex
-		skipped int
-	)
-	observe := func(st monitor.PassStats) {
-		skipMu.Lock()
-		skipped += st.Skipped
-		skipMu.Unlock()
-	}
-	mopts := []monitor.Option{monitor.WithInterval(20 * time.Millisecond), monitor.WithWorkers(8), monitor.WithObserver(monitor.Observer{Pass: observe})}
-	ma := monitor.New(a, trA.resolver(), mopts...)
-	mb := monitor.New(b, trB.resolver(), mopts...)
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	wg.Add(2)
-	go func() { defer wg.Done(); errs[0] = ma.Run(ctxA) }()
-	<-startB
-	go func() { defer wg.Done(); errs[1] = mb.Run(ctxB) }()
-
-	<-died
-	waitCompleted(t, b, owners)
-	stopB()
-	wg.Wait()
-	for i, err := range errs {
-		require.ErrorIs(t, err, context.Canceled, "Run of monitor %d", i)
-	}
-
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	require.Empty(t, rec.overlaps, "moments two Monitors polled one run")
-	// a's other workers go on calling plugins while its client closes.
-	require.GreaterOrEqual(t, rec.byMonitor["a"], killAt, "calls by a")
-	require.Positive(t, rec.byMonitor["b"], "calls by b")
-	require.True(t, rec.polled[deadRun]["b"], "b took over %s, which a was polling when it died", deadRun)
-	for key, n := range rec.calls {
-		require.GreaterOrEqual(t, n, 2, "Progress calls of %s", key)
-	}
-	require.Len(t, rec.calls, runs*perRun, "operations polled")
-	skipMu.Lock()
-	require.Positive(t, skipped, "runs a pass skipped because the other Monitor held them")
-	skipMu.Unlock()
-	checkFinished(t, b, owners, perRun)
-}
-
 // TestMonitorSurvivesRestart stops etcd in the middle of a pass, while the Monitor calls
 // plugins, and starts it again on the same ports with the same data. The pass fails with
 // ErrUnavailable, nothing it had not written is lost, and the Monitor finishes.
@@ -237,8 +112,9 @@ func TestMonitorSurvivesRestart(t *testing.T) {
 	owners := seed(t, s, runs, perRun)
 
 	down := newRestartMidPass()
-	tr := tracker{r: newRecorder(), name: "m", onCall: func(operations.Operation, int) { down.hold() }}
-	m := monitor.New(s, tr.resolver(), monitor.WithInterval(20*time.Millisecond), down.observer())
+	tr := &twice{calls: make(map[string]int), onCall: down.hold}
+	resolver := operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil })
+	m := monitor.New(s, resolver, monitor.WithInterval(20*time.Millisecond), down.observer())
 	ctx, cancel := context.WithCancel(bg)
 	stopped := make(chan error)
 	go func() { stopped <- m.Run(ctx) }()

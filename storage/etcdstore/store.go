@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/internal/claims"
 	"github.com/itemops/itemops/storage/kv"
 )
 
@@ -38,17 +39,11 @@ type Store struct {
 	b         *backend
 	prefix    string // "" or ends with "/"
 
+	// claims is the claim policy, over the keys under claims/ and replicas/.
+	claims *claims.Claimer
 	// sessMu guards sess, the lease that holds this store's claims.
 	sessMu sync.Mutex
 	sess   *session
-	// heldMu guards held: the claims a Monitor here holds, or a claim session keeps (see
-	// Store.KeepClaims), by key, with the revision that wrote each.
-	heldMu sync.Mutex
-	held   map[string]int64
-	// keepMu guards keepers, the claim sessions under way (see Store.KeepClaims). It is
-	// taken before a session's mutex, never after.
-	keepMu  sync.Mutex
-	keepers map[*keeper]bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -98,6 +93,7 @@ func Open(ctx context.Context, client *clientv3.Client, prefix string, o *Option
 		return nil, fmt.Errorf("etcdstore: open %q: %w", prefix, err)
 	}
 	s.Store = eng
+	s.claims = claims.New(claimBackend{s})
 	return s, nil
 }
 

@@ -2,9 +2,10 @@
 // operations.Store contract once, over a small transactional key-value [Backend] that a
 // driver provides. storage/memstore (an ordered map in memory), storage/boltstore (a bbolt
 // file) and storage/etcdstore (etcd) are such drivers; a new backend (an SQL database,
-// the Kubernetes API) needs only a Backend: versioned reads of a consistent snapshot,
-// and a commit of several writes at once, on condition that some keys are still at the
-// versions read.
+// say) needs only a Backend: versioned reads of a consistent snapshot, and a commit of
+// several writes at once, on condition that some keys are still at the versions read. A
+// backend that makes only one object at a time atomic implements a [PartitionedBackend]
+// instead (see "Partitioned backends"), as storage/kubestore does on the Kubernetes API.
 //
 //	s, err := kv.Open(ctx, backend) // what boltstore.Open and memstore.New do
 //
@@ -59,7 +60,9 @@
 // without a format key holds no key at all. A driver whose unit of atomicity is one
 // object therefore implements a [PartitionedBackend] and opens the engine with
 // [OpenPartitioned]: each commit names its [Partition] and carries a [RunChange] that
-// says what it does to the run's record and phase, and ListRuns is one call,
+// says what it does to the run's record and phase (with the run's phase history, and
+// how many operations it adds and finishes, for a driver that shows a summary of each
+// run), and ListRuns is one call,
 // [PartitionedBackend.ScanRuns], that the driver may answer from an index of its own.
 // [Open] gives a [Backend] the same view: a read of a partition is a Read, a commit is
 // a Commit, and the phase index above (the p keys) is what the Backend's view writes

@@ -33,6 +33,17 @@ func encodeBatch(o operations.Owner, ops []operations.Operation) ([][]byte, erro
 	return recs, nil
 }
 
+// finished returns how many of recs, records of operations, are of finished ones.
+func finished(recs [][]byte) int {
+	n := 0
+	for _, r := range recs {
+		if !record.Unfinished(r[1]) {
+			n++
+		}
+	}
+	return n
+}
+
 // planNew returns the writes that insert ops, none of them stored yet, numbering them
 // from meta.next, which it advances.
 func planNew(prefix []byte, meta *opsMetaValue, ops []operations.Operation, recs [][]byte) []Write {
@@ -100,6 +111,7 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		body := make([]Write, 0, len(ops)+2)
 		keys := keyArena{buf: make([]byte, 0, len(ops)*(len(prefix)+1+8))}
 		var fresh []int
+		var change RunChange
 		for i := range ops {
 			e := found[i]
 			if e.seq == 0 {
@@ -112,8 +124,10 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 			}
 			code := recs[i][1]
 			if record.Unfinished(code) != record.Unfinished(e.code) {
-				// The record moves between the unfinished and the finished keys.
+				// The record moves from the unfinished to the finished keys (an update
+				// never revives a finished operation).
 				body = append(body, Write{Key: keys.record(prefix, e.seq, e.code), Delete: true})
+				change.Finished++
 			}
 			body = append(body, Write{Key: keys.record(prefix, e.seq, code), Value: recs[i]})
 			if code != e.code {
@@ -126,9 +140,10 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 				newOps[j], newRecs[j] = ops[i], recs[i]
 			}
 			body = append(body, planNew(prefix, &meta, newOps, newRecs)...)
+			change.Added, change.Finished = len(fresh), change.Finished+finished(newRecs)
 		}
 		conds := []Condition{{Key: rk, Version: runVer}, {Key: metaKey, Version: metaVer}}
-		return lost(s.commitBatch(ctx, partitionOf(o), prefix, conds, RunChange{}, body, meta))
+		return lost(s.commitBatch(ctx, partitionOf(o), prefix, conds, change, body, meta))
 	})
 	if err != nil {
 		return fmt.Errorf("put operations of %s: %w", o, err)

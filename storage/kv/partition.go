@@ -24,15 +24,27 @@ func (p Partition) owner() operations.Owner { return operations.Owner{Kind: p.Ki
 
 // A RunChange tells a [PartitionedBackend] what one commit does to the run of its
 // partition, so that a driver can keep the runs' phases where it lists them from (an
-// index of its own, labels of an object) without reading the engine's keys. The
-// zero RunChange leaves the run's record as it is.
+// index of its own, labels of an object), and show a summary of each run, without
+// reading the engine's keys. The zero RunChange leaves the run's record and
+// operations as they are.
 type RunChange struct {
 	// Record is the run's record as the commit writes it (the value the commit also
 	// writes under the run's key), or nil when the commit leaves the record as it is or
 	// deletes the run. It is valid only until CommitPartition returns.
 	Record []byte
-	// Phase is Record's phase.
+	// Phase is Record's phase, and UID the UID of Record's owner (operations.Owner.UID).
 	Phase phase.Phase
+	UID   string
+	// History is Record's phase history (operations.Run.History), oldest first, when
+	// Record is set. It is valid only until CommitPartition returns.
+	History []operations.Transition
+	// Added is how many operations the commit adds to the run, and Finished how many
+	// operations it leaves in a finished phase that were not (new ones included). An
+	// operation never leaves a finished phase, so a driver that adds them up over the
+	// commits of a run, from its creation, holds the number of the run's operations
+	// and of those finished; a commit that stages a batch (see the package
+	// documentation) counts it at its commit point.
+	Added, Finished int
 	// From is the run's phase before the commit, when the commit writes Record or
 	// deletes the run; it is empty when the commit creates the run.
 	From phase.Phase

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,5 +205,136 @@ func TestListRunsRefusesDamagedScan(t *testing.T) {
 	}
 	for n := range len(rec) {
 		check(fmt.Sprintf("record cut to %d bytes", n), rec[:n:n])
+	}
+}
+
+// summing is a partitioned backend that adds up, for each run, the operations that the
+// RunChanges of its successful commits add and finish, and keeps the History of the
+// last one that wrote its record.
+type summing struct {
+	kv.PartitionedBackend
+	mu      sync.Mutex // guards the fields below
+	added   map[kv.Partition]int
+	done    map[kv.Partition]int
+	history map[kv.Partition][]operations.Transition
+}
+
+func (s *summing) CommitPartition(ctx context.Context, p kv.Partition, run kv.RunChange, conds []kv.Condition, writes []kv.Write) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.PartitionedBackend.CommitPartition(ctx, p, run, conds, writes); err != nil {
+		return err
+	}
+	switch {
+	case run.Delete:
+		delete(s.added, p)
+		delete(s.done, p)
+		delete(s.history, p)
+	case run.Record != nil:
+		s.history[p] = slices.Clone(run.History)
+	}
+	s.added[p] += run.Added
+	s.done[p] += run.Finished
+	return nil
+}
+
+// TestRunChangeCounts runs random workloads of runs created with and without
+// operations, batches that add operations, move them on and finish them (in any phase,
+// new ones included), updates of runs and deletions, with and without staged batches:
+// after each call, the sums of each run's RunChange.Added and Finished are its number of
+// operations and of finished ones, and the History of the last RunChange with a record
+// is the run's.
+func TestRunChangeCounts(t *testing.T) {
+	phases := []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress, operations.OperationCompleted, operations.OperationFailed}
+	for _, limits := range []kv.Limits{{}, {MaxOps: 8, MaxBytes: 64 << 10}} {
+		for seed := range uint64(20) {
+			t.Run(fmt.Sprintf("Limits%d/Seed%d", limits.MaxOps, seed), func(t *testing.T) {
+				ctx := context.Background()
+				rng := rand.New(rand.NewPCG(seed, 38))
+				b := &summing{PartitionedBackend: kvtest.NewPartitionedBackend(limits),
+					added: map[kv.Partition]int{}, done: map[kv.Partition]int{}, history: map[kv.Partition][]operations.Transition{}}
+				s, err := kv.OpenPartitioned(ctx, b)
+				require.NoError(t, err)
+				t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+				owners := []operations.Owner{
+					{Kind: phase.Backup, Name: "a", UID: "ua"}, {Kind: phase.Restore, Name: "b", UID: "ub"},
+				}
+				// ops holds the phase every stored operation reached, by owner and ID.
+				ops := map[operations.Owner]map[string]operations.OperationPhase{}
+				batch := func(o operations.Owner) []operations.Operation {
+					var out []operations.Operation
+					for i := range rng.IntN(20) {
+						id := fmt.Sprintf("op-%d", rng.IntN(30))
+						if slices.ContainsFunc(out, func(op operations.Operation) bool { return op.ID == id }) {
+							continue
+						}
+						ph := phases[rng.IntN(len(phases))]
+						if was, ok := ops[o][id]; ok && was.Finished() {
+							ph = was // a finished operation stays finished
+						}
+						out = append(out, operations.Operation{Owner: o, Action: "x.io/a", ID: id,
+							Status: operations.Status{Phase: ph, Created: t0, NCompleted: int64(i)}})
+					}
+					return out
+				}
+				stored := func(o operations.Owner, batch []operations.Operation) {
+					for _, op := range batch {
+						ops[o][op.ID] = op.Status.Phase
+					}
+				}
+				for step := range 60 {
+					o := owners[rng.IntN(len(owners))]
+					_, exists := ops[o]
+					switch k := rng.IntN(10); {
+					case !exists:
+						r := operations.Run{Owner: o, Phase: phase.New, Created: t0, Updated: t0}
+						require.NoError(t, r.SetPhase(phase.InProgress, "start", t0))
+						ops[o] = map[string]operations.OperationPhase{}
+						bt := batch(o)
+						require.NoError(t, s.CreateRunWithOperations(ctx, r, bt), "step %d", step)
+						stored(o, bt)
+					case k < 6:
+						bt := batch(o)
+						require.NoError(t, s.PutOperations(ctx, o, bt), "step %d", step)
+						stored(o, bt)
+					case k < 9:
+						_, err := s.UpdateRun(ctx, o, func(r *operations.Run) error {
+							if r.Phase == phase.InProgress {
+								return r.SetPhase(phase.WaitingForPluginOperations, fmt.Sprintf("step %d", step), t0)
+							}
+							r.ItemsDone++
+							return nil
+						})
+						require.NoError(t, err, "step %d", step)
+					default:
+						require.NoError(t, s.DeleteRun(ctx, o), "step %d", step)
+						delete(ops, o)
+					}
+					for _, o := range owners {
+						p := kv.Partition{Kind: o.Kind, Name: o.Name}
+						if _, ok := ops[o]; !ok {
+							require.Zero(t, b.added[p], "step %d: the sums of a deleted run", step)
+							continue
+						}
+						list, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+						require.NoError(t, err)
+						finished := 0
+						for _, op := range list {
+							if op.Status.Phase.Finished() {
+								finished++
+							}
+						}
+						if got, want := [2]int{b.added[p], b.done[p]}, [2]int{len(list), finished}; got != want {
+							t.Fatalf("step %d: %s: RunChanges add up to %d operations, %d finished; the run has %v", step, o, got[0], got[1], want)
+						}
+						r, err := s.GetRun(ctx, o)
+						require.NoError(t, err)
+						if diff := cmp.Diff(r.History, b.history[p]); diff != "" {
+							t.Fatalf("step %d: %s: the last RunChange's History (-run +RunChange):\n%s", step, o, diff)
+						}
+					}
+				}
+			})
+		}
 	}
 }

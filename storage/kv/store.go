@@ -161,7 +161,8 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	meta := opsMetaValue{next: 1}
 	body := planNew(prefix, &meta, ops, recs)
 	conds := []Condition{{Key: rk}, {Key: metaKey}}
-	err = s.commitBatch(ctx, partitionOf(r.Owner), prefix, conds, RunChange{Record: rec, Phase: r.Phase}, body, meta)
+	change := RunChange{Record: rec, Phase: r.Phase, UID: r.Owner.UID, History: r.History, Added: len(ops), Finished: finished(recs)}
+	err = s.commitBatch(ctx, partitionOf(r.Owner), prefix, conds, change, body, meta)
 	if errors.Is(err, ErrConditionFailed) {
 		// The stored run is read, and decoded, within a Read of the backend, so that a
 		// damaged one is reported as such (see Backend.Read).
@@ -243,7 +244,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 			return err
 		}
 		rk, rec := runKey(o), record.AppendRun(nil, &after)
-		change := RunChange{Record: rec, Phase: after.Phase, From: before.Phase}
+		change := RunChange{Record: rec, Phase: after.Phase, UID: after.Owner.UID, From: before.Phase, History: after.History}
 		return lost(s.b.CommitPartition(ctx, partitionOf(o), change, []Condition{{Key: rk, Version: ver}}, []Write{{Key: rk, Value: rec}}))
 	})
 	switch {

@@ -1,7 +1,7 @@
 // Package storetest checks an [operations.Store] against the storage contract written on
 // that interface. It is public so that the author of any backend runs the same checks as
-// the backends of itemops (storage/memstore, storage/boltstore and storage/etcdstore run
-// it).
+// the backends of itemops (storage/memstore, storage/boltstore, storage/etcdstore and
+// storage/kubestore run it).
 //
 // # Usage
 //
@@ -35,7 +35,10 @@
 // particular for a decorator type that embeds the operations.Store it wraps, which hides
 // that method of the store. [decorate.Store] builds decorators that keep it (and
 // [operations.RunClaimer] and [operations.ClaimKeeper]). [RunClaims] checks the claim
-// sessions of a ClaimKeeper, and fails every check for a store that is not one. A backend that cannot start a run atomically passes
+// sessions of a ClaimKeeper, and fails every check for a store that is not one.
+// [RunReplicas] checks a store that several replicas share, through the Monitors of
+// several replicas at once: the runs are shared evenly, a replica that stops leaves no
+// claim, one that dies loses its runs to the others, and no run is polled by two at once. A backend that cannot start a run atomically passes
 // [WithoutRunStarter]; Runs/AtomicStart is then replaced by Runs/StartWithoutRunStarter,
 // which checks the path StartRun takes on such a store, and the suite logs so.
 //
@@ -94,7 +97,8 @@
 // honours cancel requests: every unfinished operation of a cancelled run is cancelled
 // once and written Failed with the request's reason, whether its plugin cancels at once,
 // hangs or refuses, and the run fails; Recover does the same for a run it fails; a request
-// made during a pass is honoured by the next. memstore, boltstore and etcdstore run both.
+// made during a pass is honoured by the next. memstore, boltstore, etcdstore and kubestore
+// run both.
 //
 // # Equality
 //

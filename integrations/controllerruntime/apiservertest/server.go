@@ -38,6 +38,7 @@ type Server struct {
 
 	startOnce sync.Once
 	env       *envtest.Environment // nil until the server started
+	usersMu   sync.Mutex           // guards env's AddUser, which signs a certificate with the server's CA
 	links     string               // a directory to remove after the server stops, or ""
 	cfg       *rest.Config         // nil when the start failed
 	err       error                // why the start failed
@@ -65,6 +66,26 @@ func (s *Server) Config(t TB) *rest.Config {
 		t.Fatal(s.err)
 	}
 	return rest.CopyConfig(s.cfg)
+}
+
+// UserConfig returns the configuration of a client of the server that authenticates as
+// the user called name, a member of groups (and of system:authenticated, as every user
+// is), by a client certificate the server trusts. The server authorizes by RBAC, so
+// such a user may do only what Roles and ClusterRoles bound to its name or groups
+// allow: a test runs code as an operator's service account would, with exactly the
+// rights it is given. UserConfig starts the server as [Server.Config] does, skipping or
+// failing the test as Config does; it fails the test when the certificate cannot be
+// made. Each call returns a new configuration that the test may change.
+func (s *Server) UserConfig(t TB, name string, groups ...string) *rest.Config {
+	t.Helper()
+	admin := s.Config(t)
+	s.usersMu.Lock()
+	defer s.usersMu.Unlock()
+	user, err := s.env.AddUser(envtest.User{Name: name, Groups: groups}, admin)
+	if err != nil {
+		t.Fatal(fmt.Errorf("add user %s: %w", name, err))
+	}
+	return user.Config()
 }
 
 // start finds the binaries and starts the server, keeping the outcome in s.

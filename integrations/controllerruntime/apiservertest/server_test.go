@@ -5,12 +5,17 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -41,6 +46,51 @@ func TestConfigServesARealAPIServer(t *testing.T) {
 	first := kube.Config(t)
 	first.Host = "changed"
 	require.NotEqual(t, "changed", kube.Config(t).Host)
+}
+
+// TestUserConfig: the server takes a client of UserConfig for the user and groups it
+// names, and lets it do only what RBAC grants: a read of ConfigMaps is forbidden until a
+// RoleBinding to one of its groups allows it, in that namespace alone.
+func TestUserConfig(t *testing.T) {
+	ctx := context.Background()
+	admin, err := kubernetes.NewForConfig(kube.Config(t))
+	require.NoError(t, err)
+	user, err := kubernetes.NewForConfig(kube.UserConfig(t, "alice", "readers", "auditors"))
+	require.NoError(t, err)
+
+	review, err := user.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	want := authenticationv1.UserInfo{Username: "alice", Groups: []string{"readers", "auditors", "system:authenticated"}}
+	got := review.Status.UserInfo
+	got.Extra = nil // the server adds the certificate's hash
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the server sees the user as (-want +got):\n%s", diff)
+	}
+
+	const ns = "default"
+	_, err = user.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "List before any binding = %v, want Forbidden", err)
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-configmaps"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}}},
+	}
+	_, err = admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "readers-read-configmaps"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "readers"}},
+	}
+	_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := user.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		return err == nil
+	}, time.Minute, 50*time.Millisecond, "the group's binding never let the user list ConfigMaps")
+	_, err = user.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "List in another namespace = %v, want Forbidden", err)
+	_, err = user.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "alice"}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "Create, which the Role does not grant, = %v, want Forbidden", err)
 }
 
 // recorder is a TB that records how a test ended, as testing's Skip and Fatal end it.

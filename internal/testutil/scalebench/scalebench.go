@@ -27,9 +27,12 @@ import (
 const PerRun = 100
 
 // A Store is a store to measure: its name, and how to open a new, empty one for b.
+// Count, when set, returns counters of the store's own (requests sent, bytes read): Run
+// reports how much each grew per pass, as "<name>/pass".
 type Store struct {
-	Name string
-	Open func(b *testing.B) operations.Store
+	Name  string
+	Open  func(b *testing.B) operations.Store
+	Count func() map[string]int64
 }
 
 // Runs returns the number of waiting runs to load: n unless the environment variable
@@ -51,15 +54,15 @@ func Runs(b *testing.B, n int) int {
 // operation, heap-growth-MiB (the most the heap grew above where it stood before the
 // passes, sampled every 10 ms; under the garbage collector's default pacing this counts
 // up to as much garbage as the heap holds live), held-MiB (about the most memory one
-// more pass, untimed, holds at once; see heldByPass), and the load's time (load-s) and
-// rate (load-ops/s).
+// more pass, untimed, holds at once; see heldByPass), the load's time (load-s) and
+// rate (load-ops/s), and the growth per pass of the store's own counters (Store.Count).
 func Run(b *testing.B, runs int, stores ...Store) {
 	var baseline float64
 	for i, st := range stores {
 		b.Run("store="+st.Name, func(b *testing.B) {
 			s := st.Open(b)
 			start := time.Now()
-			load(b, s, runs)
+			Load(b, s, runs)
 			loaded := time.Since(start)
 			plugin := &instant{}
 			m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return plugin, nil }),
@@ -70,6 +73,10 @@ func Run(b *testing.B, runs int, stores ...Store) {
 			var before runtime.MemStats
 			runtime.ReadMemStats(&before)
 			peak := sampleHeap()
+			var counted map[string]int64
+			if st.Count != nil {
+				counted = st.Count()
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			start = time.Now()
@@ -84,6 +91,11 @@ func Run(b *testing.B, runs int, stores ...Store) {
 			}
 			elapsed := time.Since(start)
 			b.StopTimer()
+			if st.Count != nil {
+				for name, n := range st.Count() {
+					b.ReportMetric(float64(n-counted[name])/float64(b.N), name+"/pass")
+				}
+			}
 			high := peak()
 			var after runtime.MemStats
 			runtime.ReadMemStats(&after)
@@ -118,9 +130,10 @@ func (p *instant) Progress(context.Context, operations.Operation) (operations.Pr
 
 func (p *instant) Cancel(context.Context, operations.Operation) error { return nil }
 
-// load writes runs waiting backups of PerRun InProgress operations each, from 16
-// goroutines at once, in one CreateRunWithOperations each where the store has it.
-func load(b *testing.B, s operations.Store, runs int) {
+// Load writes runs waiting backups of PerRun InProgress operations each, from 16
+// goroutines at once, in one CreateRunWithOperations each where the store has it. It
+// fails t at the first error.
+func Load(t testing.TB, s operations.Store, runs int) {
 	const loaders = 16
 	ctx := context.Background()
 	starter, _ := s.(operations.RunStarter)
@@ -163,7 +176,7 @@ func load(b *testing.B, s operations.Store, runs int) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 }
 

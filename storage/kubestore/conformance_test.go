@@ -1,0 +1,51 @@
+package kubestore_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/kubestore"
+	"github.com/itemops/itemops/storage/storetest"
+)
+
+// TestConformance runs the store contract's suite on the API server; its Scale group's
+// batch spills into chunks.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) operations.Store {
+		return newStore(t, nil)
+	})
+}
+
+// TestConformanceSpilled runs the suite with sizes so small that every run keeps its
+// operations in chunks, many of them, so that every commit replaces some chunks and
+// keeps others. Without -short it leaves out the Scale group, whose 100,000 operations
+// would take thousands of chunks: TestConformance stores them in chunks of the default
+// size, and with -short the group's 10,000 operations run here.
+func TestConformanceSpilled(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) operations.Store {
+		if !testing.Short() && strings.HasPrefix(t.Name(), "TestConformanceSpilled/Scale/") {
+			t.Skip("a batch of 100,000 operations in chunks of 16 KiB is left to TestConformance")
+		}
+		return newStore(t, &kubestore.Options{InlineBytes: 512, ChunkBytes: 16 << 10})
+	})
+}
+
+func TestCancel(t *testing.T) {
+	storetest.RunCancel(t, func(t *testing.T) operations.Store {
+		return newStore(t, nil)
+	})
+}
+
+// TestConformanceTwoClients runs the suites through two Stores of one namespace, each
+// opened on its own (its own client, engine and turns), the calls alternating between
+// them: writers racing through both, ordered by resourceVersions alone, lose nothing,
+// and a read through one sees the writes made through the other.
+func TestConformanceTwoClients(t *testing.T) {
+	pair := func(t *testing.T) operations.Store {
+		s, _, ns := newStoreIn(t, nil)
+		return storetest.Alternate(s, openIn(t, ns, nil, nil))
+	}
+	t.Run("Run", func(t *testing.T) { storetest.Run(t, pair) })
+	t.Run("RunCancel", func(t *testing.T) { storetest.RunCancel(t, pair) })
+}

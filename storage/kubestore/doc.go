@@ -1,0 +1,243 @@
+// Package kubestore provides an operations.Store kept in a Kubernetes API server, for an
+// operator that keeps its runs where its resources live, with no other database. It
+// runs the engine of package storage/kv ([kv.OpenPartitioned]) on the objects of two
+// custom resources of the group store.itemops.io, version v1alpha1, which [CRDs] holds
+// and [InstallCRDs] installs. It implements none of the store contract's rules: it
+// keeps keys, and the engine keeps the rules.
+//
+// # Layout
+//
+// A store is one namespace: [Open] takes it, and every object of the store lies there.
+// Each run is one ItemopsRun, whose name is made from the run's kind and name: a tag for
+// the kind ("b" for Backup, "r" for Restore, "k" and the escaped kind for a kind of one's
+// own), a dot, and the name with every byte other than a to y and 0 to 9 written as "z"
+// and two hex digits, so that "shop/nightly" of Backup is b.shopz2fnightly. A name longer
+// than 253 bytes is cut and ends with a hash of the kind and name (spec.owner holds both
+// in full). Its spec names the run and is immutable; its status holds the run's phase,
+// how many of its operations are finished of how many (status.operations), and its phase
+// history (status.history), which kubectl get and kubectl describe show, and
+// status.store, the run's keys: the gzip of every key with its version and value (data),
+// the sequence number of the last commit, which key holds the run's record, the chunks
+// that hold the rest (see below), and the SHA-256 of the whole status with the labels
+// (sum). The phase, counts and history are written by the commits that change them, from
+// what the engine tells of each commit ([kv.RunChange]), and sum covers them, so that an
+// edit of them is damage. The labels itemops.io/role, itemops.io/kind and
+// itemops.io/phase let one LIST select the runs of a kind and phases. The resource has
+// no status subresource, so that one write of a run's object changes its status, labels
+// and keys together, and the store needs no right on a subresource. The ItemopsChunk
+// named "itemops" holds the store's format marker; the other ItemopsChunks hold the keys
+// of spilled runs (see below), labelled itemops.io/role=chunk and itemops.io/run, the
+// first 40 hex digits of the SHA-256 of their run's object's name.
+//
+// # Owners
+//
+// [Options.OwnerReference] names, for a run's owner (its UID included), the object the
+// run belongs to (an operator's custom resource, say), and the store creates the run's
+// ItemopsRun with that ownerReference, so that Kubernetes' garbage collector deletes the
+// run with its owner, and the run's chunks, which the ItemopsRun owns, with it. The
+// collector looks for a namespaced owner in its dependent's namespace, and takes an owner
+// it does not find there, or whose UID is not the reference's, as deleted, and deletes
+// the dependent. So before it creates the object, the store finds the owner's resource by
+// discovery (kept, per group and version, until a kind is missing from it) and GETs the
+// owner, in the store's namespace or, cluster-scoped, in the cluster: an owner that is
+// not there with the reference's UID, a kind the API server does not serve or a reference
+// without an apiVersion, kind, name or UID fails the creating call with an error wrapping
+// operations.ErrInvalid, naming the owner, and writes nothing. The reference is set when
+// the object is created and never changed by the store: a run deleted and created again
+// asks again. The sum leaves ownerReferences out, since Kubernetes changes them itself
+// (its collector removes them from the dependents of an owner deleted with
+// propagationPolicy Orphan), and a run so orphaned reads as before. The deletion by the
+// collector is Kubernetes' behaviour, which this package's tests, on an API server
+// without a controller manager, do not exercise: they check the references the store
+// writes and refuses. A GET of the owner that the API server refuses (Forbidden, without
+// the right that "Rights" names) fails the creating call with its error, wrapped.
+//
+// # Commits
+//
+// Every commit ends with one write of the run's object, conditional on the
+// resourceVersion that its read found; that write is the commit's only commit point.
+// Writers in several processes therefore lose nothing: a write that finds the object
+// changed reads it again, checks the commit's conditions again and writes again.
+//
+// The versions that the engine's conditions compare are the store's own: each commit of
+// a run raises status.store.seq by one, and every key it writes carries the new number.
+// A run's first commit starts from a random number below 2^62, so that a run deleted and
+// created again matches no condition read from the object it had before. A
+// resourceVersion, which the API leaves opaque, is never parsed or ordered: the store
+// only tells whether two are equal, and sends one back as the precondition of a write.
+//
+// Every read of a run GETs its object: the store keeps no copy of the runs' objects (no
+// informer), so a read sees every write that ended before it began, in any process. ListRuns is one
+// LIST of the runs' objects that the labels select, read in pages of 500 of one
+// consistent snapshot; a snapshot that the API server no longer holds when the next page
+// is asked for (410 Gone) fails ListRuns with that error, wrapped.
+//
+// A run whose keys take more than [Options.InlineBytes] of gzip spills: its object keeps
+// the run's record, and the other keys go to ItemopsChunks of at most
+// [Options.ChunkBytes] each, owned by the run's object (so the garbage collector deletes
+// them with it), which the object names with the SHA-256 of each. A chunk is never
+// changed: a commit creates new chunks for the keys it changes, keeps the others, writes
+// the run's object naming them, and only then deletes the chunks it replaced. A commit
+// whose write of the run's object fails has changed nothing that a reader sees, and
+// deletes the chunks it created. A reader that finds a chunk gone, replaced by a later
+// commit, reads the run's object again. The first commit of a run that spills first
+// creates the run's object empty, labelled itemops.io/role=pending, to own the chunks;
+// readers take such a run as absent.
+//
+// A writer that dies between creating its chunks and writing the run's object leaves
+// them behind, named by no run's object, and so does a write of the run's object that
+// fails while the chunks' deletion fails too. [Store.Sweep] deletes them, and the
+// pending objects of creations that never came; [Open] sweeps, so that a process that
+// dies and starts again deletes what it left. The sweep tells the chunks that no commit
+// can name any more by the sequence numbers of the chunks and of the run's object, not
+// by a clock, so a commit in flight in another process loses nothing to it; a pending
+// object is deleted by its age, and deleting one too early costs the creation in
+// flight a retry.
+//
+// A Store keeps the chunks it read or wrote, decoded, in a cache of
+// [Options.ChunkCacheBytes], keyed by each chunk's name and SHA-256, so that a read or
+// commit of a spilled run fetches only the chunks it has not seen. Each cached chunk was
+// checked against the SHA-256 that a run's object names it with when it entered the
+// cache; a chunk damaged by hand after that is found by the Stores that have not cached
+// it, while the one that has reads the keys the run's object names.
+//
+// # Limits
+//
+// A commit that would make a run's object exceed [Options.MaxObjectBytes] (1 MiB by
+// default) of JSON fails with an error wrapping kv.ErrTooLarge and writes nothing; the
+// record of a run alone never comes near it, since the records are bounded (see
+// operations.MaxTextBytes). A cluster whose etcd takes smaller requests than its default
+// of 1.5 MiB needs a smaller MaxObjectBytes, and a smaller [Options.ChunkBytes] with it:
+// a chunk is not measured against MaxObjectBytes, and one of keys that do not compress
+// takes about four thirds of ChunkBytes as JSON, its data being base64. A write that the
+// API server refuses as too large fails its commit, which then leaves nothing visible.
+//
+// The store reports no limit to the engine, which therefore never stages a batch here
+// (see package storage/kv, "Batches larger than one commit"): the write of the run's
+// object makes a commit of any size atomic, and a large batch costs the creation of its
+// chunks and that one write. The run's object names each of its chunks with the chunk's
+// first and last key, so a run with enough chunks would make it exceed MaxObjectBytes,
+// and its commit fail as above.
+//
+// Damage is reported, never repaired (see "Failure and cancellation" below), and there
+// is no salvage of a namespace: itemops salvage reads boltstore files only.
+//
+// # Rights
+//
+// A store needs the rights of the Role itemops-kubestore of [RBAC] (rbac/role.yaml), in
+// its namespace, and no right outside it: get, list, create, update and delete on
+// itemopsruns; get, list, create and delete on itemopschunks (the list is the sweep's:
+// Open fails on a Forbidden sweep); and get, list, watch, create, update, delete and
+// deletecollection on the Leases of coordination.k8s.io, for the claims on runs (a claim
+// creates Leases, reads that of a run another replica held, and rewrites it when that
+// replica is dead or handed the run over; the store renews its session's Lease, the
+// first time as soon as it creates it, so that a claim fails at once without that right;
+// Close deletes them; a claim session lists and watches them). Bind it to the operator's
+// service account in the store's namespace. A request the rights do not allow fails its
+// call with the API server's Forbidden error, wrapped (apierrors.IsForbidden sees it).
+// The requests made after a call's outcome is settled, or by the store on its own, fail
+// no call: the deletes of the chunks that a commit replaced, which come after its commit
+// point, and the claims' requests that neither [Store.ClaimRun] nor [Store.Close] makes
+// (the releases, the later renewals of the store's session, and a claim session's own,
+// see [Store.KeepClaims]). Each right they need is needed by a call too, which fails
+// without it, except three, whose loss shows only in its effect: without delete on
+// itemopschunks, the replaced chunks stay until their run is deleted; without list on
+// Leases, a claim session never counts the replicas, and so hands no run over to a
+// replica that joins; without watch on Leases, it hands runs over to a replica that
+// joins at the end of its next pass, not at once.
+//
+// A store with [Options.OwnerReference] also needs get on the owners' resource (the
+// operator's own custom resource, in the store's namespace, or cluster-wide for a
+// cluster-scoped one), which the shipped Role cannot know: grant it beside the Role.
+// Discovery, which finds that resource, is open to every authenticated user by
+// Kubernetes' default ClusterRole system:discovery. An owner reference with
+// blockOwnerDeletion set needs, where the API server runs the admission plugin
+// OwnerReferencesPermissionEnforcement, update on the owner's finalizers subresource
+// too.
+//
+// # Installing and upgrading
+//
+// The CustomResourceDefinitions are cluster-wide, and installing them is an
+// administrator's act, kept out of the store's Role: with [InstallCRDs], as a user
+// bound to the ClusterRole itemops-kubestore-install of [RBAC]
+// (rbac/install-clusterrole.yaml), or with one's own tools from [CRDs]. InstallCRDs
+// creates a definition that is absent and changes none that is there: one that is not
+// this module's, edited by hand or installed by another version, fails it with
+// [ErrForeignCRD], naming the definition.
+//
+// An upgrade of this module that changes the definitions is therefore an
+// administrator's too: apply the new version's CRDs (kubectl apply -f), then roll out
+// the operators built with it. InstallCRDs of the new version then finds the definitions
+// its own, and that of the old one refuses them, so that an operator left behind says
+// so when it installs. A later version's definition must accept every object an
+// earlier one wrote: it may add fields to a version, and anything else comes as a new
+// version beside v1alpha1.
+//
+// # Failure and cancellation
+//
+// Every method takes a context and ends with ctx.Err(), possibly wrapped, when ctx ends
+// first. A request the API server refuses or does not answer fails the call with its
+// error, wrapped; a write whose answer was lost may have been made, whole, or not at all,
+// as for any one object of the API. An object edited into a shape the store does not
+// write (data that does not decode, a missing field or chunk, a phase, count, history or
+// label that does not match sum) fails every read of it, and so every write to its run,
+// with an error wrapping operations.ErrCorrupt that names the object; nothing is
+// repaired. The API server itself refuses an edit of a spec, and drops fields that the
+// resources' schemas do not know. A phase label rewritten by hand hides the run from
+// ListRuns of its phase, which reads only the objects of that label; ListRuns of other
+// phases, or of all, fails on it.
+//
+// # Concurrency
+//
+// A [Store] is safe for concurrent use, and several Stores, in several processes, may
+// share a namespace: the engine's turns order the writes of one Store, and
+// resourceVersions order those of several.
+//
+// # Claims
+//
+// The replicas of an operator that share a namespace divide its runs among their
+// Monitors through the Store's claims ([Store.ClaimRun], [Store.KeepClaims]), on
+// coordination.k8s.io/v1 Leases in the namespace, with the policy that
+// storage/etcdstore's claims follow (one implementation serves both): one Monitor polls
+// a run at a time, the Run of a Monitor keeps its claims from pass to pass, and the
+// replicas share the runs evenly, handing over the surplus when one joins. The Leases
+// are labelled itemops.io/role:
+//
+//   - session: one per Store from its first claim until [Store.Close], named by the API
+//     server ("itemops-" and a suffix), whose holderIdentity is [Options.Identity] and
+//     whose leaseDurationSeconds is [Options.ClaimTTL]. The store renews it (a PUT on
+//     its resourceVersion that sets renewTime) as soon as it creates it, then every
+//     third of that.
+//   - claim: one per claimed run, named like the run's ItemopsRun, whose holderIdentity
+//     and label itemops.io/holder name the session that holds it. A run handed over to
+//     another replica keeps its Lease, with the annotations itemops.io/free-from (from
+//     when another may take it) and itemops.io/handed-over-by (the Identity of the store
+//     that handed it over).
+//   - member: one per claim session (the Run of a Monitor), named after its session,
+//     which the replicas count and watch to compute their shares.
+//
+// A claim or member counts while its session is live. Liveness is judged by observed
+// time, as client-go's leader election judges its Lease, so that no replica trusts the
+// clock of another: a session is live until its Lease's resourceVersion has stayed the
+// same for leaseDurationSeconds by the clock of the replica that looks, counted from
+// when that replica first read that resourceVersion; a session whose Lease is gone is
+// dead. The renewTime a store writes is for people, and no store reads it. A replica
+// that stops (its Monitor's Run returns, or Close) gives its claims up at once. One that
+// dies, or loses the API server, stops renewing: it counts its own session lost once no
+// renewal succeeded for a whole ClaimTTL, and the others take its runs once they have
+// seen its Lease unrenewed for a ClaimTTL (one that had never read its Lease before
+// waits a ClaimTTL from its first read). They then delete the dead session's Lease, and
+// its claims and members, each on the condition of the resourceVersion they judged, so
+// that the namespace keeps nothing of a dead replica for long. A claim's hand-over time
+// (free-from) is the one place where clocks are compared: the replicas' clocks must agree
+// to well within the Monitor's interval, as for storage/etcdstore. A session Lease
+// deleted by hand is noticed at the store's next renewal; until then, its new claims are
+// bound to the deleted session, and the other replicas may take them. Claims make the
+// work efficient, not correct: the conditional writes of the engine keep a run from
+// being advanced twice.
+//
+// The claims a replica keeps cost no request per run: a pass of its Monitor reads the
+// claims once (one LIST of the Leases), and at its end lists them again to count the
+// members; a run claimed anew costs a POST (and a GET of the Lease, and of its
+// holder's session, when another holds it), and a release one DELETE.
+package kubestore

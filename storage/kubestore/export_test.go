@@ -1,0 +1,11 @@
+package kubestore
+
+import "time"
+
+// SetPendingGrace sets how old a pending run's object must be before a sweep deletes
+// it, and returns a function that sets it back.
+func SetPendingGrace(d time.Duration) (restore func()) {
+	old := pendingGrace
+	pendingGrace = d
+	return func() { pendingGrace = old }
+}

@@ -1,0 +1,199 @@
+package kubestore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/itemops/itemops/internal/testutil/scalebench"
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/kubestore"
+	"github.com/itemops/itemops/storage/memstore"
+)
+
+// figuresEnv names the environment variable that turns TestObjectsAndMemory on: it loads
+// a thousand runs and measures, for docs/BENCHMARKS.md.
+const figuresEnv = "ITEMOPS_KUBE_FIGURES"
+
+// counter counts the requests a client sends through it and the bytes of their bodies
+// each way.
+type counter struct {
+	next                http.RoundTripper
+	requests, sent, got atomic.Int64
+}
+
+func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.requests.Add(1)
+	if req.ContentLength > 0 {
+		c.sent.Add(req.ContentLength)
+	}
+	resp, err := c.next.RoundTrip(req)
+	if err == nil {
+		resp.Body = &countedBody{ReadCloser: resp.Body, n: &c.got}
+	}
+	return resp, err
+}
+
+func (c *counter) counts() map[string]int64 {
+	return map[string]int64{"requests": c.requests.Load(), "sent-B": c.sent.Load(), "received-B": c.got.Load()}
+}
+
+// countedBody adds the bytes read from a response body to n.
+type countedBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	k, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(k))
+	return k, err
+}
+
+// counted returns a copy of cfg whose requests c counts.
+func counted(cfg *rest.Config, c *counter) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c })
+	return cfg
+}
+
+// BenchmarkMonitorScale is the Monitor pass at scale of package operations/monitor (the
+// workload and metrics of internal/testutil/scalebench) on a store in a namespace of
+// the test's API server, beside memstore in the same process: 100 waiting backups of
+// 100 InProgress operations unless ITEMOPS_SCALE_RUNS says otherwise. It reports too the
+// API requests of a pass and the bytes of their bodies each way, as the client sent and
+// read them.
+//
+//	cd storage/kubestore && go test -run '^$' -bench MonitorScale -benchtime 5x .
+func BenchmarkMonitorScale(b *testing.B) {
+	c := &counter{}
+	scalebench.Run(b, scalebench.Runs(b, 100),
+		scalebench.Store{Name: "memstore", Open: func(*testing.B) operations.Store { return memstore.New() }},
+		scalebench.Store{Name: "kubestore", Count: c.counts, Open: func(b *testing.B) operations.Store {
+			cfg := config(b)
+			ns := newNamespace(b, cfg)
+			s, err := kubestore.Open(context.Background(), counted(cfg, c), ns, nil)
+			if err != nil {
+				b.Fatalf("Open: %v", err)
+			}
+			return s
+		}})
+}
+
+// TestObjectsAndMemory loads 1,000 waiting backups of 100 operations each (the
+// benchmark's workload) into a store, then logs the objects and bytes of JSON per run
+// that the namespace holds, and the resident memory of the API server's and etcd's
+// processes before and after the load; then the same of one run of 10,000 operations. It runs only when ITEMOPS_KUBE_FIGURES is set,
+// and only on Linux, where it reads /proc.
+func TestObjectsAndMemory(t *testing.T) {
+	if os.Getenv(figuresEnv) == "" {
+		t.Skipf("set %s=1 to measure the objects and the servers' memory at 1,000 runs", figuresEnv)
+	}
+	const runs = 1000
+	cfg := config(t)
+	before := serverMemory(t)
+	ns := newNamespace(t, cfg)
+	s, err := kubestore.Open(context.Background(), cfg, ns, nil)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	scalebench.Load(t, s, runs)
+
+	logObjects(t, cfg, ns, fmt.Sprintf("%d runs of %d operations", runs, scalebench.PerRun), runs)
+	after := serverMemory(t)
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		t.Logf("%s: resident %.0f MiB before, %.0f MiB after %d runs of %d operations",
+			name, float64(before[name])/(1<<20), float64(after[name])/(1<<20), runs, scalebench.PerRun)
+	}
+
+	// One run of 10,000 operations, each with a description of its own, which spills.
+	big, _, bigNS := newStoreIn(t, nil)
+	o := operations.Owner{Kind: phase.Backup, Name: "big", UID: "uid-big"}
+	if err := big.CreateRunWithOperations(context.Background(), waitingRun(t, o), testOps(o, 10_000, operations.OperationInProgress)); err != nil {
+		t.Fatalf("CreateRunWithOperations: %v", err)
+	}
+	logObjects(t, cfg, bigNS, "one run of 10,000 operations", 1)
+}
+
+// logObjects logs the objects of each resource of the store that namespace ns holds,
+// and their bytes of JSON, per run of the runs that what names.
+func logObjects(t *testing.T, cfg *rest.Config, ns, what string, runs int) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, resource := range []string{"itemopsruns", "itemopschunks"} {
+		res := schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: resource}
+		list, err := dyn.Resource(res).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("list %s: %v", resource, err)
+		}
+		var size int
+		for _, o := range list.Items {
+			raw, err := json.Marshal(o.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size += len(raw)
+		}
+		t.Logf("%s: %s: %d objects, %d bytes of JSON per run", // the chunks count the format marker
+			what, resource, len(list.Items), size/runs)
+	}
+}
+
+// serverMemory returns the resident memory, in bytes, of this process's children
+// named kube-apiserver and etcd: the test's API server and its etcd.
+func serverMemory(t *testing.T) map[string]int64 {
+	t.Helper()
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("read /proc: %v", err)
+	}
+	self := strconv.Itoa(os.Getpid())
+	out := map[string]int64{}
+	for _, dir := range dirs {
+		status, err := os.ReadFile(filepath.Join(dir, "status"))
+		if err != nil {
+			continue // the process has ended
+		}
+		var name, ppid string
+		var rss int64
+		for _, line := range strings.Split(string(status), "\n") {
+			key, value, _ := strings.Cut(line, ":")
+			value = strings.TrimSpace(value)
+			switch key {
+			case "Name":
+				name = value
+			case "PPid":
+				ppid = value
+			case "VmRSS":
+				kib, _ := strconv.ParseInt(strings.TrimSuffix(value, " kB"), 10, 64)
+				rss = kib << 10
+			}
+		}
+		if ppid == self && (name == "kube-apiserver" || name == "etcd") {
+			out[name] += rss
+		}
+	}
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if out[name] == 0 {
+			t.Fatalf("found no process %s among this process's children: %v", name, fmt.Sprint(out))
+		}
+	}
+	return out
+}
