@@ -25,10 +25,6 @@ import (
 	"github.com/itemops/itemops/storage/memstore"
 )
 
-// figuresEnv names the environment variable that turns TestObjectsAndMemory on: it loads
-// a thousand runs and measures, for docs/BENCHMARKS.md.
-const figuresEnv = "ITEMOPS_KUBE_FIGURES"
-
 // counter counts the requests a client sends through it and the bytes of their bodies
 // each way.
 type counter struct {
@@ -94,71 +90,68 @@ func BenchmarkMonitorScale(b *testing.B) {
 		}})
 }
 
-// TestObjectsAndMemory loads 1,000 waiting backups of 100 operations each (the
-// benchmark's workload) into a store, then logs the objects and bytes of JSON per run
-// that the namespace holds, and the resident memory of the API server's and etcd's
-// processes before and after the load; then the same of one run of 10,000 operations. It runs only when ITEMOPS_KUBE_FIGURES is set,
-// and only on Linux, where it reads /proc.
-func TestObjectsAndMemory(t *testing.T) {
-	if os.Getenv(figuresEnv) == "" {
-		t.Skipf("set %s=1 to measure the objects and the servers' memory at 1,000 runs", figuresEnv)
-	}
-	const runs = 1000
-	cfg := config(t)
-	before := serverMemory(t)
-	ns := newNamespace(t, cfg)
-	s, err := kubestore.Open(context.Background(), cfg, ns, nil)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	scalebench.Load(t, s, runs)
-
-	logObjects(t, cfg, ns, fmt.Sprintf("%d runs of %d operations", runs, scalebench.PerRun), runs)
-	after := serverMemory(t)
-	for _, name := range []string{"kube-apiserver", "etcd"} {
-		t.Logf("%s: resident %.0f MiB before, %.0f MiB after %d runs of %d operations",
-			name, float64(before[name])/(1<<20), float64(after[name])/(1<<20), runs, scalebench.PerRun)
-	}
-
-	// One run of 10,000 operations, each with a description of its own, which spills.
-	big, _, bigNS := newStoreIn(t, nil)
-	o := operations.Owner{Kind: phase.Backup, Name: "big", UID: "uid-big"}
-	if err := big.CreateRunWithOperations(context.Background(), waitingRun(t, o), testOps(o, 10_000, operations.OperationInProgress)); err != nil {
-		t.Fatalf("CreateRunWithOperations: %v", err)
-	}
-	logObjects(t, cfg, bigNS, "one run of 10,000 operations", 1)
+// BenchmarkObjectsAndMemory measures what a store puts on the API server, once whatever
+// b.N is: "runs=1000x100" loads 1,000 waiting backups of 100 operations each (the
+// workload of BenchmarkMonitorScale) and reports the objects and bytes of JSON per run
+// that the namespace holds, and the resident memory, in MiB, of the API server's and
+// etcd's processes before and after the load; "runs=1x10000" does the same for one run
+// of 10,000 operations, each with a description of its own, which spills. It reads
+// /proc, so it runs on Linux only.
+func BenchmarkObjectsAndMemory(b *testing.B) {
+	b.Run("runs=1000x100", func(b *testing.B) {
+		const runs = 1000
+		cfg := config(b)
+		before := serverMemory(b)
+		s, _, ns := newStoreIn(b, nil)
+		scalebench.Load(b, s, runs)
+		reportObjects(b, cfg, ns, runs)
+		after := serverMemory(b)
+		for _, name := range []string{"kube-apiserver", "etcd"} {
+			b.ReportMetric(float64(before[name])/(1<<20), name+"-MiB-before")
+			b.ReportMetric(float64(after[name])/(1<<20), name+"-MiB-after")
+		}
+	})
+	b.Run("runs=1x10000", func(b *testing.B) {
+		s, cfg, ns := newStoreIn(b, nil)
+		o := operations.Owner{Kind: phase.Backup, Name: "big", UID: "uid-big"}
+		if err := s.CreateRunWithOperations(context.Background(), waitingRun(b, o), testOps(o, 10_000, operations.OperationInProgress)); err != nil {
+			b.Fatalf("CreateRunWithOperations: %v", err)
+		}
+		reportObjects(b, cfg, ns, 1)
+	})
 }
 
-// logObjects logs the objects of each resource of the store that namespace ns holds,
-// and their bytes of JSON, per run of the runs that what names.
-func logObjects(t *testing.T, cfg *rest.Config, ns, what string, runs int) {
-	t.Helper()
+// reportObjects reports the objects of each resource of the store that namespace ns
+// holds, and their bytes of JSON, per run of its runs (the chunks count the format
+// marker).
+func reportObjects(b *testing.B, cfg *rest.Config, ns string, runs int) {
+	b.Helper()
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	for _, resource := range []string{"itemopsruns", "itemopschunks"} {
 		res := schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: resource}
 		list, err := dyn.Resource(res).Namespace(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
-			t.Fatalf("list %s: %v", resource, err)
+			b.Fatalf("list %s: %v", resource, err)
 		}
 		var size int
 		for _, o := range list.Items {
 			raw, err := json.Marshal(o.Object)
 			if err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
 			size += len(raw)
 		}
-		t.Logf("%s: %s: %d objects, %d bytes of JSON per run", // the chunks count the format marker
-			what, resource, len(list.Items), size/runs)
+		b.ReportMetric(float64(len(list.Items))/float64(runs), resource+"/run")
+		b.ReportMetric(float64(size)/float64(runs), resource+"-JSON-B/run")
 	}
 }
 
 // serverMemory returns the resident memory, in bytes, of this process's children
 // named kube-apiserver and etcd: the test's API server and its etcd.
-func serverMemory(t *testing.T) map[string]int64 {
+func serverMemory(t testing.TB) map[string]int64 {
 	t.Helper()
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil || len(dirs) == 0 {
