@@ -145,9 +145,9 @@ func TestDependencyHygiene(t *testing.T) {
 // through others (an internal/ package does not launder an import). Its tests may import
 // anything. The nested modules storage/etcdstore and storage/kubestore are held to the
 // storage rule too. The test helpers under internal/testutil are test code: they may
-// import what they test, and no package depends on them (TestTestHelpersOnlyInTests checks every file). An
-// internal package below the root's internal/ that has a rule here is held to it, and
-// only the packages its importers entry names may import it.
+// import what they test, and no package depends on them (TestTestHelpersOnlyInTests
+// checks every file). An internal package below the root's internal/ that has a rule
+// here is held to it, and only the packages its importers entry names may import it.
 func TestImportLayers(t *testing.T) {
 	// may lists, for each package (or prefix ending in "/"), every itemops package it may
 	// depend on; the production internal/ packages may be used by anything.
