@@ -9,9 +9,14 @@ import (
 	"github.com/itemops/itemops/storage/storetest"
 )
 
+// The suites of this file run side by side (t.Parallel), after the package's other
+// tests: each of their stores has a namespace of its own, and a suite spends most of its
+// time waiting for the API server, so that two of them keep two cores busy.
+
 // TestConformance runs the store contract's suite on the API server; its Scale group's
 // batch spills into chunks.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) operations.Store {
 		return newStore(t, nil)
 	})
@@ -23,6 +28,7 @@ func TestConformance(t *testing.T) {
 // thousands of chunks of that size; its runs keep their operations in chunks of the
 // default size, spilled all the same.
 func TestConformanceSpilled(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) operations.Store {
 		if !testing.Short() && strings.HasPrefix(t.Name(), "TestConformanceSpilled/Scale/") {
 			return newStore(t, &kubestore.Options{InlineBytes: 512})
@@ -32,6 +38,7 @@ func TestConformanceSpilled(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	storetest.RunCancel(t, func(t *testing.T) operations.Store {
 		return newStore(t, nil)
 	})
@@ -42,6 +49,7 @@ func TestCancel(t *testing.T) {
 // them: writers racing through both, ordered by resourceVersions alone, lose nothing,
 // and a read through one sees the writes made through the other.
 func TestConformanceTwoClients(t *testing.T) {
+	t.Parallel()
 	pair := func(t *testing.T) operations.Store {
 		s, _, ns := newStoreIn(t, nil)
 		return storetest.Alternate(s, openIn(t, ns, nil, nil))
