@@ -87,19 +87,10 @@ func TestHostileObjects(t *testing.T) {
 			s, _, ns := newStoreIn(t, &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10})
 			o := operations.Owner{Kind: phase.Restore, Name: "edited", UID: "uid-edited"}
 			ops := testOps(o, 300, operations.OperationInProgress)
-			if err := s.CreateRunWithOperations(ctx, waitingRun(t, o), ops); err != nil {
-				t.Fatalf("CreateRunWithOperations: %v", err)
-			}
-			run, err := s.GetRun(ctx, o)
-			if err != nil {
-				t.Fatalf("GetRun: %v", err)
-			}
 			runs := dyn.Resource(runsGVR).Namespace(ns)
-			head, err := runs.Get(ctx, "r.edited", metav1.GetOptions{})
-			if err != nil {
-				t.Fatalf("get the run's object: %v", err)
-			}
+			run, head := createWaiting(t, s, runs, "r.edited", o, ops)
 			target, client := head, runs
+			var err error
 			if e.chunk {
 				refs, _, _ := unstructured.NestedSlice(head.Object, "status", "store", "chunks")
 				if len(refs) < 2 {

@@ -225,18 +225,8 @@ func TestOwnerReference(t *testing.T) {
 		o := operations.Owner{Kind: phase.Backup, Name: "orphaned", UID: "uid-orphaned"}
 		refs.set(o.Name, owner)
 		ops := testOps(o, 300, operations.OperationInProgress)
-		if err := s.CreateRunWithOperations(ctx, waitingRun(t, o), ops); err != nil {
-			t.Fatalf("CreateRunWithOperations: %v", err)
-		}
-		run, err := s.GetRun(ctx, o)
-		if err != nil {
-			t.Fatalf("GetRun: %v", err)
-		}
 		runs := dyn.Resource(runsGVR).Namespace(ns)
-		obj, err := runs.Get(ctx, "b.orphaned", metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("get the run's object: %v", err)
-		}
+		run, obj := createWaiting(t, s, runs, "b.orphaned", o, ops)
 		obj.SetOwnerReferences(nil)
 		if _, err := runs.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
 			t.Fatalf("remove the ownerReferences: %v", err)

@@ -59,6 +59,26 @@ func waitingRun(t testing.TB, o operations.Owner) operations.Run {
 	return r
 }
 
+// createWaiting creates through s the run of o, waiting for its operations ops, and
+// returns the run as s reads it back and the run's object, named name, as runs (an
+// administrator's client of the run objects) reads it.
+func createWaiting(t testing.TB, s *kubestore.Store, runs dynamic.ResourceInterface, name string, o operations.Owner, ops []operations.Operation) (operations.Run, *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.CreateRunWithOperations(ctx, waitingRun(t, o), ops); err != nil {
+		t.Fatalf("CreateRunWithOperations: %v", err)
+	}
+	run, err := s.GetRun(ctx, o)
+	if err != nil {
+		t.Fatalf("GetRun: %v", err)
+	}
+	obj, err := runs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get the run's object %s: %v", name, err)
+	}
+	return run, obj
+}
+
 // count returns how many objects of res namespace ns holds.
 func count(t testing.TB, cfg *rest.Config, res schema.GroupVersionResource, ns string) int {
 	t.Helper()
