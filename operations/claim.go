@@ -65,8 +65,15 @@ type ClaimKeeper interface {
 // holder took them) and hand the claims beyond its share of runs to other holders.
 // EndIncompletePass says that a list of runs failed, so the pass saw only some of them:
 // the session then gives up and hands over nothing, and keeps its claims for the next
-// pass. Neither fails; each waits for the backend a bounded time, and leaves what the
-// backend did not answer to the next pass.
+// pass. Each waits for the backend a bounded time, and leaves what the backend did not
+// answer to the next pass.
+//
+// EndPass returns what kept the session, since the last EndPass, from reading the
+// claims and the holders or from watching the holders: a right the store lacks (on
+// Kubernetes, list or watch on Leases) or a backend that did not answer. The session
+// goes on all the same, its runs claimed one by one, but it cannot share them with other
+// holders until that is mended, so its Monitor logs the error (a warning, each pass it
+// comes back). An error never means a claim was lost or a run polled twice.
 //
 // End ends the session, once the Monitor's Run is over: it gives up every claim the
 // session keeps (a claim in use is given up by its release), waiting for the backend a
@@ -75,7 +82,7 @@ type ClaimKeeper interface {
 // does not fail, and calls after the first do nothing.
 type ClaimSession interface {
 	ClaimRun(ctx context.Context, o Owner) (release func(), ok bool, err error)
-	EndPass(runs int)
+	EndPass(runs int) error
 	EndIncompletePass()
 	End()
 }

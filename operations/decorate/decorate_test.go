@@ -52,7 +52,10 @@ func (s keptSession) ClaimRun(_ context.Context, o operations.Owner) (func(), bo
 	return func() { s.k.record("release(" + o.String() + ")") }, true, nil
 }
 
-func (s keptSession) EndPass(runs int)   { s.k.record(fmt.Sprintf("EndPass(%d)", runs)) }
+func (s keptSession) EndPass(runs int) error {
+	s.k.record(fmt.Sprintf("EndPass(%d)", runs))
+	return nil
+}
 func (s keptSession) EndIncompletePass() { s.k.record("EndIncompletePass") }
 func (s keptSession) End()               { s.k.record("End") }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ type keepingStore struct {
 	events   []string   // the sessions started and what Run told them, in order
 	kept     []bool     // for each claim, whether it was made under a session
 	listErrs int        // ListRuns fails this many more times
+	endErr   error      // what its sessions' EndPass returns
 }
 
 var _ operations.ClaimKeeper = (*keepingStore)(nil)
@@ -74,8 +76,13 @@ func (k keepSession) ClaimRun(ctx context.Context, o operations.Owner) (func(), 
 	return k.s.claimingStore.ClaimRun(ctx, o)
 }
 
-func (k keepSession) EndPass(runs int) {
-	k.s.record(func() { k.s.events = append(k.s.events, fmt.Sprintf("EndPass(%d)", runs)) })
+func (k keepSession) EndPass(runs int) error {
+	var err error
+	k.s.record(func() {
+		k.s.events = append(k.s.events, fmt.Sprintf("EndPass(%d)", runs))
+		err = k.s.endErr
+	})
+	return err
 }
 
 func (k keepSession) EndIncompletePass() {
@@ -146,4 +153,70 @@ func TestRunKeepsClaims(t *testing.T) {
 		t.Errorf("claims made under a session by RunOnce (-want +got):\n%s", d)
 	}
 	require.Empty(t, s.events, "sessions started, or told of a pass, by RunOnce")
+}
+
+// TestRunLogsWhatKeepsClaimsUnshared runs a Monitor on a store whose claim session
+// cannot read the other holders (as a store without list on Leases): the session's
+// EndPass says so, and Run logs it as a warning after each pass, and goes on.
+func TestRunLogsWhatKeepsClaimsUnshared(t *testing.T) {
+	const interval = 3 * time.Second
+	forbidden := errors.New("claims: count the claims and members: leases is forbidden")
+	s := &keepingStore{claimingStore: newClaimingStore(), endErr: forbidden}
+	e := &env{t: t, store: s.Store, clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
+	e.trackers["p"] = scripted(map[string]operations.Progress{"a": {NCompleted: 1, NTotal: 2}}, nil)
+	e.run(phase.Backup, "one", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+
+	logs := &records{}
+	m := monitor.New(s, operationstest.Resolver(e.trackers), monitor.WithClock(e.clock), monitor.WithInterval(interval),
+		monitor.WithLogger(slog.New(logs)))
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- m.Run(ctx) }()
+	for i := range 2 {
+		e.clock.BlockUntilAfterCalls(i + 1) // the pass has ended and Run waits for the interval
+		if i == 0 {
+			e.clock.Advance(interval)
+		}
+	}
+	cancel()
+	require.ErrorIs(t, <-stopped, context.Canceled)
+
+	warnings := logs.at(slog.LevelWarn)
+	require.Len(t, warnings, 2, "warnings logged in two passes: %v", warnings)
+	for _, w := range warnings {
+		require.Contains(t, w, forbidden.Error())
+	}
+}
+
+// records is a slog.Handler that keeps the records it is given, as text with their
+// attributes, by level.
+type records struct {
+	mu   sync.Mutex
+	kept map[slog.Level][]string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	text := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		text += " " + a.String()
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kept == nil {
+		r.kept = make(map[slog.Level][]string)
+	}
+	r.kept[rec.Level] = append(r.kept[rec.Level], text)
+	return nil
+}
+
+// at returns the records kept at level l.
+func (r *records) at(l slog.Level) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.kept[l]...)
 }

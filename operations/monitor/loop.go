@@ -34,15 +34,17 @@ import (
 // [WithStallTimeout]), Run returns its error, which wraps [operations.ErrInvalid], at
 // once, before it touches the store.
 //
-// When the store is an [operations.ClaimKeeper] (storage/etcdstore is), Run keeps its
-// claims in a [operations.ClaimSession] that it starts with its interval and
-// [Monitor.Wake]: each pass claims its runs under the session, which holds them from one
-// pass to the next instead of giving each up, and Run tells the session at the end of
-// each pass how many runs the pass listed (or that a list failed), so that the store may
-// hand runs over to other replicas. The session may start a pass early, as Wake does,
-// when a run another replica handed over becomes free. Run ends the session before it
-// returns, which gives up every claim it holds (waiting for the store a bounded time:
-// storage/etcdstore's request timeout).
+// When the store is an [operations.ClaimKeeper] (storage/etcdstore and storage/kubestore
+// are), Run keeps its claims in a [operations.ClaimSession] that it starts with its
+// interval and [Monitor.Wake]: each pass claims its runs under the session, which holds
+// them from one pass to the next instead of giving each up, and Run tells the session at
+// the end of each pass how many runs the pass listed (or that a list failed), so that
+// the store may hand runs over to other replicas; what kept the session from reading or
+// watching the other replicas' claims (a right the store lacks), Run logs as a warning,
+// "claims not shared with other replicas", and goes on. The session may start a pass
+// early, as Wake does, when a run another replica handed over becomes free. Run ends the
+// session before it returns, which gives up every claim it holds (waiting for the store
+// a bounded time: storage/etcdstore's request timeout).
 func (m *Monitor) Run(ctx context.Context) error {
 	if err := m.cfg.invalid; err != nil {
 		return err
@@ -131,7 +133,9 @@ func (m *Monitor) runOnce(ctx context.Context, session operations.ClaimSession) 
 	switch {
 	case session == nil:
 	case complete:
-		session.EndPass(listed)
+		if err := session.EndPass(listed); err != nil {
+			m.cfg.logger.WarnContext(ctx, "claims not shared with other replicas: the claim session could not read or watch its store", "error", err)
+		}
 	default:
 		session.EndIncompletePass()
 	}

@@ -162,7 +162,9 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 // KeepClaims writes the replica key, counts the claims and starts the watch (each
 // request within Options.RequestTimeout, or until ctx ends); when etcd does not answer,
 // the first pass makes up for them. The session is safe for concurrent use; none of its
-// methods fails but ClaimRun. On the zero Store, or after Close, the session keeps
+// methods fails but ClaimRun, and EndPass returns what kept the session from writing its
+// replica key, counting or watching since the last EndPass (etcd's errors), which the
+// Monitor logs. On the zero Store, or after Close, the session keeps
 // nothing, and its ClaimRun fails with [ErrClosed].
 func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake func()) operations.ClaimSession {
 	if s.Store == nil {
@@ -354,16 +356,24 @@ func (cb claimBackend) Census(ctx context.Context) (claims.Census, error) {
 }
 
 // WatchMembers watches the keys under replicas/ after the revision from, and calls
-// joined for every response that creates one. The watch ends with ctx, or when etcd
-// compacted the revision, lost its leader, or the client closed.
-func (cb claimBackend) WatchMembers(ctx context.Context, from string, joined func()) {
+// joined for every response that creates one. The watch ends with ctx, when etcd
+// compacted the revision or the client closed, which return nil, or with etcd's error
+// (a cluster that lost its leader, a watch refused).
+func (cb claimBackend) WatchMembers(ctx context.Context, from string, joined func()) error {
 	events := cb.s.b.client.Watch(clientv3.WithRequireLeader(ctx), cb.s.prefix+"replicas/", clientv3.WithPrefix(),
 		clientv3.WithRev(revision(from)+1), clientv3.WithFilterDelete())
 	for resp := range events {
+		if err := resp.Err(); err != nil {
+			if resp.CompactRevision != 0 {
+				return nil
+			}
+			return fmt.Errorf("etcdstore: watch the members of the claim sessions: %w", err)
+		}
 		if slices.ContainsFunc(resp.Events, (*clientv3.Event).IsCreate) {
 			joined()
 		}
 	}
+	return nil
 }
 
 // markerPrefix begins the value of the claim key of a run handed over by a claim session;

@@ -140,11 +140,11 @@
 // point, and the claims' requests that neither [Store.ClaimRun] nor [Store.Close] makes
 // (the releases, the later renewals of the store's session, and a claim session's own,
 // see [Store.KeepClaims]). Each right they need is needed by a call too, which fails
-// without it, except three, whose loss shows only in its effect: without delete on
-// itemopschunks, the replaced chunks stay until their run is deleted; without list on
-// Leases, a claim session never counts the replicas, and so hands no run over to a
-// replica that joins; without watch on Leases, it hands runs over to a replica that
-// joins at the end of its next pass, not at once.
+// without it, except three. Without list or watch on Leases, a claim session cannot
+// count the replicas or watch them join, so it hands no run over; the end of its
+// Monitor's pass (operations.ClaimSession's EndPass) returns the Forbidden error, which
+// the Monitor logs as a warning each pass. Without delete on itemopschunks, the replaced
+// chunks stay until their run is deleted, which shows only in its effect.
 //
 // A store with [Options.OwnerReference] also needs get on the owners' resource (the
 // operator's own custom resource, in the store's namespace, or cluster-wide for a

@@ -490,22 +490,31 @@ func (l *leases) Census(ctx context.Context) (claims.Census, error) {
 }
 
 // WatchMembers watches the member Leases from the resourceVersion from on and calls
-// joined for each one added. It returns when ctx ends, or when the watch ends or fails
-// (the API server closes watches after a while, or the version is too old).
-func (l *leases) WatchMembers(ctx context.Context, from string, joined func()) {
+// joined for each one added. It returns nil when ctx ends, or when the API server ends
+// the watch as it does now and then (it closes watches after a while, or the version is
+// too old), and the API server's error otherwise (Forbidden without watch on Leases).
+func (l *leases) WatchMembers(ctx context.Context, from string, joined func()) error {
 	w, err := l.client.Watch(ctx, metav1.ListOptions{LabelSelector: labelRole + "=" + roleMember, ResourceVersion: from})
 	if err != nil {
-		return
+		// client-go does not decode the body of a refused watch: its error says
+		// "unknown", so the reason (Forbidden) goes first.
+		return fmt.Errorf("kubestore: watch the member Leases in %s: %s: %w", l.ns, apierrors.ReasonForError(err), err)
 	}
 	defer w.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case ev, ok := <-w.ResultChan():
 			switch {
-			case !ok || ev.Type == watch.Error:
-				return
+			case !ok:
+				return nil
+			case ev.Type == watch.Error:
+				err := apierrors.FromObject(ev.Object)
+				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					return nil
+				}
+				return fmt.Errorf("kubestore: watch the member Leases in %s: %w", l.ns, err)
 			case ev.Type == watch.Added:
 				joined()
 			}

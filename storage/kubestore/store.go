@@ -165,8 +165,10 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 // each, labelled itemops.io/role=member) and hands over at once when one joins; and End
 // gives up everything it keeps. Each request waits at most [Options.RequestTimeout];
 // what the API server does not answer, the next pass makes up for, or the session's end
-// leaves to the store's. After Close, the session keeps nothing and its ClaimRun fails
-// with [ErrClosed].
+// leaves to the store's. EndPass returns what kept the session from writing its member
+// Lease, or listing or watching the Leases, since the last EndPass (the API server's
+// errors, Forbidden among them), which the Monitor logs. After Close, the session keeps
+// nothing and its ClaimRun fails with [ErrClosed].
 func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake func()) operations.ClaimSession {
 	if s.claims == nil {
 		return claims.Ended(ErrClosed) // the zero Store

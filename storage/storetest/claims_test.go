@@ -84,7 +84,7 @@ func (k *keptClaims) ClaimRun(ctx context.Context, o operations.Owner) (func(), 
 	return k.s.claim(ctx, o, k)
 }
 
-func (k *keptClaims) EndPass(int)        {}
+func (k *keptClaims) EndPass(int) error  { return nil }
 func (k *keptClaims) EndIncompletePass() {}
 
 func (k *keptClaims) End() {

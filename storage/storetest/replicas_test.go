@@ -73,7 +73,7 @@ func (k *sharedSession) ClaimRun(ctx context.Context, o operations.Owner) (func(
 	return k.s.claim(ctx, o, k)
 }
 
-func (k *sharedSession) EndPass(int)        {}
+func (k *sharedSession) EndPass(int) error  { return nil }
 func (k *sharedSession) EndIncompletePass() {}
 
 // End gives up the claims the session keeps, unless its replica is dead: then they end

@@ -60,8 +60,11 @@ type Backend interface {
 	// after the read.
 	Census(ctx context.Context) (Census, error)
 	// WatchMembers calls joined when a member object is created after the point from,
-	// until ctx ends or the watch fails, and then returns.
-	WatchMembers(ctx context.Context, from string, joined func())
+	// until ctx ends or the watch fails, and then returns. It returns nil when ctx ended,
+	// or when the backend ended the watch as it does now and then (a watch closed by its
+	// server, or the point from compacted away): the next census starts another watch,
+	// and counts what joined in between. It returns the backend's error otherwise.
+	WatchMembers(ctx context.Context, from string, joined func()) error
 }
 
 // A Session is what keeps a store's claims alive: while the store renews it, its claims

@@ -3,6 +3,8 @@ package claims
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -28,8 +30,9 @@ import (
 //
 // KeepClaims writes the member object, counts the claims and starts the watch, each
 // request within the backend's Timeout or until ctx ends; what the backend does not
-// answer, the first pass makes up for. The session is safe for concurrent use; none of
-// its methods fails but ClaimRun. When the backend is not Ready (a closed store), the
+// answer, the first pass makes up for; what kept it from reading or watching, the first
+// EndPass returns. The session is safe for concurrent use; none of its methods fails
+// but ClaimRun, and EndPass reports. When the backend is not Ready (a closed store), the
 // session keeps nothing, and its ClaimRun fails as Ready does.
 func (c *Claimer) KeepClaims(ctx context.Context, interval time.Duration, wake func()) operations.ClaimSession {
 	if wake == nil {
@@ -64,7 +67,7 @@ type ended struct{ err error }
 func (e ended) ClaimRun(context.Context, operations.Owner) (func(), bool, error) {
 	return nil, false, e.err
 }
-func (ended) EndPass(int)        {}
+func (ended) EndPass(int) error  { return nil }
 func (ended) EndIncompletePass() {}
 func (ended) End()               {}
 
@@ -106,6 +109,12 @@ type keeper struct {
 	// a request until the next pass reads them again.
 	others map[string]bool
 	seen   int64
+	// failures are what kept the session from reading the claims or the members, or
+	// from watching the members, since the last EndPass, which returns them: the first
+	// failure of each thing it could not do (a pass may try to read the claims once for
+	// each of its runs).
+	failures []error
+	failedAt map[string]bool // what the failures are of
 }
 
 // kept is a claim of a claim session.
@@ -127,6 +136,9 @@ func (k *keeper) register(ctx context.Context) {
 		return
 	}
 	member, ver, err := k.c.b.Join(ctx, ss, k.seq)
+	if err != nil {
+		k.fail("join the claim sessions", err)
+	}
 	if err == nil {
 		k.member, k.memberVer, k.memberSS = member, ver, ss
 	}
@@ -212,6 +224,7 @@ func (k *keeper) heldByOther(ctx context.Context, key string) bool {
 		}
 		all, err := k.c.b.ListClaims(context.WithoutCancel(ctx))
 		if err != nil {
+			k.fail("read the claims", err)
 			return false
 		}
 		var (
@@ -305,12 +318,14 @@ func (k *keeper) ClaimRun(ctx context.Context, o operations.Owner) (release func
 	return k.c.claim(ctx, o, k)
 }
 
-// EndPass ends a pass of the session's Monitor, which found runs runs (see KeepClaims).
-func (k *keeper) EndPass(runs int) {
+// EndPass ends a pass of the session's Monitor, which found runs runs (see KeepClaims),
+// and returns what kept the session from reading or watching the claims and members
+// since the last EndPass ([operations.ClaimSession]).
+func (k *keeper) EndPass(runs int) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.ended {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), k.c.b.Timeout())
 	defer cancel()
@@ -337,6 +352,22 @@ func (k *keeper) EndPass(runs int) {
 		k.watch(census.From)
 	}
 	k.settle(ctx, give, handOver)
+	err = errors.Join(k.failures...)
+	k.failures, k.failedAt = nil, nil
+	return err
+}
+
+// fail keeps err, which kept the session from doing what, for EndPass to return,
+// unless it keeps an error of what already. k.mu is held.
+func (k *keeper) fail(what string, err error) {
+	if k.failedAt[what] {
+		return
+	}
+	if k.failedAt == nil {
+		k.failedAt = make(map[string]bool)
+	}
+	k.failedAt[what] = true
+	k.failures = append(k.failures, fmt.Errorf("claims: %s: %w", what, err))
 }
 
 // EndIncompletePass ends a pass of the session's Monitor whose lists of runs failed: it
@@ -436,10 +467,13 @@ func (k *keeper) watch(from string) {
 	go func() {
 		defer close(done)
 		defer stop()
-		k.c.b.WatchMembers(ctx, from, k.joined)
+		err := k.c.b.WatchMembers(ctx, from, k.joined)
 		k.mu.Lock()
 		if k.watching == done {
 			k.watching = nil
+		}
+		if err != nil && ctx.Err() == nil && !k.ended {
+			k.fail("watch the members", err)
 		}
 		k.mu.Unlock()
 	}()
@@ -450,6 +484,7 @@ func (k *keeper) watch(from string) {
 func (k *keeper) count(ctx context.Context) (census Census, rank int64, err error) {
 	census, err = k.c.b.Census(context.WithoutCancel(ctx))
 	if err != nil {
+		k.fail("count the claims and members", err)
 		return Census{}, 0, err
 	}
 	for _, m := range census.Members {

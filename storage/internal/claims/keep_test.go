@@ -1,6 +1,13 @@
 package claims
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
 
 // The shares of the claim sessions add up to the runs and differ by at most one, however
 // many runs and sessions there are.
@@ -20,3 +27,108 @@ func TestSharesAddUp(t *testing.T) {
 		}
 	}
 }
+
+// TestEndPassReports holds a claim session to report, at the end of each pass, what kept
+// it from joining, counting or watching the other sessions: the first error of each,
+// joined, and nothing once the backend answers again, or ends a watch as backends do.
+func TestEndPassReports(t *testing.T) {
+	forbidden := errors.New("forbidden")
+	b := &failingBackend{err: forbidden, watchErr: forbidden}
+	session := New(b).KeepClaims(context.Background(), time.Minute, nil)
+	defer session.End()
+
+	err := session.EndPass(0)
+	if !errors.Is(err, forbidden) {
+		t.Fatalf("EndPass with a backend that refuses everything = %v, want it to wrap %v", err, forbidden)
+	}
+	// KeepClaims and EndPass both joined and counted, and failed: each is reported once.
+	for _, what := range []string{"join the claim sessions", "count the claims and members"} {
+		if n := strings.Count(err.Error(), what); n != 1 {
+			t.Errorf("EndPass = %q, want it to say once that the session could not %s, not %d times", err, what, n)
+		}
+	}
+
+	b.set(nil, forbidden) // the session may count now, and starts a watch, which fails
+	deadline := time.Now().Add(time.Minute)
+	for err = session.EndPass(0); err == nil && time.Now().Before(deadline); err = session.EndPass(0) {
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(err, forbidden) || !strings.Contains(err.Error(), "watch the members") || strings.Contains(err.Error(), "count") {
+		t.Fatalf("EndPass after a refused watch = %v, want only the watch's error", err)
+	}
+
+	// The backend ends each watch now as a server closing it does. The watches run one
+	// at a time, so once one has ended so, the refused ones have been reported: the
+	// next EndPass may still return them, and the ones after it nothing.
+	b.set(nil, nil)
+	for session.EndPass(0); b.endedWatches() == 0 && time.Now().Before(deadline); session.EndPass(0) {
+		time.Sleep(time.Millisecond)
+	}
+	session.EndPass(0)
+	for i := range 3 {
+		if err := session.EndPass(0); err != nil {
+			t.Fatalf("EndPass %d with a backend that answers = %v, want nil", i, err)
+		}
+	}
+}
+
+// failingBackend is a Backend of one session whose Join and Census fail with err, and
+// whose WatchMembers returns watchErr at once (counting the watches it ends with nil). Its other methods
+// are not called by the test that uses it.
+type failingBackend struct {
+	Backend
+	mu            sync.Mutex
+	err, watchErr error
+	ended         int // the watches that returned nil
+}
+
+func (b *failingBackend) set(err, watchErr error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.err, b.watchErr = err, watchErr
+}
+
+func (b *failingBackend) failure() (err, watchErr error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err, b.watchErr
+}
+
+func (b *failingBackend) Ready(ctx context.Context) error          { return ctx.Err() }
+func (b *failingBackend) Timeout() time.Duration                   { return time.Second }
+func (b *failingBackend) Session(context.Context) (Session, error) { return oneSession{}, nil }
+func (b *failingBackend) Apply(context.Context, []Change) []string { return nil }
+
+func (b *failingBackend) Join(context.Context, Session, int64) (string, string, error) {
+	if err, _ := b.failure(); err != nil {
+		return "", "", err
+	}
+	return "member", "1", nil
+}
+
+func (b *failingBackend) Census(context.Context) (Census, error) {
+	if err, _ := b.failure(); err != nil {
+		return Census{}, err
+	}
+	return Census{Members: []string{"member"}, From: "1"}, nil
+}
+
+func (b *failingBackend) WatchMembers(context.Context, string, func()) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.watchErr == nil {
+		b.ended++
+	}
+	return b.watchErr
+}
+
+func (b *failingBackend) endedWatches() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended
+}
+
+type oneSession struct{}
+
+func (oneSession) ID() string { return "session" }
+func (oneSession) Lost() bool { return false }
