@@ -164,8 +164,8 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 // the first pass makes up for them. The session is safe for concurrent use; none of its
 // methods fails but ClaimRun, and EndPass returns what kept the session from writing its
 // replica key, counting or watching since the last EndPass (etcd's errors), which the
-// Monitor logs. On the zero Store, or after Close, the session keeps
-// nothing, and its ClaimRun fails with [ErrClosed].
+// Monitor logs. On the zero Store, or after Close, the session keeps nothing, and its
+// ClaimRun fails with [ErrClosed].
 func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake func()) operations.ClaimSession {
 	if s.Store == nil {
 		return claims.Ended(ErrClosed)

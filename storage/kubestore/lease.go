@@ -498,7 +498,10 @@ func (l *leases) WatchMembers(ctx context.Context, from string, joined func()) e
 	if err != nil {
 		// client-go does not decode the body of a refused watch: its error says
 		// "unknown", so the reason (Forbidden) goes first.
-		return fmt.Errorf("kubestore: watch the member Leases in %s: %s: %w", l.ns, apierrors.ReasonForError(err), err)
+		if reason := apierrors.ReasonForError(err); reason != metav1.StatusReasonUnknown {
+			return fmt.Errorf("kubestore: watch the member Leases in %s: %s: %w", l.ns, reason, err)
+		}
+		return fmt.Errorf("kubestore: watch the member Leases in %s: %w", l.ns, err)
 	}
 	defer w.Stop()
 	for {

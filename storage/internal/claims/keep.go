@@ -129,7 +129,8 @@ type kept struct {
 }
 
 // register writes the session's member object if the store's live session does not
-// hold it yet. A failure is left for the next pass to mend. k.mu is held.
+// hold it yet. A failure is left for the next pass to mend, and EndPass reports it.
+// k.mu is held.
 func (k *keeper) register(ctx context.Context) {
 	ss, err := k.c.b.Session(ctx)
 	if err != nil || ss == k.memberSS {
@@ -138,8 +139,7 @@ func (k *keeper) register(ctx context.Context) {
 	member, ver, err := k.c.b.Join(ctx, ss, k.seq)
 	if err != nil {
 		k.fail("join the claim sessions", err)
-	}
-	if err == nil {
+	} else {
 		k.member, k.memberVer, k.memberSS = member, ver, ss
 	}
 }
