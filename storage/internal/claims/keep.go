@@ -111,8 +111,7 @@ type keeper struct {
 	seen   int64
 	// failures are what kept the session from reading the claims or the members, or
 	// from watching the members, since the last EndPass, which returns them: the first
-	// failure of each thing it could not do (a pass may try to read the claims once for
-	// each of its runs).
+	// failure of each thing it could not do (KeepClaims and EndPass both join and count).
 	failures []error
 	failedAt map[string]bool // what the failures are of
 }
@@ -209,8 +208,9 @@ func (k *keeper) releaser(key, ver string) func() {
 
 // heldByOther reports whether another store held the claim under key when the session
 // last read the claims, reading them first once in each pass (and forgetting then the
-// hand-overs that others took). A read that fails reports false: ClaimRun then asks the
-// backend.
+// hand-overs that others took). A read that fails is not tried again in the pass, whose
+// claims then all report false, so that ClaimRun asks the backend for each: a backend
+// that refuses or does not answer costs one read a pass, not one a run.
 func (k *keeper) heldByOther(ctx context.Context, key string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -225,6 +225,7 @@ func (k *keeper) heldByOther(ctx context.Context, key string) bool {
 		all, err := k.c.b.ListClaims(context.WithoutCancel(ctx))
 		if err != nil {
 			k.fail("read the claims", err)
+			k.others, k.seen = nil, k.pass
 			return false
 		}
 		var (

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/phase"
 )
 
 // The shares of the claim sessions add up to the runs and differ by at most one, however
@@ -72,14 +75,62 @@ func TestEndPassReports(t *testing.T) {
 	}
 }
 
-// failingBackend is a Backend of one session whose Join and Census fail with err, and
-// whose WatchMembers returns watchErr at once (counting the watches it ends with nil). Its other methods
-// are not called by the test that uses it.
+// TestFailedReadOncePerPass holds a claim session whose backend refuses to list the
+// claims to one read a pass: the pass's claims are then each asked of the backend, and
+// made, and the next pass reads again.
+func TestFailedReadOncePerPass(t *testing.T) {
+	forbidden := errors.New("forbidden")
+	b := &failingBackend{listErr: forbidden}
+	session := New(b).KeepClaims(context.Background(), time.Minute, nil)
+	defer session.End()
+	for pass, names := range [][]string{{"a", "b", "c"}, {"d", "e"}} {
+		for _, name := range names {
+			o := operations.Owner{Kind: phase.Backup, Name: name, UID: "uid-" + name}
+			release, ok, err := session.ClaimRun(context.Background(), o)
+			if err != nil || !ok {
+				t.Fatalf("pass %d: ClaimRun(%s) = ok %v, error %v; want the claim made", pass, o, ok, err)
+			}
+			release()
+		}
+		if got := b.listed(); got != pass+1 {
+			t.Errorf("after pass %d: the claims were read %d times, want %d", pass, got, pass+1)
+		}
+		if err := session.EndPass(len(names)); !errors.Is(err, forbidden) || !strings.Contains(err.Error(), "read the claims") {
+			t.Errorf("EndPass of pass %d = %v, want the refused read", pass, err)
+		}
+	}
+}
+
+// failingBackend is a Backend of one session whose claims are all made, whose
+// ListClaims fails with listErr, whose Join and Census fail with err, and whose
+// WatchMembers returns watchErr at once (counting the watches it ends with nil). Its
+// other methods are not called by the tests that use it.
 type failingBackend struct {
 	Backend
 	mu            sync.Mutex
 	err, watchErr error
 	ended         int // the watches that returned nil
+	listErr       error
+	lists         int // the calls of ListClaims
+}
+
+func (b *failingBackend) Key(o operations.Owner) string { return o.String() }
+
+func (b *failingBackend) Claim(_ context.Context, key string, _ Session, _ string) (string, *Claim, error) {
+	return "v-" + key, nil, nil
+}
+
+func (b *failingBackend) ListClaims(context.Context) ([]Claim, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lists++
+	return nil, b.listErr
+}
+
+func (b *failingBackend) listed() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lists
 }
 
 func (b *failingBackend) set(err, watchErr error) {
