@@ -147,13 +147,13 @@ func (p *pending) what() string {
 // call makes a plugin call for operation i on tracker in the worker's goroutine: Cancel
 // of op when msg is set, op then to fail with msg, else Progress of op. If the call is
 // given up, the operation is failed from op (see pending); now is when the check
-// started. It returns the plugin's answer; the error Progress returned, as it is
-// (Velero records a plugin's error text alone); or an error that names the call when
-// Cancel failed, or the plugin panicked or had not answered by the deadline. A call
-// whose deadline has passed when it returns counts as unanswered, so that each call
-// ends one way. When the poll's ctx ends first,
-// it returns ctx.Err(). ok is false when the call was given up (see pending.giveUp): the
-// operation is settled, and the caller must leave the poll alone.
+// started. It returns the plugin's answer; the error Progress returned, as it is (Velero
+// records a plugin's error text alone); or an error that names the call when Cancel
+// failed, or the plugin panicked or had not answered by the deadline. A call whose
+// deadline has passed when it returns counts as unanswered, so that each call ends one
+// way. When the poll's ctx ends first, it returns ctx.Err(). ok is false when the call
+// was given up (see pending.giveUp): the operation is settled, and the caller must leave
+// the poll alone.
 //
 // The call is made under context.WithTimeout(poll's ctx, call timeout), and
 // context.AfterFunc on that context gives the call up when it outlasts its deadline or
