@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/clock/clocktest"
+	"github.com/itemops/itemops/internal/testutil/logrec"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
@@ -166,9 +167,9 @@ func TestRunLogsWhatKeepsClaimsUnshared(t *testing.T) {
 	e.trackers["p"] = scripted(map[string]operations.Progress{"a": {NCompleted: 1, NTotal: 2}}, nil)
 	e.run(phase.Backup, "one", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
 
-	logs := &records{}
+	logger, logs := logrec.Logger()
 	m := monitor.New(s, operationstest.Resolver(e.trackers), monitor.WithClock(e.clock), monitor.WithInterval(interval),
-		monitor.WithLogger(slog.New(logs)))
+		monitor.WithLogger(logger))
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error)
 	go func() { stopped <- m.Run(ctx) }()
@@ -181,42 +182,9 @@ func TestRunLogsWhatKeepsClaimsUnshared(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-stopped, context.Canceled)
 
-	warnings := logs.at(slog.LevelWarn)
+	warnings := logs.At(slog.LevelWarn)
 	require.Len(t, warnings, 2, "warnings logged in two passes: %v", warnings)
 	for _, w := range warnings {
 		require.Contains(t, w, forbidden.Error())
 	}
-}
-
-// records is a slog.Handler that keeps the records it is given, as text with their
-// attributes, by level.
-type records struct {
-	mu   sync.Mutex
-	kept map[slog.Level][]string
-}
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *records) WithGroup(string) slog.Handler            { return r }
-
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	text := rec.Message
-	rec.Attrs(func(a slog.Attr) bool {
-		text += " " + a.String()
-		return true
-	})
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.kept == nil {
-		r.kept = make(map[slog.Level][]string)
-	}
-	r.kept[rec.Level] = append(r.kept[rec.Level], text)
-	return nil
-}
-
-// at returns the records kept at level l.
-func (r *records) at(l slog.Level) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.kept[l]...)
 }
