@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -104,17 +105,23 @@ type errorLog struct {
 	msgs []string
 }
 
-// errorSink passes every message to the test's log and keeps those at the error level.
+// errorSink passes every message to the test's log and keeps those at the error level,
+// but for errors that wrap context.Canceled: the manager's stop at the end of the test
+// cancels the requests under way, such as the event recorder's writes of events, which
+// then log "Unable to write event".
 type errorSink struct {
 	logr.LogSink
 	log *errorLog
 }
 
 func (s errorSink) Error(err error, msg string, kv ...any) {
+	s.LogSink.Error(err, msg, kv...)
+	if errors.Is(err, context.Canceled) {
+		return
+	}
 	s.log.mu.Lock()
 	s.log.msgs = append(s.log.msgs, fmt.Sprintf("%s: %v", msg, err))
 	s.log.mu.Unlock()
-	s.LogSink.Error(err, msg, kv...)
 }
 
 func (s errorSink) WithValues(kv ...any) logr.LogSink {
