@@ -23,12 +23,14 @@ var errAnswerLost = errors.New("the answer was lost")
 
 // loseAnswers is an http.RoundTripper that, for the next requests that match once armed,
 // sends the request, reads the server's answer and returns errAnswerLost in its place,
-// as a connection that breaks after the server applied the request. It counts the
-// answers it drops (lost) and the answers of matching requests it lets through with a
-// status of 2xx (passed).
+// as a connection that breaks after the server applied the request; or, with retry set,
+// a 500 with Retry-After, as a proxy that timed out would, on which client-go sends the
+// request again. It counts the answers it drops (lost) and the answers of matching
+// requests it lets through with a status of 2xx (passed).
 type loseAnswers struct {
 	next   http.RoundTripper
 	match  func(req *http.Request, body []byte) bool
+	retry  bool
 	armed  atomic.Int64 // how many more answers to drop
 	lost   atomic.Int64
 	passed atomic.Int64
@@ -58,6 +60,13 @@ func (f *loseAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		f.lost.Add(1)
+		if f.retry {
+			status := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the answer was lost","reason":"InternalError","code":500}`
+			return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
+				Header: http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}},
+				Body:   io.NopCloser(strings.NewReader(status)), ContentLength: int64(len(status)),
+				Request: req, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor}, nil
+		}
 		return nil, errAnswerLost
 	}
 	if resp.StatusCode/100 == 2 {
@@ -96,6 +105,12 @@ func isSessionRenewal(req *http.Request, _ []byte) bool {
 	name := leaseName(req)
 	return req.Method == http.MethodPut && strings.HasPrefix(name, "itemops-") &&
 		strings.Count(name, "-") == 1 && !strings.Contains(name, ".")
+}
+
+// isClaimReplace reports whether req replaces the Lease of a claim, whose name holds a
+// dot.
+func isClaimReplace(req *http.Request, _ []byte) bool {
+	return req.Method == http.MethodPut && strings.Contains(leaseName(req), ".")
 }
 
 // isMemberCreate reports whether req creates the member Lease of a claim session.
@@ -189,5 +204,41 @@ func TestJoinWithLostAnswer(t *testing.T) {
 	sess.End()
 	if n := members(); n != 0 {
 		t.Errorf("%d member Leases after End, want 0", n)
+	}
+}
+
+// TestTakeOverWithRetriedReplace has store b take the run of a dead replica a, whose
+// claim Lease it replaces at its version: the API server applies the replace, but its
+// answer is a 500 with Retry-After, on which client-go sends it again and meets a
+// Conflict. b reads the Lease back, finds its own claim there and holds the run: the
+// claim that reports ok false is never b's own.
+func TestTakeOverWithRetriedReplace(t *testing.T) {
+	cfg := config(t)
+	ns := newNamespace(t, cfg)
+	cut := new(atomic.Bool)
+	f := &loseAnswers{match: isClaimReplace, retry: true}
+	a, b := openReplica(t, cfg, ns, "a", cut), openLosing(t, cfg, ns, "b", f)
+	o := operations.Owner{Kind: phase.Backup, Name: "x", UID: "u"}
+	claim(t, a, o, true, "a")
+	cut.Store(true)
+	f.armed.Store(1)
+	for began := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		release, ok, err := b.ClaimRun(bg, o)
+		if err != nil {
+			t.Fatalf("ClaimRun by b: %v", err)
+		}
+		if ok {
+			release()
+			break
+		}
+		if f.lost.Load() > 0 {
+			t.Fatalf("ClaimRun by b reported ok false after its replace of the claim Lease was applied: session %s holds the run", claimHolder(t, cfg, ns, o))
+		}
+		if time.Since(began) > time.Minute {
+			t.Fatal("b could not claim the run of a, dead, for a minute")
+		}
+	}
+	if f.lost.Load() != 1 {
+		t.Fatalf("%d answers lost, want 1", f.lost.Load())
 	}
 }

@@ -382,16 +382,32 @@ func (l *leases) Claim(ctx context.Context, key string, ss claims.Session, ifVer
 	return l.replace(ctx, key, c.Version, ss) // its session is dead: the run is free
 }
 
-// replace writes the claim under key for ss if its Lease is at version.
+// replace writes the claim under key for ss if its Lease is at version. When the Lease
+// is not at version, it returns the claim it holds now, read back: client-go sends an
+// update again on its own after some answers (a 5xx status with Retry-After), so the
+// Conflict may follow this very write, applied, and then the claim read is ss's own.
 func (l *leases) replace(ctx context.Context, key, version string, ss claims.Session) (string, *claims.Claim, error) {
 	got, err := l.client.Update(ctx, l.claimLease(key, version, ss, false, time.Time{}), metav1.UpdateOptions{})
 	switch {
 	case err == nil:
 		return got.ResourceVersion, nil, nil
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err):
 		return "", nil, nil
+	case !apierrors.IsConflict(err):
+		return "", nil, fmt.Errorf("kubestore: update the claim Lease %s/%s: %w", l.ns, key, err)
 	}
-	return "", nil, fmt.Errorf("kubestore: update the claim Lease %s/%s: %w", l.ns, key, err)
+	cur, err := l.client.Get(ctx, key, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("kubestore: get the claim Lease %s/%s: %w", l.ns, key, err)
+	}
+	c, err := l.claimOf(cur)
+	if err != nil {
+		return "", nil, err
+	}
+	return "", &c, nil
 }
 
 // Abandon deletes the claim's Lease if ss holds it, waiting at most
@@ -410,7 +426,9 @@ func (l *leases) Abandon(key string, ss claims.Session) {
 const applyWorkers = 16
 
 // Apply deletes each Lease, or hands its claim over, with a precondition on its
-// resourceVersion: one request each, up to applyWorkers at once.
+// resourceVersion: one request each, up to applyWorkers at once. A request whose answer
+// is lost may have been applied all the same: its change reports no version, as a
+// change not made does (see claims.Backend.Apply).
 func (l *leases) Apply(ctx context.Context, changes []claims.Change) []string {
 	vers := make([]string, len(changes))
 	var wg sync.WaitGroup
