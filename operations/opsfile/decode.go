@@ -176,8 +176,8 @@ type Decoder struct {
 // opening bracket and the first record (or, for an empty file, up to its end), so that
 // [Decoder.Kind] is known, and returns a [*DecodeError] when any of that fails: the
 // input is not gzip data, not a JSON array (or null, which is read as an empty file),
-// or its first record is malformed, too large or refused. A bad [ExpectKind] gives an error wrapping phase.ErrUnknownKind. Nil
-// options are ignored.
+// or its first record is malformed, too large or refused. A bad [ExpectKind] gives an
+// error wrapping phase.ErrUnknownKind. Nil options are ignored.
 //
 // A Decoder takes no context: to stop it, make r fail, as for [Decode].
 func NewDecoder(r io.Reader, opts ...DecodeOption) (*Decoder, error) {

@@ -180,7 +180,8 @@ func (l *leases) renew(ctx context.Context, ss *leaseSession, lease *coordinatio
 	defer ss.lose()
 	last := time.Now()
 	// unknown holds the renewTimes of the renewals since the last one applied whose
-	// outcome is unknown (at most three: the session is lost a duration after the last).
+	// outcome is unknown: a few at most, as the session is lost a duration after the
+	// last renewal applied.
 	var unknown []time.Time
 	tick := time.NewTicker(l.ttl / 3)
 	defer tick.Stop()
