@@ -65,11 +65,11 @@ func WithMaxBytes(n int64) TarGzOption {
 // device, sparse or other special file, if a file's path appears twice, if a file's path
 // is also a directory (that of a directory entry or of another entry's path: Velero's
 // extractor fails on such an archive), if the items do not fit the layout, or if there
-// is no resources directory; with [ErrInvalidItem] if an
-// item file is not a JSON object; and with [ErrTooLarge] past the limit of
-// [WithMaxBytes]. An archive that is cut short fails with an error that says at which
-// byte of the tar it ends. It never panics on bad input. It does not take a context: to
-// stop it, make r fail (close the file or connection it reads).
+// is no resources directory; with [ErrInvalidItem] if an item file is not a JSON
+// object; and with [ErrTooLarge] past the limit of [WithMaxBytes]. An archive that is
+// cut short fails with an error that says at which byte of the tar it ends. It never
+// panics on bad input. It does not take a context: to stop it, make r fail (close the
+// file or connection it reads).
 //
 // The Source is safe for concurrent use. [ReadItem] hands out copies of its items.
 func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
