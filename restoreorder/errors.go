@@ -7,10 +7,12 @@ import "errors"
 var ErrInvalidPriorities = errors.New("invalid resource priorities")
 
 // ErrMalformed is returned when a backup archive or tree cannot be read as a Velero
-// backup: a stream that is not gzip or tar, or is cut short or damaged, an entry whose path escapes the archive
-// (".." or absolute), a link or device entry, the same path twice, a file where the
-// layout wants a directory or the other way round, a resource whose only items are in
-// non-preferred version directories, or no resources directory at all.
+// backup: a stream that is not gzip or tar, or is cut short or damaged, an entry whose
+// path escapes the archive (".." or absolute), a link or device entry, the same path
+// twice, a path that is both a file and a directory, a file where the layout wants a
+// directory or the other way round, an item file whose name is not <name>.json for an
+// object's name (".json", "..json" and "...json" are not), a resource whose only items
+// are in non-preferred version directories, or no resources directory at all.
 var ErrMalformed = errors.New("malformed backup")
 
 // ErrTooLarge is returned by [FromTarGz] when the item files of an archive add up to

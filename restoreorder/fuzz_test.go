@@ -1,6 +1,7 @@
 package restoreorder_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -266,12 +267,18 @@ func FuzzCollect(f *testing.F) {
 
 // FuzzFromTarGz feeds arbitrary bytes to FromTarGz: it must never panic, must fail only
 // with the package's errors, and what it accepts must collect and read back as JSON
-// objects.
+// objects, under names that can be objects' names.
 func FuzzFromTarGz(f *testing.F) {
 	f.Add(fixtureBackup(fixtureLayout{classic: true, versions: true}).tarGz(f))
 	f.Add(makeTarGz(f, tarFile{name: "resources/pods/namespaces/a/x.json", body: obj}))
 	f.Add(makeTarGz(f, tarFile{name: "../x", body: obj}))
 	f.Add(makeTarGz(f, tarFile{name: "resources/pods/cluster/x.json", body: "[]"}))
+	f.Add(makeTarGz(f, tarFile{name: "resources/pods/cluster/...json", body: obj}))
+	f.Add(makeTarGz(f, tarFile{name: "resources/pods/namespaces/a/..json", body: obj}))
+	f.Add(makeTarGz(f, tarFile{name: "resources/pods/cluster/x.json/", typeflag: tar.TypeDir},
+		tarFile{name: "resources/pods/cluster/x.json", body: obj}))
+	f.Add(makeTarGz(f, tarFile{name: "resources/pods/cluster/x.json", body: obj},
+		tarFile{name: "metadata", body: "m"}, tarFile{name: "metadata/version", body: "1.1.0"}))
 	f.Add([]byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -291,6 +298,7 @@ func FuzzFromTarGz(f *testing.F) {
 			b, err := restoreorder.ReadItem(ctx, src, it.Path)
 			require.NoError(t, err)
 			require.Equal(t, byte('{'), bytes.TrimLeft(b, " \t\r\n")[0])
+			require.NotContains(t, []string{"", ".", ".."}, it.Name, "item %s", it.Path)
 			paths = append(paths, it.Path)
 		}
 		sort.Strings(paths)

@@ -103,8 +103,8 @@ func (b *builder) add(p string) (bool, error) {
 		return false, malformed(p, "not resources/<resource>/[<version>/]{cluster/<name>.json,namespaces/<namespace>/<name>.json}")
 	}
 	name, ok := strings.CutSuffix(file, itemFileExtension)
-	if !ok || name == "" {
-		return false, malformed(p, "an item file is named <name>.json")
+	if !ok || !validItemName(name) {
+		return false, malformed(p, `an item file is named <name>.json, where <name> is an object's name: not empty, "." or ".."`)
 	}
 	versions := b.resources[resource]
 	if versions == nil {
@@ -118,6 +118,17 @@ func (b *builder) add(p string) (bool, error) {
 	}
 	namespaces[namespace] = append(namespaces[namespace], Entry{Name: name, Path: p})
 	return true, nil
+}
+
+// validItemName reports whether name, the name of an item file without ".json", can
+// be an object's name. Kubernetes refuses the names "", "." and ".." for every resource,
+// so Velero never writes the files ".json", "..json" and "...json"; a name taken as a
+// path element by whoever restores the item must not be one of them. A name is one
+// element of a slash-separated path, so it holds no "/" (a file deeper in the layout is
+// refused as such). A backslash is kept: it is an ordinary character in a tar or io/fs
+// path, and in the names that Kubernetes checks as path segments.
+func validItemName(name string) bool {
+	return name != "" && name != "." && name != ".."
 }
 
 // build chooses one version directory per resource, sorts everything and returns the

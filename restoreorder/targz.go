@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 )
 
@@ -61,12 +62,14 @@ func WithMaxBytes(n int64) TarGzOption {
 // entry: a tar cut anywhere, between two entries or after the pax or GNU headers that
 // describe the next one, would otherwise lose the rest silently) or holds data after
 // it, if an entry's path is absolute or climbs out with "..", if an entry is a link,
-// device, sparse or other special file, if a file's path appears twice, if the items do
-// not fit the layout, or if there is no resources directory; with [ErrInvalidItem] if an
-// item file is not a JSON object; and with [ErrTooLarge] past the limit of
-// [WithMaxBytes]. An archive that is cut short fails with an error that says at which
-// byte of the tar it ends. It never panics on bad input. It does not take a context: to
-// stop it, make r fail (close the file or connection it reads).
+// device, sparse or other special file, if a file's path appears twice, if a file's path
+// is also a directory (that of a directory entry or of another entry's path: Velero's
+// extractor fails on such an archive), if the items do not fit the layout, or if there
+// is no resources directory; with [ErrInvalidItem] if an item file is not a JSON
+// object; and with [ErrTooLarge] past the limit of [WithMaxBytes]. An archive that is
+// cut short fails with an error that says at which byte of the tar it ends. It never
+// panics on bad input. It does not take a context: to stop it, make r fail (close the
+// file or connection it reads).
 //
 // The Source is safe for concurrent use. [ReadItem] hands out copies of its items.
 func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
@@ -83,6 +86,7 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 	b := newBuilder()
 	data := make(map[string][]byte)
 	others := make(map[string]struct{}) // the files that are not items: metadata/version, ...
+	var dirs []string                   // the paths of directory entries
 	sawResources := false
 	var total int64 // what WithMaxBytes counts
 	zc := &countingReader{r: zr}
@@ -123,6 +127,7 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
+			dirs = append(dirs, name)
 			continue
 		case tar.TypeReg:
 			if isSparse(hdr) {
@@ -158,6 +163,9 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 		total += hdr.Size
 		data[name] = item
 	}
+	if err := checkTree(data, others, dirs); err != nil {
+		return nil, err
+	}
 	if !sawResources {
 		return nil, malformed(resourcesDir, "no resources directory")
 	}
@@ -171,6 +179,38 @@ func FromTarGz(r io.Reader, opts ...TarGzOption) (Source, error) {
 		}
 	}
 	return &tarSource{index: x, data: data}, nil
+}
+
+// checkTree fails with ErrMalformed if the path of a file of the archive, an item
+// (a key of items) or another file (a key of others), is also a directory: the path
+// of a directory entry (dirs), or a directory of another entry's path. Velero's
+// extractor fails on such an archive, whatever the order of its entries: it cannot
+// make a directory where it wrote a file, nor write a file where it made a
+// directory.
+func checkTree(items map[string][]byte, others map[string]struct{}, dirs []string) error {
+	files := make([]string, 0, len(items)+len(others))
+	for p := range items {
+		files = append(files, p)
+	}
+	for p := range others {
+		files = append(files, p)
+	}
+	slices.Sort(files)
+	slices.Sort(dirs)
+	all := slices.Concat(files, dirs)
+	slices.Sort(all)
+	for _, f := range files {
+		if _, found := slices.BinarySearch(dirs, f); found {
+			return malformed(f, "a file, and also a directory entry")
+		}
+		// The paths under f, if any, come together in sorted order, from the first
+		// that is not less than f+"/".
+		under := f + "/"
+		if i, _ := slices.BinarySearch(all, under); i < len(all) && strings.HasPrefix(all[i], under) {
+			return malformed(f, "a file, and also a directory in the path of %s", all[i])
+		}
+	}
+	return nil
 }
 
 // tarBlock is the size of a tar block; headers start on block boundaries, and the end

@@ -3,6 +3,7 @@ package opsfile_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -353,7 +354,11 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "empty JSON text", input: bytes.NewReader(gz("")), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: 0, msg: "the JSON text is empty"},
 		{name: "white space only", input: bytes.NewReader(gz(" \n\t ")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 4, msg: "the JSON text is empty"},
 		{name: "an object, not an array", input: bytes.NewReader(gz(record)), want: []error{opsfile.ErrMalformed}, record: -1, offset: 0, msg: "the file holds a JSON object, want a JSON array"},
-		{name: "null", input: bytes.NewReader(gz(" null")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 1, msg: "the file holds JSON null"},
+		{name: "null, then more", input: bytes.NewReader(gz(" null []")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 6, msg: "another JSON array follows null"},
+		{name: "null, then a comma", input: bytes.NewReader(gz("null,")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 4, msg: "invalid character ',' follows null"},
+		{name: "not quite null", input: bytes.NewReader(gz(" nul")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 1, msg: "invalid JSON starting with 'n'"},
+		{name: "more than null", input: bytes.NewReader(gz("nullnull")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 0, msg: "invalid JSON starting with 'n'"},
+		{name: "null, gzip data cut", input: bytes.NewReader(gzipBytes(t, []byte("null"))[:20]), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: any, offset: any, msg: "gzip data is truncated"},
 		{name: "garbage", input: bytes.NewReader(gz("\x01")), want: []error{opsfile.ErrMalformed}, record: -1, offset: 0, msg: "invalid character byte 0x01"},
 		{name: "array never closed", input: bytes.NewReader(gz("[" + record)), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: -1, offset: recordAt(1) - 1, msg: "the JSON text ends inside the array, after 1 records"},
 		{name: "ends after a comma", input: bytes.NewReader(gz(twoRecords + ",")), want: []error{opsfile.ErrMalformed, io.ErrUnexpectedEOF}, record: 2, offset: recordAt(2), msg: "the JSON text ends after a comma"},
@@ -363,6 +368,7 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "missing comma", input: bytes.NewReader(gz("[" + record + " " + record + "]")), want: []error{opsfile.ErrMalformed}, record: 1, offset: recordAt(1), msg: "invalid character '{' after record 0, want , or ]"},
 		{name: "trailing comma", input: bytes.NewReader(gz("[" + record + ",]")), want: []error{opsfile.ErrMalformed}, record: 1, offset: recordAt(1), msg: "invalid character ']' after a comma"},
 		{name: "data after the array", input: bytes.NewReader(gz("[" + record + "]\n[]")), want: []error{opsfile.ErrMalformed}, record: -1, offset: recordAt(1) + 1, msg: "another JSON array follows the array"},
+		{name: "a null record", input: bytes.NewReader(gz("[" + record + `, null]`)), want: []error{opsfile.ErrMalformed}, record: 1, offset: recordAt(1) + 1, msg: "the record is JSON null, want an object"},
 		{name: "a record that is not an object", input: bytes.NewReader(gz("[" + record + `,"op"]`)), want: []error{opsfile.ErrMalformed}, record: 1, offset: recordAt(1) + 4, msg: "the record: found JSON string, want an object"},
 		{name: "a number where a string belongs", input: bytes.NewReader(gz(withSpec(`"backupName":"b"`, `"backupName":7`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: int64(len(`[{"spec":{"backupName":7`)), msg: "spec.backupName: found JSON number, want a string"},
 		{name: "a fraction where an integer belongs", input: bytes.NewReader(gz(withStatus(`{"phase":"New","nTotal":1.5}`))), want: []error{opsfile.ErrMalformed}, record: 0, offset: int64(strings.Index(withStatus(`{"phase":"New","nTotal":1.5}`), "1.5") + 3), msg: "status.nTotal: found JSON number 1.5, want an integer"},
@@ -406,6 +412,39 @@ func TestDecodeErrors(t *testing.T) {
 				t.Errorf("Offset = %d, want %d (%v)", de.Offset, tc.offset, err)
 			}
 			require.ErrorContains(t, err, tc.msg)
+		})
+	}
+}
+
+// TestDecodeNull reads a file that holds JSON null, which encoding/json reads into
+// Velero's slice of operations as a nil slice: an empty file, of no kind unless
+// ExpectKind names one.
+func TestDecodeNull(t *testing.T) {
+	for _, text := range []string{"null", " null\n", "\t\r\nnull \n\n"} {
+		t.Run(fmt.Sprintf("%q", text), func(t *testing.T) {
+			var velero []*veleroBackupOperation
+			velero = append(velero, nil) // encoding/json must set it to nil
+			require.NoError(t, json.Unmarshal([]byte(text), &velero))
+			require.Nil(t, velero)
+
+			file := gzipBytes(t, []byte(text))
+			ops, err := opsfile.Decode(bytes.NewReader(file))
+			require.NoError(t, err)
+			require.Nil(t, ops)
+
+			dec, err := opsfile.NewDecoder(bytes.NewReader(file), opsfile.ExpectKind(phase.Restore))
+			require.NoError(t, err)
+			require.Equal(t, phase.Restore, dec.Kind())
+			for range 2 {
+				_, err = dec.Next()
+				require.Equal(t, io.EOF, err)
+			}
+			dec, err = opsfile.NewDecoder(bytes.NewReader(file))
+			require.NoError(t, err)
+			require.Empty(t, dec.Kind())
+			for op, err := range dec.All() {
+				t.Fatalf("All yielded %v, %v", op, err)
+			}
 		})
 	}
 }

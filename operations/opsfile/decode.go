@@ -90,10 +90,10 @@ func ExpectKind(k phase.Kind) DecodeOption {
 }
 
 // Decode reads a whole itemoperations.json.gz file from r and returns its operations in
-// file order (nil for an empty file). It streams as a [Decoder] does, so the only memory
-// that grows with the file is the returned slice. On failure it returns no operations
-// and a [*DecodeError] saying where the file went wrong, or an error wrapping
-// phase.ErrUnknownKind for a bad [ExpectKind].
+// file order (nil for an empty file, or one that holds JSON null). It streams as a
+// [Decoder] does, so the only memory that grows with the file is the returned slice. On
+// failure it returns no operations and a [*DecodeError] saying where the file went
+// wrong, or an error wrapping phase.ErrUnknownKind for a bad [ExpectKind].
 //
 // Decode takes no context: to stop it early, make r fail (close the connection it reads
 // from, or wrap it in a reader that fails once a context is done); Decode then returns
@@ -152,9 +152,10 @@ const decodeChunk = 4096
 //
 // The file's kind is that of its first record (or the one [ExpectKind] names), and every
 // later record must have it. The end of the file is checked as strictly as the records:
-// Next returns io.EOF only after the closing bracket, nothing but white space after it,
-// and the end of the gzip stream with a good checksum. Records returned before an error
-// were well-formed, but a caller that needs the whole file intact must read to io.EOF.
+// Next returns io.EOF only after the closing bracket (or the null of a file that holds
+// null), nothing but white space after it, and the end of the gzip stream with a good
+// checksum. Records returned before an error were well-formed, but a caller that needs
+// the whole file intact must read to io.EOF.
 //
 // A Decoder is not safe for concurrent use. It must be made with [NewDecoder]; the zero
 // Decoder is not usable. It owns no resources that need closing, and it never closes r.
@@ -174,9 +175,9 @@ type Decoder struct {
 // NewDecoder returns a Decoder reading the file in r. It reads the gzip header, the
 // opening bracket and the first record (or, for an empty file, up to its end), so that
 // [Decoder.Kind] is known, and returns a [*DecodeError] when any of that fails: the
-// input is not gzip data, not a JSON array, or its first record is malformed, too large
-// or refused. A bad [ExpectKind] gives an error wrapping phase.ErrUnknownKind. Nil
-// options are ignored.
+// input is not gzip data, not a JSON array (or null, which is read as an empty file),
+// or its first record is malformed, too large or refused. A bad [ExpectKind] gives an
+// error wrapping phase.ErrUnknownKind. Nil options are ignored.
 //
 // A Decoder takes no context: to stop it, make r fail, as for [Decode].
 func NewDecoder(r io.Reader, opts ...DecodeOption) (*Decoder, error) {
@@ -206,6 +207,12 @@ func NewDecoder(r io.Reader, opts ...DecodeOption) (*Decoder, error) {
 	if err != nil {
 		return nil, d.readError(-1, err, "the JSON text is empty")
 	}
+	if c == 'n' {
+		if err := d.readNull(); err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
 	if c != '[' {
 		return nil, d.syntaxError(-1, d.in.offset(d.in.lo), fmt.Sprintf("the file holds %s, want a JSON array", describeStart(c)))
 	}
@@ -219,6 +226,29 @@ func NewDecoder(r io.Reader, opts ...DecodeOption) (*Decoder, error) {
 		d.pending = &op
 	}
 	return d, nil
+}
+
+// readNull reads a file whose JSON text starts with 'n': JSON null, which
+// encoding/json reads into Velero's slice of operations as a nil slice, is an empty
+// file. Nothing but white space may follow it.
+func (d *Decoder) readNull() error {
+	start := d.in.offset(d.in.lo)
+	b, _, err := d.in.value()
+	if err != nil {
+		return d.readError(-1, err, "")
+	}
+	if string(b) != "null" {
+		return d.syntaxError(-1, start, "the file holds invalid JSON starting with 'n', want a JSON array or null")
+	}
+	c, err := d.in.peek()
+	switch {
+	case err == io.EOF:
+		d.err = io.EOF
+		return nil
+	case err != nil:
+		return d.readError(-1, err, "")
+	}
+	return d.syntaxError(-1, d.in.offset(d.in.lo), fmt.Sprintf("%s follows null", describeStart(c)))
 }
 
 // Kind returns the kind of the file's operations: that of its first record, or the one
@@ -322,6 +352,9 @@ func (d *Decoder) readRecord() (operations.Operation, error) {
 		}
 		return operations.Operation{}, &DecodeError{Record: i, Offset: in.offset(in.hi),
 			Err: fmt.Errorf("%w: the JSON text ends inside the record: %w", ErrMalformed, io.ErrUnexpectedEOF)}
+	}
+	if string(b) == "null" {
+		return operations.Operation{}, d.syntaxError(i, start, "the record is JSON null, want an object")
 	}
 	d.rec = wireRecord{}
 	if !parseCanonical(b, &d.rec, &d.intern) {

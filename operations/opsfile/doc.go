@@ -55,7 +55,10 @@
 //     DefaultSizeLimit bytes needs a larger WithSizeLimit.
 //   - The whole file is checked: one JSON array, nothing but white space after it, and a
 //     gzip stream that ends with a good checksum (concatenated gzip members are read as
-//     one stream, as gzip -d reads them). A failure is a [*DecodeError] that names the
+//     one stream, as gzip -d reads them). A file that holds JSON null, which
+//     encoding/json reads as a nil slice, is an empty file. A record that is JSON null,
+//     which encoding/json reads as a nil pointer that Velero's controllers would
+//     dereference, is refused. A failure is a [*DecodeError] that names the
 //     record and the offset in the decompressed JSON text, and wraps [ErrMalformed],
 //     [ErrTooLarge], [operations.ErrInvalid] or the reader's own error.
 package opsfile

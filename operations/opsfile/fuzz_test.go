@@ -35,7 +35,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(gzipBytes(f, text), true)
 	}
 	for _, text := range []string{
-		"", "[", "[]", " [ ] ", "[]\n[]", "{}", "null", `["x"]`, "[" + record + ",]",
+		"", "[", "[]", " [ ] ", "[]\n[]", "{}", "null", " null \n", "null[]", "nul", "[null]", "[" + record + ",null]", `["x"]`, "[" + record + ",]",
 		"[" + record + " " + record + "]",
 		`[{"spec":{}}]`,
 		`[{"spec":{"backupName":"b","operationID":"o","postOperationItems":[]},"status":{"phase":"New"}}]`,

@@ -269,8 +269,9 @@ func (cb claimBackend) Abandon(key string, ss claims.Session) {
 
 // Apply makes each change on the condition of its key's ModRevision, in as few
 // transactions as Options.MaxTxnOps allows; a hand-over puts the marker of its time
-// under the lease of its session. It waits for etcd as long as ctx lets it; what etcd
-// does not answer is not made.
+// under the lease of its session. It waits for etcd as long as ctx lets it. A
+// transaction etcd does not answer may have been applied all the same: its changes
+// report no version, as changes not made do (see claims.Backend.Apply).
 func (cb claimBackend) Apply(ctx context.Context, changes []claims.Change) []string {
 	s := cb.s
 	vers := make([]string, len(changes))

@@ -1,10 +1,19 @@
 package etcdstore
 
 import (
+	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/itemops/itemops/operations"
 )
@@ -124,5 +133,59 @@ func TestClaimAdoptedAfterFailedRelease(t *testing.T) {
 	release, ok, err = other.ClaimRun(bg, o)
 	require.NoError(t, err)
 	require.True(t, ok, "another store's claim after the adopted claim is given up")
+	release()
+}
+
+// TestClaimWithLostAnswer loses the answer to the transaction of a claim that etcd
+// applied, as a connection that breaks after the request reached the server: ClaimRun
+// fails with ErrUnavailable, and before it returns it gives up the claim it may have
+// made (it deletes the key when it is under its lease), so that another store claims
+// the run at once; with an answer lost to a claim the store did not win, the other
+// store's claim stays.
+func TestClaimWithLostAnswer(t *testing.T) {
+	prefix := newPrefix()
+	var armed, lost atomic.Int64
+	// loseAnswer sends a transaction that writes a claim key and, while armed, returns
+	// Unavailable in place of etcd's answer.
+	loseAnswer := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		txn, ok := req.(*etcdserverpb.TxnRequest)
+		if err != nil || !ok || len(txn.Success) == 0 || txn.Success[0].GetRequestPut() == nil ||
+			!strings.HasPrefix(string(txn.Success[0].GetRequestPut().Key), prefix+"claims/") {
+			return err
+		}
+		if armed.Load() > 0 && armed.Add(-1) >= 0 {
+			lost.Add(1)
+			return status.Error(codes.Unavailable, "the answer was lost")
+		}
+		return nil
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{testServer.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(loseAnswer)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	a := openStore(t, c, prefix, &Options{ClaimTTL: time.Minute, Identity: "a"})
+	b := openStore(t, newClient(t, testServer), prefix, &Options{ClaimTTL: time.Minute, Identity: "b"})
+	o := backup("x")
+
+	armed.Store(1)
+	_, ok, err := a.ClaimRun(bg, o)
+	require.ErrorIs(t, err, ErrUnavailable, "ClaimRun whose answer was lost")
+	require.False(t, ok)
+	require.EqualValues(t, 1, lost.Load(), "answers lost")
+	release, ok, err := b.ClaimRun(bg, o)
+	require.NoError(t, err)
+	require.True(t, ok, "another store claims the run of a claim whose answer was lost")
+
+	armed.Store(1)
+	_, ok, err = a.ClaimRun(bg, o)
+	require.ErrorIs(t, err, ErrUnavailable, "ClaimRun of a run another holds, whose answer was lost")
+	require.False(t, ok)
+	resp, err := c.Get(bg, prefix+"claims/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1, "claim keys")
+	require.Equal(t, "b", string(resp.Kvs[0].Value), "the claim of the store that holds the run")
 	release()
 }

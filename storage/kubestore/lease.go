@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -165,14 +166,23 @@ func (l *leases) Session(ctx context.Context) (claims.Session, error) {
 }
 
 // renew renews the session's Lease every third of its duration, until ctx ends. The
-// session is lost when a renewal finds the Lease changed or gone (another store judged
-// it dead and took it away), when the API server forbids it (the rights changed; the
-// next Session fails then), or when no renewal succeeded for a whole duration, after
-// which the other stores judge it dead.
+// session is lost when a renewal finds the Lease changed by another or gone (another
+// store judged it dead and took it away), when the API server forbids it (the rights
+// changed; the next Session fails then), or when no renewal succeeded for a whole
+// duration, after which the other stores judge it dead.
+//
+// A renewal whose outcome is unknown (see refused) may have been applied, and then the
+// next one, made at the version before it, meets a Conflict: renew reads the Lease back,
+// and when it holds the renewTime of such a renewal, the change was this store's own,
+// and the session goes on from the Lease read.
 func (l *leases) renew(ctx context.Context, ss *leaseSession, lease *coordinationv1.Lease) {
 	defer close(ss.renewing)
 	defer ss.lose()
 	last := time.Now()
+	// unknown holds the renewTimes of the renewals since the last one applied whose
+	// outcome is unknown: a few at most, as the session is lost a duration after the
+	// last renewal applied.
+	var unknown []time.Time
 	tick := time.NewTicker(l.ttl / 3)
 	defer tick.Stop()
 	for {
@@ -182,17 +192,59 @@ func (l *leases) renew(ctx context.Context, ss *leaseSession, lease *coordinatio
 		case <-tick.C:
 		}
 		now := time.Now()
-		lease.Spec.RenewTime = ptr(metav1.NewMicroTime(now))
-		rctx, cancel := context.WithTimeout(ctx, min(l.timeout, l.ttl/3))
-		got, err := l.client.Update(rctx, lease, metav1.UpdateOptions{})
-		cancel()
+		at := now.Truncate(time.Microsecond) // the API server keeps a renewTime to the microsecond
+		got, err := l.renewAt(ctx, lease, at)
+		if apierrors.IsConflict(err) && len(unknown) > 0 {
+			cur, rerr := l.ownRenewal(ctx, lease.Name, unknown)
+			switch {
+			case cur != nil:
+				lease, unknown = cur, nil
+				got, err = l.renewAt(ctx, lease, at)
+			case apierrors.IsConflict(rerr), apierrors.IsNotFound(rerr):
+				err = rerr
+			case time.Since(last) >= l.ttl:
+				return
+			default:
+				continue // the read failed: the next tick reads again
+			}
+		}
 		switch {
 		case err == nil:
-			lease, last = got, now
+			lease, last, unknown = got, now, nil
 		case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), time.Since(last) >= l.ttl:
 			return
+		case !refused(err):
+			unknown = append(unknown, at)
 		}
 	}
+}
+
+// renewAt writes the renewTime at into the session's Lease at its version.
+func (l *leases) renewAt(ctx context.Context, lease *coordinationv1.Lease, at time.Time) (*coordinationv1.Lease, error) {
+	lease.Spec.RenewTime = ptr(metav1.NewMicroTime(at))
+	ctx, cancel := context.WithTimeout(ctx, min(l.timeout, l.ttl/3))
+	defer cancel()
+	return l.client.Update(ctx, lease, metav1.UpdateOptions{})
+}
+
+// ownRenewal reads the session's Lease name back after a renewal met a Conflict, and
+// returns it when its last change was one of this store's renewals whose outcome was
+// unknown: it is this store's session Lease and holds one of their renewTimes. It
+// returns nil and a Conflict when another changed the Lease, and the Get's error when
+// the read fails (a NotFound when the Lease is gone).
+func (l *leases) ownRenewal(ctx context.Context, name string, unknown []time.Time) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(l.timeout, l.ttl/3))
+	defer cancel()
+	cur, err := l.client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	own := cur.Labels[labelRole] == roleSession && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity == l.identity &&
+		cur.Spec.RenewTime != nil && slices.ContainsFunc(unknown, cur.Spec.RenewTime.Time.Truncate(time.Microsecond).Equal)
+	if !own {
+		return nil, apierrors.NewConflict(coordinationv1.Resource("leases"), name, errors.New("another changed the session Lease"))
+	}
+	return cur, nil
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -331,16 +383,32 @@ func (l *leases) Claim(ctx context.Context, key string, ss claims.Session, ifVer
 	return l.replace(ctx, key, c.Version, ss) // its session is dead: the run is free
 }
 
-// replace writes the claim under key for ss if its Lease is at version.
+// replace writes the claim under key for ss if its Lease is at version. When the Lease
+// is not at version, it returns the claim it holds now, read back: client-go sends an
+// update again on its own after some answers (a 5xx status with Retry-After), so the
+// Conflict may follow this very write, applied, and then the claim read is ss's own.
 func (l *leases) replace(ctx context.Context, key, version string, ss claims.Session) (string, *claims.Claim, error) {
 	got, err := l.client.Update(ctx, l.claimLease(key, version, ss, false, time.Time{}), metav1.UpdateOptions{})
 	switch {
 	case err == nil:
 		return got.ResourceVersion, nil, nil
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err):
 		return "", nil, nil
+	case !apierrors.IsConflict(err):
+		return "", nil, fmt.Errorf("kubestore: update the claim Lease %s/%s: %w", l.ns, key, err)
 	}
-	return "", nil, fmt.Errorf("kubestore: update the claim Lease %s/%s: %w", l.ns, key, err)
+	cur, err := l.client.Get(ctx, key, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("kubestore: get the claim Lease %s/%s: %w", l.ns, key, err)
+	}
+	c, err := l.claimOf(cur)
+	if err != nil {
+		return "", nil, err
+	}
+	return "", &c, nil
 }
 
 // Abandon deletes the claim's Lease if ss holds it, waiting at most
@@ -359,7 +427,9 @@ func (l *leases) Abandon(key string, ss claims.Session) {
 const applyWorkers = 16
 
 // Apply deletes each Lease, or hands its claim over, with a precondition on its
-// resourceVersion: one request each, up to applyWorkers at once.
+// resourceVersion: one request each, up to applyWorkers at once. A request whose answer
+// is lost may have been applied all the same: its change reports no version, as a
+// change not made does (see claims.Backend.Apply).
 func (l *leases) Apply(ctx context.Context, changes []claims.Change) []string {
 	vers := make([]string, len(changes))
 	var wg sync.WaitGroup
@@ -395,6 +465,14 @@ func (l *leases) Join(ctx context.Context, ss claims.Session, seq int64) (string
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
 	created, err := l.client.Create(ctx, lease, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// No one else makes a Lease of this name: an earlier Join of the same session and
+		// number made it, though its answer was lost. It is this member.
+		cur, gerr := l.client.Get(ctx, name, metav1.GetOptions{})
+		if gerr == nil && cur.Labels[labelRole] == roleMember && cur.Labels[labelHolder] == holder {
+			return name, cur.ResourceVersion, nil
+		}
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("kubestore: create the member Lease %s/%s: %w", l.ns, name, err)
 	}

@@ -39,8 +39,9 @@ type Backend interface {
 	// Claim writes the claim key for ss: when ifVersion is "", only if no live claim
 	// holds key (no object, or one whose session is dead), and else only if the claim
 	// is at ifVersion. It returns the version it wrote; when the condition failed, the
-	// claim found instead (nil when there was none any more). It fails with
-	// ErrSessionLost when ss is lost, and with the backend's error when it cannot
+	// claim found instead (nil when there was none any more), which is ss's own when
+	// an earlier attempt of this very write was applied and its answer lost. It fails
+	// with ErrSessionLost when ss is lost, and with the backend's error when it cannot
 	// tell; then the claim may have been written all the same. It waits at most
 	// Timeout, whether ctx ends or not.
 	Claim(ctx context.Context, key string, ss Session, ifVersion string) (version string, cur *Claim, err error)
@@ -48,7 +49,11 @@ type Backend interface {
 	Abandon(key string, ss Session)
 	// Apply makes each change if its object is at its version, and returns the
 	// version each change wrote ("" for a delete, or a change not made). It waits as
-	// long as ctx lets it; a change the backend did not answer is not made.
+	// long as ctx lets it. A change whose answer did not come may have been made all
+	// the same, and its version is "" too: the Claimer forgets every claim it changes,
+	// so that a claim left with this store's session is adopted by the store's next
+	// claim of the run (or ends with the session), and a hand-over made unknown to it
+	// is one that another store may take.
 	Apply(ctx context.Context, changes []Change) []string
 	// Join writes the member object of a claim session, numbered seq in this process,
 	// bound to ss, and returns its name and version.

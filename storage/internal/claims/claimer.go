@@ -114,13 +114,19 @@ func (c *Claimer) claim(ctx context.Context, o operations.Owner, k *keeper) (rel
 					return nil, false, nil
 				}
 				took = k != nil
-				ver, _, err = c.b.Claim(ctx, key, ss, cur.Version)
+				ver, cur, err = c.b.Claim(ctx, key, ss, cur.Version)
 				if err != nil {
 					c.abandon(key, ss)
 					return nil, false, fmt.Errorf("claim run %s: %w", o, err)
 				}
 				if ver == "" {
-					return nil, false, nil // another store took it first
+					if cur == nil || cur.HandedOver || cur.Holder != ss.ID() {
+						return nil, false, nil // another store took it first
+					}
+					// The claim is this session's, and not handed over: this very write,
+					// applied though the backend's answer said otherwise (a request sent
+					// again after its answer was lost). Adopt it.
+					ver = cur.Version
 				}
 			case cur.Holder != ss.ID():
 				return nil, false, nil // another store holds it
