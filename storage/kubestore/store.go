@@ -110,6 +110,9 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 		owners: &owners{of: opts.OwnerReference, disc: disc.RESTClient(), meta: meta, ns: namespace, kinds: map[schema.GroupVersion][]metav1.APIResource{}},
 	}
 	eng, err := kv.OpenPartitioned(ctx, b)
+	if err == nil {
+		err = b.openIdentity(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open namespace %s: %w", namespace, err)
 	}

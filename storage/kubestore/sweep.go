@@ -56,7 +56,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 }
 
 // A chunkMeta is what a sweep knows of one chunk: its name, UID, the sequence number
-// its name carries, and the UID of the run's object that owns it.
+// its name carries, and the UID of the run's object that its ownerReference names.
 type chunkMeta struct {
 	name     string
 	uid      string
@@ -64,80 +64,119 @@ type chunkMeta struct {
 	ownerUID string
 }
 
-// chunkSeq returns the sequence number that the name of a chunk carries (see
-// createChunk), or false when name is not a chunk's.
-func chunkSeq(name string) (kv.Version, bool) {
+// parseChunkName returns the label of the run's object (see runLabel) and the sequence
+// number that the name of a chunk carries (see createChunk), or false when name is not
+// a chunk's.
+func parseChunkName(name string) (run string, seq kv.Version, ok bool) {
 	parts := strings.Split(name, ".")
-	if len(parts) != 4 || parts[0] != "c" || len(parts[2]) != 16 {
-		return 0, false
+	if len(parts) != 4 || parts[0] != "c" || len(parts[1]) != 40 || len(parts[2]) != 16 {
+		return "", 0, false
 	}
-	seq, err := strconv.ParseUint(parts[2], 16, 64)
-	return kv.Version(seq), err == nil && seq > 0
+	n, err := strconv.ParseUint(parts[2], 16, 64)
+	return parts[1], kv.Version(n), err == nil && n > 0
+}
+
+// A sweptRun is what a sweep knows of one run's object, pending or not.
+type sweptRun struct {
+	uid     string
+	named   map[string]bool // the chunks it names
+	limit   kv.Version      // a commit in flight on it makes chunks of a higher number
+	damaged bool            // it does not decode: every chunk it might name is kept
+	gone    bool            // this sweep deleted it, a pending object
 }
 
 func (b *backend) sweep(ctx context.Context) (int, error) {
-	// The chunks first, then the runs' objects: see Store.Sweep.
-	owned := map[string][]chunkMeta{} // by the name of the run's object
-	err := b.listMeta(ctx, chunksResource, labelRole+"="+roleChunk, func(m metav1.PartialObjectMetadata) {
-		seq, ok := chunkSeq(m.Name)
-		refs := m.OwnerReferences
-		if !ok || len(refs) != 1 || refs[0].Kind != runKind {
-			return
+	// The chunks first, then the runs' objects: see Store.Sweep. Every chunk and every
+	// run's object is read, whatever its labels say.
+	chunks := map[string][]chunkMeta{} // by the label of their run's object, from their names
+	err := b.listMeta(ctx, chunksResource, "", func(m metav1.PartialObjectMetadata) {
+		run, seq, ok := parseChunkName(m.Name)
+		if !ok {
+			return // the format marker, or an object that the store did not name
 		}
-		owned[refs[0].Name] = append(owned[refs[0].Name], chunkMeta{name: m.Name, uid: string(m.UID), seq: seq, ownerUID: string(refs[0].UID)})
+		c := chunkMeta{name: m.Name, uid: string(m.UID), seq: seq}
+		if refs := m.OwnerReferences; len(refs) == 1 && refs[0].Kind == runKind {
+			c.ownerUID = string(refs[0].UID)
+		}
+		chunks[run] = append(chunks[run], c)
 	})
 	if err != nil {
 		return 0, err
 	}
-	deleted := 0
-	gone := map[string]bool{} // the UIDs of the pending runs' objects deleted here
-	err = b.listMeta(ctx, runsResource, labelRole+"="+rolePending, func(m metav1.PartialObjectMetadata) {
-		if time.Since(m.CreationTimestamp.Time) < pendingGrace {
-			return
-		}
-		if b.deleteIf(ctx, runsResource, m.Name, string(m.UID), m.ResourceVersion) {
-			deleted++
-			gone[string(m.UID)] = true
-		}
-	})
-	if err != nil {
-		return deleted, err
-	}
+	runs := map[string]*sweptRun{} // by the label of the object's name
 	var damaged []error
+	var pending []*unstructured.Unstructured
 	client := b.dyn.Resource(runsResource).Namespace(b.ns)
-	for name, chunks := range owned {
-		head, err := b.getObject(ctx, client, runsResource, name)
+	opts := metav1.ListOptions{Limit: listPage}
+	for {
+		l, err := client.List(ctx, opts)
 		if err != nil {
-			return deleted, err
+			return 0, fmt.Errorf("kubestore: list %s in %s: %w", runsResource.Resource, b.ns, err)
 		}
-		named, limit := map[string]bool{}, kv.Version(0)
-		if head != nil && !gone[string(head.GetUID())] {
-			kind, _, _ := unstructured.NestedString(head.Object, "spec", "owner", "kind")
-			owner, _, _ := unstructured.NestedString(head.Object, "spec", "owner", "name")
-			s, err := decodeObject(runsResource, kv.Partition{Kind: phase.Kind(kind), Name: owner}, head)
+		for i := range l.Items {
+			obj := &l.Items[i]
+			if obj.GetName() == formatName {
+				continue // the runs' marker
+			}
+			r := &sweptRun{uid: string(obj.GetUID()), named: map[string]bool{}}
+			runs[runLabel(obj.GetName())] = r
+			kind, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "kind")
+			owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "name")
+			p := kv.Partition{Kind: phase.Kind(kind), Name: owner}
+			s, err := decodeObject(runsResource, p, obj, b.identity)
+			if err == nil && objectName(p) != obj.GetName() {
+				err = corrupt(runsResource.Resource, b.ns, obj.GetName(), "holds the run of %s %q, whose object is %s", kind, owner, objectName(p))
+			}
 			if err != nil {
+				r.damaged = true
 				damaged = append(damaged, err)
 				continue
 			}
 			for _, c := range s.chunks {
-				named[c.ref.name] = true
+				r.named[c.ref.name] = true
 			}
 			// A commit in flight on a pending object makes chunks of the object's own
 			// number; on a run's, of one more.
-			limit = s.seq
-			if head.GetLabels()[labelRole] == rolePending {
-				limit--
+			r.limit = s.seq
+			if s.pending {
+				r.limit--
+				pending = append(pending, obj)
 			}
 		}
-		for _, c := range chunks {
-			ours := head != nil && c.ownerUID == string(head.GetUID()) && !gone[c.ownerUID]
-			if ours && (named[c.name] || c.seq > limit) {
+		if l.GetContinue() == "" {
+			break
+		}
+		opts.Continue = l.GetContinue()
+	}
+	deleted := 0
+	for _, obj := range pending {
+		if time.Since(obj.GetCreationTimestamp().Time) < pendingGrace {
+			continue
+		}
+		if b.deleteIf(ctx, runsResource, obj.GetName(), string(obj.GetUID()), obj.GetResourceVersion()) {
+			deleted++
+			runs[runLabel(obj.GetName())].gone = true
+		}
+	}
+	for label, cs := range chunks {
+		r := runs[label]
+		if r != nil && r.damaged {
+			continue
+		}
+		for _, c := range cs {
+			// A chunk that a run's object names stays, whatever its ownerReference says.
+			// One that none names stays only while a commit in flight on the object that
+			// owns it may still name it.
+			if r != nil && !r.gone && (r.named[c.name] || c.ownerUID == r.uid && c.seq > r.limit) {
 				continue
 			}
 			if b.deleteIf(ctx, chunksResource, c.name, c.uid, "") {
 				deleted++
 			}
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return deleted, err
 	}
 	return deleted, errors.Join(damaged...)
 }
