@@ -295,10 +295,22 @@ func (b *backend) ScanRuns(ctx context.Context, f operations.RunFilter, fn func(
 }
 
 func (b *backend) CommitPartition(ctx context.Context, p kv.Partition, run kv.RunChange, conds []kv.Condition, writes []kv.Write) error {
+	checked := false // whether the markers were checked
 	for range commitAttempts {
 		cur, err := b.get(ctx, p)
 		if err != nil {
 			return err
+		}
+		if p != (kv.Partition{}) && (cur.obj == nil || cur.pending) && !checked {
+			// A commit that creates a run, which the engine makes without reading it
+			// first, checks the markers as a read that finds no run does.
+			if err := b.checkMarker(ctx); err != nil {
+				return err
+			}
+			if err := b.checkRunsMarker(ctx); err != nil {
+				return err
+			}
+			checked = true
 		}
 		for _, c := range conds {
 			if got := cur.keys[string(c.Key)].ver; got != c.Version {
