@@ -439,7 +439,9 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 // createPending creates the object of the run of p, holding no key, so that the chunks
 // of the run's first commit have an owner; readers take the run as absent until the
 // commit writes the object. The object has the label itemops.io/role=pending, sequence
-// number seq and the ownerReferences refs, which the commit's write keeps.
+// number seq, the store's identity, no other status (which tells it from a run's
+// object: see decodeObject), and the ownerReferences refs, which the commit's write
+// keeps.
 func (b *backend) createPending(ctx context.Context, p kv.Partition, seq kv.Version, refs []metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	res, client, name := b.target(p)
 	obj := newObject(res, b.ns, name, p)

@@ -51,8 +51,9 @@ type readResult struct {
 // GetOperation of each run, ListRuns of every filter that selects a run) returns what
 // it returned before the edit, or fails with ErrCorrupt (kv.ErrFormat for a fresh
 // Open); a run whose object was deleted may read as deleted. A sweep after the edit
-// deletes nothing that a sound run names: once the object is put back, every read
-// returns what it did before the edit. With -short, every fifth edit is made.
+// deletes no object but the chunks of a run whose object the edit deleted; once every
+// edit is put back, every read returns what it did before them. With -short, every
+// fifth edit is made.
 func TestHandEdits(t *testing.T) {
 	ctx := context.Background()
 	opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
@@ -247,23 +248,33 @@ func TestHandEdits(t *testing.T) {
 		}
 
 		// The sweep, with no grace for pending objects, deletes nothing a sound run
-		// names: put back, the namespace reads as before the edit.
+		// names, nor any run's object: only the chunks of a run whose object the edit
+		// deleted may go.
 		restore := kubestore.SetPendingGrace(0)
 		pre.Sweep(ctx)
 		restore()
-		for name, run := range owners {
-			if run == deletedRun {
+		for k, p := range pristine {
+			res := runsGVR
+			if p.GetKind() == "ItemopsChunk" {
+				res = chunksGVR
+			}
+			if e.apply == nil && p.GetName() == e.name || deletedRun != "" && owners[p.GetName()] == deletedRun {
 				continue
 			}
-			if _, err := dyn.Resource(chunksGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) && !(e.apply == nil && e.name == name) {
-				t.Errorf("%s: the sweep deleted chunk %s, which %s names", what, name, run)
+			if _, err := dyn.Resource(res).Namespace(ns).Get(ctx, p.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				t.Errorf("%s: the sweep deleted %s, which the edit left", what, k)
 			}
 		}
 		putBack()
-		same(what+", put back after a sweep", readAll(openIn(t, ns, nil, nil)), "")
 		pre.Close()
 		if t.Failed() {
 			t.Fatalf("stopped after the first failing edit")
+		}
+	}
+	// Every edit was put back: the namespace reads as before the edits.
+	for k, got := range readAll(openIn(t, ns, nil, nil)) {
+		if got.err != nil || !cmp.Equal(want[k].val, got.val, cmpopts.EquateEmpty()) {
+			t.Errorf("%s after every edit was put back: %v, %v", k, got.val, got.err)
 		}
 	}
 	t.Logf("%d edits made, %d refused by the API server", made, refused)

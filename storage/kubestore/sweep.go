@@ -18,39 +18,46 @@ import (
 )
 
 // pendingGrace is how long after its creation, by the API server's clock read against
-// this process's, a run's object labelled itemops.io/role=pending may still be the
-// first commit of its run in flight; a sweep deletes it only after that. The tests
-// shorten it.
+// this process's, a pending run's object (see createPending) may still be the first
+// commit of its run in flight; a sweep deletes it only after that. The tests shorten
+// it.
 var pendingGrace = time.Minute
 
-// Sweep deletes what commits that died before their commit point left behind: the
-// chunks that no run's object names and that no commit can name any more, and the
-// objects of runs whose first commit never came (labelled itemops.io/role=pending) once
-// they are a minute old. It returns how many objects it deleted. [Open] sweeps the
-// namespace once; a process that runs for long may call Sweep from time to time. A
-// sweep reads the metadata of the namespace's chunks and pending objects (two LISTs)
-// and the object of each run that has chunks (a GET each), and deletes one object a
-// request.
+// Sweep deletes what commits left behind that no run's object names: the chunks of
+// commits that died before their commit point, were refused at it, or whose write of
+// the run's object had an unknown outcome and was not applied, once no commit can name
+// them any more; and the objects of runs whose first commit never came (pending: a
+// status that holds only a sequence number and the store's identity, and the label
+// that says so; a run's object labelled pending by hand is damage) once they are a
+// minute old. It returns how many objects it deleted. [Open] sweeps the namespace
+// once; a process that runs for long may call Sweep from time to time. A sweep reads
+// the metadata of the namespace's chunks and every run's object (two LISTs, the second
+// of whole objects), and deletes one object a request.
 //
-// Sweep never deletes what a commit in flight, of this process or another, will name.
-// A commit creates its chunks with the sequence number that its write of the run's
-// object gives the run, one more than the object's when the commit read it (the first
-// commit of a run, the pending object's own), and that write is conditional on the
-// object being unchanged. Sweep reads the chunks first and
-// the run's object after them, and deletes a chunk only when that object does not name
-// it and its number is at most the object's: the object has then moved past the
-// commit that made the chunk, whose write can no longer succeed, and no later commit
-// names a chunk that the object does not. A chunk whose run's object is gone, or is
-// another object of the same name, belongs to no run any more. A run's object labelled
-// pending is deleted only when it has not changed since Sweep read it; a commit in
-// flight that meets its deletion creates the object again, so that a clock that is
-// wrong costs that commit a retry, never a key.
+// Sweep never deletes a chunk that a run's object names, whatever the chunk's labels
+// or ownerReferences say: it finds a chunk's run by the chunk's name, which carries the
+// label of its run's object's name and the sequence number of the commit that made it.
+// A run's object that does not decode (edited by hand, or naming another store) keeps
+// every chunk whose name carries its label, and is reported with an error wrapping
+// operations.ErrCorrupt that names it, after the rest of the sweep is done.
+//
+// Nor does Sweep delete what a commit in flight, of this process or another, will
+// name. A commit creates its chunks with the sequence number that its write of the
+// run's object gives the run, one more than the object's when the commit read it (the
+// first commit of a run, the pending object's own), and that write is conditional on
+// the object being unchanged. Sweep reads the chunks first and the runs' objects after
+// them, and deletes a chunk that the object does not name only when its number is at
+// most the object's, or its ownerReference names another object than the one of that
+// name: the object has then moved past the commit that made the chunk, whose write can
+// no longer succeed, and no later commit names a chunk that the object does not. A
+// chunk whose run's object is gone belongs to no run any more. A pending object is
+// deleted only when it has not changed since Sweep read it; a commit in flight that
+// meets its deletion creates the object again, so that a clock that is wrong costs that
+// commit a retry, never a key.
 //
 // Sweep fails with ctx.Err() (wrapped) when ctx ends first, and with the API server's
-// error, wrapped, when a read fails; a delete that fails, or finds the object gone
-// or changed, is left to the next sweep. A run's object that does not decode is left
-// alone, with its chunks, and reported with an error wrapping operations.ErrCorrupt
-// that names it, after the rest of the sweep is done.
+// error, wrapped, when a read fails; a delete that fails, or finds the object gone or
+// changed, is left to the next sweep.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	return s.b.sweep(ctx)
 }
