@@ -18,8 +18,8 @@
 // history (status.history), which kubectl get and kubectl describe show, and
 // status.store, the run's keys: the gzip of every key with its version and value (data),
 // the sequence number of the last commit, which key holds the run's record, the chunks
-// that hold the rest (see below), and the SHA-256 of the whole status with the labels
-// (sum), and the identity of the store (identity, see "Identity" below). The phase,
+// that hold the rest (see below), the SHA-256 of the whole status with the labels
+// (sum), and the store's identity (identity, see "Identity" below). The phase,
 // counts and history are written by the commits that change them, from what the engine
 // tells of each commit ([kv.RunChange]), and sum covers them, so that an edit of them
 // is damage. The labels itemops.io/role, itemops.io/kind and itemops.io/phase are for
@@ -40,8 +40,8 @@
 // reads both markers: a format marker naming an identity whose runs' marker is gone,
 // or holds another, fails Open with an error wrapping operations.ErrCorrupt (the runs'
 // CRD was deleted and installed again, or their objects deleted, which would otherwise
-// read as an empty store). Once open, every call checks that the store is still the one
-// it opened: each read of a run, and each ListRuns, GETs the format marker, which must
+// read as an empty store). Once open, every method of operations.Store, and
+// [Store.Sweep], checks that the store is still the one it opened: each read of a run, and each ListRuns, GETs the format marker, which must
 // be there with the UID that Open found (a marker deleted, or deleted and made again,
 // fails the call); a read that finds no run, a creation, and each ListRuns (whose LIST
 // holds it) check that the runs' marker is there with the store's identity; and a run's
@@ -58,7 +58,7 @@
 // object that names no identity is read as sound and names the store's from its next
 // commit on. For such a store, the check at Open of a runs' CRD installed again is
 // missing (a runs' marker that is gone is made again); the Stores that are open at the
-// time see it. Its runs moved into a new namespace (by the operator) get the check.
+// time see it.
 //
 // # Owners
 //

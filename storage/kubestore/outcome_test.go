@@ -32,7 +32,8 @@ const (
 var errLost = errors.New("connection reset by peer (injected)")
 
 // lostAnswer is an http.RoundTripper that, while armed, loses the outcome of the writes
-// of runs' objects (PUT and POST of itemopsruns) as mode says.
+// of runs' objects (PUT of itemopsruns: the commit points of the commits that spill)
+// as mode says.
 type lostAnswer struct {
 	next  http.RoundTripper
 	mode  int
@@ -40,7 +41,7 @@ type lostAnswer struct {
 }
 
 func (l *lostAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !l.armed.Load() || !isWrite(req, http.MethodPut, "itemopsruns") && !isWrite(req, http.MethodPost, "itemopsruns") {
+	if !l.armed.Load() || !isWrite(req, http.MethodPut, "itemopsruns") {
 		return l.next.RoundTrip(req)
 	}
 	switch l.mode {
@@ -182,6 +183,56 @@ func TestLostAnswerKeepsRun(t *testing.T) {
 			check("after the change made again and a sweep")
 			if got, named := count(t, cfg, chunksGVR, ns), len(namedChunks(t, cfg, ns, "b.spilled")); got != 1+named {
 				t.Errorf("after the sweep the namespace holds %d ItemopsChunks, want %d: the marker and the %d chunks the run's object names", got, 1+named, named)
+			}
+		})
+	}
+}
+
+// TestLostAnswerOfCreation creates a spilled run through a client that loses the
+// outcome of the write of the pending object that makes it the run's, its commit
+// point: applied with its answer lost, or never sent. A fresh Store reads the run as
+// the outcome left it, and, when the write was not applied, once it is created again;
+// a sweep that takes no pending object for young deletes nothing the run names.
+func TestLostAnswerOfCreation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mode    int
+		applied bool
+	}{
+		{"Reset", answerReset, true},
+		{"NeverSent", neverSent, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
+			_, _, ns := newStoreIn(t, opts)
+			l := &lostAnswer{mode: tc.mode}
+			w := openIn(t, ns, opts, func(rt http.RoundTripper) http.RoundTripper { l.next = rt; return l })
+			o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
+			ops := testOps(o, 300, operations.OperationInProgress)
+			l.armed.Store(true)
+			err := w.CreateRunWithOperations(ctx, waitingRun(t, o), ops)
+			l.armed.Store(false)
+			if err == nil {
+				t.Fatalf("CreateRunWithOperations whose answer was lost succeeded")
+			}
+			r := openIn(t, ns, nil, nil)
+			if !tc.applied {
+				if _, err := r.GetRun(ctx, o); !errors.Is(err, operations.ErrNotFound) {
+					t.Errorf("GetRun of the run whose creation was not applied: %v, want ErrNotFound", err)
+				}
+				if err := w.CreateRunWithOperations(ctx, waitingRun(t, o), ops); err != nil {
+					t.Fatalf("CreateRunWithOperations again: %v", err)
+				}
+			}
+			defer kubestore.SetPendingGrace(0)()
+			for _, when := range []string{"after the lost answer", "after a sweep"} {
+				if diff := cmp.Diff(ops, listOps(t, openIn(t, ns, nil, nil), o), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s: ListOperations through a fresh Store (-want +got):\n%s", when, diff)
+				}
+				if _, err := r.Sweep(ctx); err != nil {
+					t.Fatalf("Sweep: %v", err)
+				}
 			}
 		})
 	}

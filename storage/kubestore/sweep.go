@@ -57,7 +57,9 @@ var pendingGrace = time.Minute
 //
 // Sweep fails with ctx.Err() (wrapped) when ctx ends first, and with the API server's
 // error, wrapped, when a read fails; a delete that fails, or finds the object gone or
-// changed, is left to the next sweep.
+// changed, is left to the next sweep. It fails with an error wrapping
+// operations.ErrCorrupt, and deletes nothing, when the store's markers are not those
+// the Store opened (see the package documentation, "Identity").
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	return s.b.sweep(ctx)
 }
@@ -93,6 +95,14 @@ type sweptRun struct {
 }
 
 func (b *backend) sweep(ctx context.Context) (int, error) {
+	// A namespace that no longer holds the store this one opened (its runs' objects
+	// deleted, say, to be restored from a backup) is left alone.
+	if err := b.checkMarker(ctx); err != nil {
+		return 0, err
+	}
+	if err := b.checkRunsMarker(ctx); err != nil {
+		return 0, err
+	}
 	// The chunks first, then the runs' objects: see Store.Sweep. Every chunk and every
 	// run's object is read, whatever its labels say.
 	chunks := map[string][]chunkMeta{} // by the label of their run's object, from their names
