@@ -41,11 +41,12 @@
 // or holds another, fails Open with an error wrapping operations.ErrCorrupt (the runs'
 // CRD was deleted and installed again, or their objects deleted, which would otherwise
 // read as an empty store). Once open, every method of operations.Store, and
-// [Store.Sweep], checks that the store is still the one it opened: each read of a run, and each ListRuns, GETs the format marker, which must
-// be there with the UID that Open found (a marker deleted, or deleted and made again,
-// fails the call); a read that finds no run, a creation, and each ListRuns (whose LIST
-// holds it) check that the runs' marker is there with the store's identity; and a run's
-// object naming another identity (copied from another store's namespace) is damage.
+// [Store.Sweep], checks that the store is still the one it opened: each read of a run,
+// each creation and each ListRuns GETs the format marker, which must be there with the
+// UID that Open found (a marker deleted, or deleted and made again, fails the call); a
+// read that finds no run, a creation, and each ListRuns (whose LIST holds it) check
+// that the runs' marker is there with the store's identity; and a run's object naming
+// another identity (copied from another store's namespace) is damage.
 // The cost is one GET of the format marker, a few hundred bytes, per read of a run,
 // per creation of a run and per ListRuns, and one GET of the runs' marker per read that
 // finds no run and per creation. An identity survives a backup and restore of the
@@ -167,9 +168,9 @@
 // first and last key, so a run with enough chunks would make it exceed MaxObjectBytes,
 // and its commit fail as above.
 //
-// Damage is reported, never repaired (see "Failure and cancellation" below): nothing
-// the store deletes is named by a run's object. There is no salvage of a namespace:
-// itemops salvage reads boltstore files only.
+// Damage is reported, never repaired (see "Failure and cancellation" below): the store
+// deletes no chunk that a run's object names, or that one that does not decode might
+// name. There is no salvage of a namespace: itemops salvage reads boltstore files only.
 //
 // # Rights
 //

@@ -188,7 +188,7 @@ func TestHandEdits(t *testing.T) {
 			switch {
 			case g.err == nil && cmp.Equal(want[k].val, g.val, cmpopts.EquateEmpty()):
 			case errors.Is(g.err, operations.ErrCorrupt) || errors.Is(g.err, kv.ErrFormat):
-			case deletedRun != "" && readsAsDeleted(k, deletedRun, g, want[k]):
+			case deletedRun != "" && readsAsDeleted(g, want[k]):
 			case g.err != nil:
 				t.Errorf("%s: %s: %v; want the result from before the edit or ErrCorrupt", what, k, g.err)
 			default:
@@ -255,7 +255,7 @@ func TestHandEdits(t *testing.T) {
 		restore()
 		for k, p := range pristine {
 			res := runsGVR
-			if p.GetKind() == "ItemopsChunk" {
+			if p.GetKind() == kindOf(chunksGVR) {
 				res = chunksGVR
 			}
 			if e.apply == nil && p.GetName() == e.name || deletedRun != "" && owners[p.GetName()] == deletedRun {
@@ -283,9 +283,10 @@ func TestHandEdits(t *testing.T) {
 	}
 }
 
-// readsAsDeleted reports whether got, the result of read k, is what it would be had the
-// run whose object is named object been deleted: not found, or a listing without it.
-func readsAsDeleted(k, object string, got, want readResult) bool {
+// readsAsDeleted reports whether got, the result of a read that returned want before
+// the edit, is what it would be had a run been deleted: not found, or a listing of one
+// run less.
+func readsAsDeleted(got, want readResult) bool {
 	if errors.Is(got.err, operations.ErrNotFound) {
 		return true
 	}

@@ -15,11 +15,11 @@ import (
 
 // A store's identity is a random name that its runs' marker, the ItemopsRun named
 // "itemops", holds in status.store.identity, and that every run's object names in the
-// same field, which its sum covers. The format marker of a store made since then is
-// labelled itemops.io/store with it, and was created after the runs' marker, so that a
-// format marker naming an identity whose runs' marker is gone tells of runs deleted
-// (their CRD deleted and installed again), not of a store that never had them. The
-// identity survives a backup and restore of the namespace's objects; UIDs do not.
+// same field, which its sum covers. The format marker of a store made with identities
+// is labelled itemops.io/store with it, and was created after the runs' marker, so
+// that a format marker naming an identity whose runs' marker is gone tells of runs
+// deleted (their CRD deleted and installed again), not of a store that never had them.
+// The identity survives a backup and restore of the namespace's objects; UIDs do not.
 
 // newIdentity returns a new random identity: 32 hex digits.
 func newIdentity() string {
