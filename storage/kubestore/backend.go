@@ -17,9 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 
@@ -58,6 +57,12 @@ type backend struct {
 	cache          *chunkCache        // see Options.ChunkCacheBytes
 	meta           metadata.Interface // lists objects without their data, for sweeps
 	owners         *owners            // the ownerReferences of the runs' objects
+
+	// identity is the store's identity, which the runs' marker holds and every run's
+	// object names, and markerUID the UID of the format marker, as Open found them;
+	// both are empty until then. See identity.go.
+	identity  string
+	markerUID types.UID
 }
 
 var _ kv.PartitionedBackend = (*backend)(nil)
@@ -88,7 +93,7 @@ func (b *backend) get(ctx context.Context, p kv.Partition) (stored, error) {
 		if err != nil || obj == nil {
 			return absent, err
 		}
-		s, err := decodeObject(res, p, obj)
+		s, err := decodeObject(res, p, obj, b.identity)
 		if err != nil {
 			return stored{}, err
 		}
@@ -152,9 +157,21 @@ func (b *backend) getChunks(ctx context.Context, s *stored) (gone string, err er
 }
 
 func (b *backend) ReadPartition(ctx context.Context, p kv.Partition, fn func(kv.Reader) error) error {
+	if p != (kv.Partition{}) {
+		if err := b.checkMarker(ctx); err != nil {
+			return err
+		}
+	}
 	s, err := b.get(ctx, p)
 	if err != nil {
 		return err
+	}
+	if p != (kv.Partition{}) && (s.obj == nil || s.pending) {
+		// A run that is not there: so it reads in a store whose runs were all deleted
+		// (their CRD deleted and installed again), which the runs' marker tells.
+		if err := b.checkRunsMarker(ctx); err != nil {
+			return err
+		}
 	}
 	return fn(reader{b: b, p: p, keys: s.keys})
 }
@@ -184,7 +201,7 @@ func (r reader) Scan(ctx context.Context, start, end []byte, fn func(key, value 
 	if r.p != (kv.Partition{}) || len(start) > 0 || len(end) > 0 {
 		return nil
 	}
-	return r.b.list(ctx, labels.Everything(), func(_ kv.Partition, s stored) error {
+	return r.b.list(ctx, func(_ kv.Partition, s stored) error {
 		return scanKeys(ctx, s.keys, nil, nil, fn)
 	})
 }
@@ -206,12 +223,17 @@ func scanKeys(ctx context.Context, m map[string]item, start, end []byte, fn func
 	return nil
 }
 
-// list calls fn with every run's object that sel selects, read in pages of one
-// consistent LIST, and stops at the first error fn returns. An object that does not
-// hold the run its name stands for fails it with operations.ErrCorrupt.
-func (b *backend) list(ctx context.Context, sel labels.Selector, fn func(p kv.Partition, s stored) error) error {
+// list calls fn with every run's object of the namespace, pending ones included, read
+// in pages of one consistent LIST, and stops at the first error fn returns. It reads
+// every object, whatever its labels say, so that no label edited by hand hides a run:
+// each object is checked against its sum before its labels are believed. An object
+// that does not hold the run its name stands for fails it with operations.ErrCorrupt;
+// so does, once the store is open, a LIST without the runs' marker of the store's
+// identity (see identity.go), which the LIST reads and list does not pass to fn.
+func (b *backend) list(ctx context.Context, fn func(p kv.Partition, s stored) error) error {
 	client := b.dyn.Resource(runsResource).Namespace(b.ns)
-	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: listPage}
+	opts := metav1.ListOptions{Limit: listPage}
+	marked := false
 	for {
 		l, err := client.List(ctx, opts)
 		if err != nil {
@@ -219,13 +241,20 @@ func (b *backend) list(ctx context.Context, sel labels.Selector, fn func(p kv.Pa
 		}
 		for i := range l.Items {
 			obj := &l.Items[i]
+			if obj.GetName() == formatName {
+				if err := b.checkRunsMarkerObject(obj); err != nil {
+					return err
+				}
+				marked = true
+				continue
+			}
 			kind, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "kind")
 			name, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "name")
 			p := kv.Partition{Kind: phase.Kind(kind), Name: name}
 			if objectName(p) != obj.GetName() {
 				return corrupt(runsResource.Resource, b.ns, obj.GetName(), "holds the run of %s %q, whose object is %s", kind, name, objectName(p))
 			}
-			s, err := decodeObject(runsResource, p, obj)
+			s, err := decodeObject(runsResource, p, obj, b.identity)
 			if err != nil {
 				return err
 			}
@@ -234,59 +263,54 @@ func (b *backend) list(ctx context.Context, sel labels.Selector, fn func(p kv.Pa
 			}
 		}
 		if l.GetContinue() == "" {
-			return nil
+			break
 		}
 		opts.Continue = l.GetContinue()
 	}
+	if !marked && b.identity != "" {
+		return b.checkRunsMarkerObject(nil)
+	}
+	return nil
 }
 
+// ScanRuns reads every run's object of the namespace (see list) and selects by what
+// each holds once checked: the kind its spec names, and the phase of its labels, which
+// its sum covers. A LIST by label selector would miss an object whose labels were
+// edited by hand; reading them all costs a LIST of every run, finished or not.
 func (b *backend) ScanRuns(ctx context.Context, f operations.RunFilter, fn func(p kv.Partition, indexed phase.Phase, record []byte) error) error {
-	sel, ok := runSelector(f)
-	if !ok {
-		return nil
+	if err := b.checkMarker(ctx); err != nil {
+		return err
 	}
-	return b.list(ctx, sel, func(p kv.Partition, s stored) error {
+	return b.list(ctx, func(p kv.Partition, s stored) error {
+		ph := phase.Phase(s.obj.GetLabels()[labelPhase])
+		if s.pending || f.Kind != "" && p.Kind != f.Kind || len(f.Phases) > 0 && !slices.Contains(f.Phases, ph) {
+			return nil
+		}
 		var indexed phase.Phase
 		if len(f.Phases) > 0 {
-			indexed = phase.Phase(s.obj.GetLabels()[labelPhase])
+			indexed = ph
 		}
 		return fn(p, indexed, s.keys[s.recordKey].value)
 	})
 }
 
-// runSelector returns the label selector of the runs' objects that f selects, or false
-// when f selects none: its kind, or every phase it names, cannot be a label's value, so
-// no object of the store has it.
-func runSelector(f operations.RunFilter) (labels.Selector, bool) {
-	sel := labels.NewSelector()
-	add := func(key string, op selection.Operator, values ...string) bool {
-		r, err := labels.NewRequirement(key, op, values)
-		if err == nil {
-			sel = sel.Add(*r)
-		}
-		return err == nil
-	}
-	add(labelRole, selection.Equals, roleRun)
-	if f.Kind != "" && (f.Kind.Validate() != nil || !add(labelKind, selection.Equals, string(f.Kind))) {
-		return nil, false
-	}
-	if len(f.Phases) == 0 {
-		return sel, true
-	}
-	var phases []string
-	for _, ph := range f.Phases {
-		if _, err := labels.NewRequirement(labelPhase, selection.Equals, []string{string(ph)}); err == nil {
-			phases = append(phases, string(ph))
-		}
-	}
-	return sel, len(phases) > 0 && add(labelPhase, selection.In, phases...)
-}
-
 func (b *backend) CommitPartition(ctx context.Context, p kv.Partition, run kv.RunChange, conds []kv.Condition, writes []kv.Write) error {
+	checked := false // whether the markers were checked
 	for range commitAttempts {
 		cur, err := b.get(ctx, p)
 		if err != nil {
 			return err
+		}
+		if p != (kv.Partition{}) && (cur.obj == nil || cur.pending) && !checked {
+			// A commit that creates a run, which the engine makes without reading it
+			// first, checks the markers as a read that finds no run does.
+			if err := b.checkMarker(ctx); err != nil {
+				return err
+			}
+			if err := b.checkRunsMarker(ctx); err != nil {
+				return err
+			}
+			checked = true
 		}
 		for _, c := range conds {
 			if got := cur.keys[string(c.Key)].ver; got != c.Version {
@@ -369,18 +393,40 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 		}
 	}
 	obj, err := b.object(p, cur, next, run, inline, refs)
-	if err == nil {
-		if cur.obj == nil {
-			_, err = client.Create(ctx, obj, metav1.CreateOptions{})
-			err = b.writeError("create", res, name, err)
-		} else {
-			_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
-			err = b.writeError("update", res, name, err)
-		}
-	}
 	if err != nil {
 		b.deleteChunks(created)
 		return err
+	}
+	if p == (kv.Partition{}) && cur.obj == nil {
+		// The format marker of a new store names the identity of the runs' marker,
+		// made first (see identity.go).
+		id, err := b.runsMarker(ctx)
+		if err != nil {
+			return err
+		}
+		obj.SetLabels(map[string]string{labelRole: roleFormat, labelStore: id})
+	}
+	verb := "update"
+	if cur.obj == nil {
+		verb = "create"
+		_, err = client.Create(ctx, obj, metav1.CreateOptions{})
+	} else {
+		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		// A write the API server refused leaves the chunks named by no object, and they
+		// go. One whose outcome is unknown may have been applied, and its object may
+		// name them: they stay, and the sweep deletes them once no object names them.
+		// A Conflict may answer client-go's own second sending of a write whose first
+		// was applied (see refused): the chunks the object now names stay.
+		switch {
+		case len(created) == 0 || !refused(err):
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+			b.deleteUnnamed(ctx, res, client, name, created)
+		default:
+			b.deleteChunks(created)
+		}
+		return b.writeError(verb, res, name, err)
 	}
 	kept := map[string]bool{}
 	for _, c := range next.chunks {
@@ -399,13 +445,19 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 // createPending creates the object of the run of p, holding no key, so that the chunks
 // of the run's first commit have an owner; readers take the run as absent until the
 // commit writes the object. The object has the label itemops.io/role=pending, sequence
-// number seq and the ownerReferences refs, which the commit's write keeps.
+// number seq, the store's identity, no other status (which tells it from a run's
+// object: see decodeObject), and the ownerReferences refs, which the commit's write
+// keeps.
 func (b *backend) createPending(ctx context.Context, p kv.Partition, seq kv.Version, refs []metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	res, client, name := b.target(p)
 	obj := newObject(res, b.ns, name, p)
 	obj.SetOwnerReferences(refs)
 	obj.SetLabels(map[string]string{labelRole: rolePending, labelKind: string(p.Kind)})
-	if err := unstructured.SetNestedField(obj.Object, int64(seq), "status", "store", "seq"); err != nil {
+	store := map[string]any{"seq": int64(seq)}
+	if b.identity != "" {
+		store["identity"] = b.identity
+	}
+	if err := unstructured.SetNestedMap(obj.Object, store, "status", "store"); err != nil {
 		return nil, err
 	}
 	created, err := client.Create(ctx, obj, metav1.CreateOptions{})
@@ -519,6 +571,32 @@ func (b *backend) deleteChunks(names []string) {
 	}
 }
 
+// deleteUnnamed deletes those of the chunks created that the object name of res, read
+// again, does not name. When that read fails it deletes none, and leaves them to the
+// sweep. A chunk's name is unique to the commit that created it, so the object names
+// one only if that commit's write was applied.
+func (b *backend) deleteUnnamed(ctx context.Context, res schema.GroupVersionResource, client dynamic.ResourceInterface, name string, created []string) {
+	obj, err := b.getObject(ctx, client, res, name)
+	if err != nil {
+		return
+	}
+	named := map[string]bool{}
+	if obj != nil {
+		refs, _, err := unstructured.NestedSlice(obj.Object, append(storePath(res), "chunks")...)
+		if err != nil {
+			return
+		}
+		for _, r := range refs {
+			ref, err := decodeChunkRef(r)
+			if err != nil {
+				return
+			}
+			named[ref.name] = true
+		}
+	}
+	b.deleteChunks(slices.DeleteFunc(created, func(n string) bool { return named[n] }))
+}
+
 // writeError returns nil for a nil err, errRaced for an answer that says the object
 // is not the one the commit read, and otherwise err with what was written.
 func (b *backend) writeError(verb string, res schema.GroupVersionResource, name string, err error) error {
@@ -578,6 +656,9 @@ func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, dat
 			lbls[labelPhase] = string(run.Phase)
 		}
 		fields["recordKey"] = base64.StdEncoding.EncodeToString([]byte(next.recordKey))
+		if b.identity != "" {
+			fields["identity"] = b.identity
+		}
 		chunks := make([]any, len(next.chunks))
 		for i, c := range next.chunks {
 			chunks[i] = encodeChunkRef(c.ref)

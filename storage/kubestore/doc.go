@@ -18,16 +18,48 @@
 // history (status.history), which kubectl get and kubectl describe show, and
 // status.store, the run's keys: the gzip of every key with its version and value (data),
 // the sequence number of the last commit, which key holds the run's record, the chunks
-// that hold the rest (see below), and the SHA-256 of the whole status with the labels
-// (sum). The phase, counts and history are written by the commits that change them, from
-// what the engine tells of each commit ([kv.RunChange]), and sum covers them, so that an
-// edit of them is damage. The labels itemops.io/role, itemops.io/kind and
-// itemops.io/phase let one LIST select the runs of a kind and phases. The resource has
-// no status subresource, so that one write of a run's object changes its status, labels
-// and keys together, and the store needs no right on a subresource. The ItemopsChunk
-// named "itemops" holds the store's format marker; the other ItemopsChunks hold the keys
-// of spilled runs (see below), labelled itemops.io/role=chunk and itemops.io/run, the
-// first 40 hex digits of the SHA-256 of their run's object's name.
+// that hold the rest (see below), the SHA-256 of the whole status with the labels
+// (sum), and the store's identity (identity, see "Identity" below). The phase,
+// counts and history are written by the commits that change them, from what the engine
+// tells of each commit ([kv.RunChange]), and sum covers them, so that an edit of them
+// is damage. The labels itemops.io/role, itemops.io/kind and itemops.io/phase are for
+// people (kubectl get -l): sum covers them too, and the store reads none before it has
+// checked it against sum. The resource has no status subresource, so that one write of
+// a run's object changes its status, labels and keys together, and the store needs no
+// right on a subresource. The ItemopsChunk named "itemops" holds the store's format
+// marker, and the ItemopsRun named "itemops" (whose spec names no run) the store's
+// identity; the other ItemopsChunks hold the keys of spilled runs (see below), labelled
+// itemops.io/role=chunk and itemops.io/run, the first 40 hex digits of the SHA-256 of
+// their run's object's name, which their own name carries too.
+//
+// # Identity
+//
+// A store's identity is a random name that the runs' marker (the ItemopsRun "itemops")
+// holds, that the format marker of a store made by this version carries as its label
+// itemops.io/store, and that every run's object names in status.store.identity. [Open]
+// reads both markers: a format marker naming an identity whose runs' marker is gone,
+// or holds another, fails Open with an error wrapping operations.ErrCorrupt (the runs'
+// CRD was deleted and installed again, or their objects deleted, which would otherwise
+// read as an empty store). Once open, every method of operations.Store, and
+// [Store.Sweep], checks that the store is still the one it opened: each read of a run,
+// each creation and each ListRuns GETs the format marker, which must be there with the
+// UID that Open found (a marker deleted, or deleted and made again, fails the call); a
+// read that finds no run, a creation, and each ListRuns (whose LIST holds it) check
+// that the runs' marker is there with the store's identity; and a run's object naming
+// another identity (copied from another store's namespace) is damage.
+// The cost is one GET of the format marker, a few hundred bytes, per read of a run,
+// per creation of a run and per ListRuns, and one GET of the runs' marker per read that
+// finds no run and per creation. An identity survives a backup and restore of the
+// namespace's objects; a restore that gives the format marker a new UID fails the calls
+// of the Stores open at that time, and a new Open reads the store as it was.
+//
+// Stores written before stores had identities are opened as they are: their format
+// marker names no identity (the Role grants no update of ItemopsChunks, so it stays
+// so), Open makes the runs' marker with a new identity if there is none, and a run's
+// object that names no identity is read as sound and names the store's from its next
+// commit on. For such a store, the check at Open of a runs' CRD installed again is
+// missing (a runs' marker that is gone is made again); the Stores that are open at the
+// time see it.
 //
 // # Owners
 //
@@ -67,10 +99,17 @@
 // only tells whether two are equal, and sends one back as the precondition of a write.
 //
 // Every read of a run GETs its object: the store keeps no copy of the runs' objects (no
-// informer), so a read sees every write that ended before it began, in any process. ListRuns is one
-// LIST of the runs' objects that the labels select, read in pages of 500 of one
-// consistent snapshot; a snapshot that the API server no longer holds when the next page
-// is asked for (410 Gone) fails ListRuns with that error, wrapped.
+// informer), so a read sees every write that ended before it began, in any process.
+// ListRuns is one LIST of every run's object of the namespace, read in pages of 500 of
+// one consistent snapshot, whatever runs it selects: the store checks each object
+// against its sum, then selects by its kind and phase. A LIST by label selector would
+// leave out, with no error, a run whose labels were edited by hand; reading them all
+// costs a LIST of the finished runs too: for the 10 waiting runs of a namespace that
+// also holds 200 completed runs of 20 operations, about 600 kB and 145 ms where the
+// labels' LIST took 26 kB and 14 ms (BenchmarkListRunsWaiting), so an operator should
+// delete finished runs it no longer needs. A snapshot that the API server no longer
+// holds when the next page is asked for (410 Gone) fails ListRuns with that error,
+// wrapped.
 //
 // A run whose keys take more than [Options.InlineBytes] of gzip spills: its object keeps
 // the run's record, and the other keys go to ItemopsChunks of at most
@@ -78,21 +117,33 @@
 // them with it), which the object names with the SHA-256 of each. A chunk is never
 // changed: a commit creates new chunks for the keys it changes, keeps the others, writes
 // the run's object naming them, and only then deletes the chunks it replaced. A commit
-// whose write of the run's object fails has changed nothing that a reader sees, and
-// deletes the chunks it created. A reader that finds a chunk gone, replaced by a later
+// whose write of the run's object the API server refuses (a status it sends only for a
+// request it did not apply: 400, 403, 404, 409, 413, 422, 429 and the like) has changed
+// nothing that a reader sees, and deletes the chunks it created; after a 409, which may
+// answer client-go's own second sending of a write whose first was applied, it reads
+// the object again and keeps the chunks the object names. A write whose outcome
+// is unknown (a transport error, a context that ended, an answer cut short, 500, 504)
+// may have been applied, and its object may name the chunks: the commit fails with its
+// error, deletes nothing, and leaves the chunks to the sweep, which deletes them only
+// if no run's object names them. A reader that finds a chunk gone, replaced by a later
 // commit, reads the run's object again. The first commit of a run that spills first
-// creates the run's object empty, labelled itemops.io/role=pending, to own the chunks;
-// readers take such a run as absent.
+// creates the run's object empty (its status holds only a sequence number and the
+// store's identity), labelled itemops.io/role=pending, to own the chunks; readers take
+// such a run as absent. What makes an object pending is its data, not its label: a
+// run's object labelled pending by hand is damage.
 //
 // A writer that dies between creating its chunks and writing the run's object leaves
-// them behind, named by no run's object, and so does a write of the run's object that
-// fails while the chunks' deletion fails too. [Store.Sweep] deletes them, and the
-// pending objects of creations that never came; [Open] sweeps, so that a process that
-// dies and starts again deletes what it left. The sweep tells the chunks that no commit
-// can name any more by the sequence numbers of the chunks and of the run's object, not
-// by a clock, so a commit in flight in another process loses nothing to it; a pending
-// object is deleted by its age, and deleting one too early costs the creation in
-// flight a retry.
+// them behind, named by no run's object, and so do a write of the run's object whose
+// outcome is unknown and was not applied, and a refused one whose chunks' deletion
+// fails too. [Store.Sweep] deletes them, and the pending objects of creations that
+// never came; [Open] sweeps, so that a process that dies and starts again deletes what
+// it left. The sweep reads every chunk and every run's object of the namespace, and
+// never deletes a chunk that a run's object names, whatever the chunk's labels or
+// ownerReferences say, nor any chunk that a run's object that does not decode might
+// name. It tells the other chunks that no commit can name any more by the sequence
+// numbers of the chunks and of the run's object, not by a clock, so a commit in flight
+// in another process loses nothing to it; a pending object is deleted by its age, and
+// deleting one too early costs the creation in flight a retry.
 //
 // A Store keeps the chunks it read or wrote, decoded, in a cache of
 // [Options.ChunkCacheBytes], keyed by each chunk's name and SHA-256, so that a read or
@@ -119,8 +170,9 @@
 // first and last key, so a run with enough chunks would make it exceed MaxObjectBytes,
 // and its commit fail as above.
 //
-// Damage is reported, never repaired (see "Failure and cancellation" below), and there
-// is no salvage of a namespace: itemops salvage reads boltstore files only.
+// Damage is reported, never repaired (see "Failure and cancellation" below): the store
+// deletes no chunk that a run's object names, or that one that does not decode might
+// name. There is no salvage of a namespace: itemops salvage reads boltstore files only.
 //
 // # Rights
 //
@@ -171,21 +223,26 @@
 // its own, and that of the old one refuses them, so that an operator left behind says
 // so when it installs. A later version's definition must accept every object an
 // earlier one wrote: it may add fields to a version, and anything else comes as a new
-// version beside v1alpha1.
+// version beside v1alpha1. The definition of ItemopsRun gained status.store.identity
+// so (see "Identity"); an operator of an earlier version that meets a run's object
+// holding it keeps it, and sums it with the rest of the status.
 //
 // # Failure and cancellation
 //
 // Every method takes a context and ends with ctx.Err(), possibly wrapped, when ctx ends
 // first. A request the API server refuses or does not answer fails the call with its
 // error, wrapped; a write whose answer was lost may have been made, whole, or not at all,
-// as for any one object of the API. An object edited into a shape the store does not
-// write (data that does not decode, a missing field or chunk, a phase, count, history or
-// label that does not match sum) fails every read of it, and so every write to its run,
-// with an error wrapping operations.ErrCorrupt that names the object; nothing is
-// repaired. The API server itself refuses an edit of a spec, and drops fields that the
-// resources' schemas do not know. A phase label rewritten by hand hides the run from
-// ListRuns of its phase, which reads only the objects of that label; ListRuns of other
-// phases, or of all, fails on it.
+// as for any one object of the API, and a later read tells which. An object edited into
+// a shape the store does not write (data that does not decode, a missing field or
+// chunk, a phase, count, history, identity or label that does not match sum, a pending
+// label on a run's object) fails every read of it, and so every write to its run, and
+// every ListRuns of the namespace, whatever it selects, with an error wrapping
+// operations.ErrCorrupt that names the object; nothing is repaired, and a sweep deletes
+// nothing that the object might name. The API server itself refuses an edit of a spec,
+// and drops fields that the resources' schemas do not know. A run's object deleted by
+// hand reads as a run deleted (there is nothing left to tell it from one), and its
+// chunks go with the next sweep. A store whose markers were deleted or replaced fails
+// every call (see "Identity").
 //
 // # Concurrency
 //
@@ -221,7 +278,9 @@
 // clock of another: a session is live until its Lease's resourceVersion has stayed the
 // same for leaseDurationSeconds by the clock of the replica that looks, counted from
 // when that replica first read that resourceVersion; a session whose Lease is gone is
-// dead. The renewTime a store writes is for people, and no store reads it. A replica
+// dead. No store judges a session by its renewTime, which is for people; a store reads
+// back only its own, after a renewal whose answer was lost, to tell whether that
+// renewal was applied. A replica
 // that stops (its Monitor's Run returns, or Close) gives its claims up at once. One that
 // dies, or loses the API server, stops renewing: it counts its own session lost once no
 // renewal succeeded for a whole ClaimTTL, and the others take its runs once they have

@@ -127,9 +127,7 @@ func TestHostileObjects(t *testing.T) {
 			r := openIn(t, ns, nil, nil)
 			_, getErr := r.GetRun(ctx, o)
 			gotOps, opsErr := r.ListOperations(ctx, o, operations.OperationFilter{})
-			// ListRuns lists every run: one that names phases reads only the objects whose
-			// phase label is among them, so a rewritten label hides the run from the
-			// listing of its phase, and shows it as damage in the others.
+			// ListRuns of every filter reads every run's object (see TestLabelsCheckedOnEveryRead).
 			_, listErr := r.ListRuns(ctx, operations.RunFilter{})
 			if e.refused || e.kept {
 				if getErr != nil || opsErr != nil || listErr != nil {

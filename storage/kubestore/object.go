@@ -37,10 +37,12 @@ const (
 	labelKind   = "itemops.io/kind"
 	labelPhase  = "itemops.io/phase"
 	labelRun    = "itemops.io/run"
+	labelStore  = "itemops.io/store"
 	roleRun     = "run"
 	rolePending = "pending"
 	roleChunk   = "chunk"
 	roleFormat  = "format"
+	roleStore   = "store"
 	maxSeqStart = 1 << 62
 )
 
@@ -54,6 +56,9 @@ type stored struct {
 	recordKey string
 	chunks    []chunk  // the chunks a run's object names, in its order
 	ops       opCounts // in a run's object: its operations, as status.operations counts them
+	// pending says that obj is the object of a run whose first commit is in flight or
+	// never came (see createPending): it holds no key, and the run does not exist.
+	pending bool
 }
 
 // An opCounts is how many operations a run has, and how many of them are finished, as
@@ -85,8 +90,12 @@ func storePath(resource schema.GroupVersionResource) []string {
 
 // decodeObject returns what obj, an object of resource read from the API, holds of
 // partition p. It fails with an error wrapping operations.ErrCorrupt, naming the
-// object, when obj is not in the shape the store writes.
-func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *unstructured.Unstructured) (stored, error) {
+// object, when obj is not in the shape the store writes, or, when identity is not
+// empty, when obj is a run's object that names a store of another identity (see
+// Store.Open; one that names none was written before stores had identities). What
+// tells a pending object from a run's is its data, not its labels: a pending object has
+// no status.store.sum, and labels that say so.
+func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *unstructured.Unstructured, identity string) (stored, error) {
 	bad := func(format string, args ...any) error {
 		return corrupt(resource.Resource, obj.GetNamespace(), obj.GetName(), format, args...)
 	}
@@ -108,10 +117,17 @@ func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *uns
 	if err != nil || !found || seq < 1 {
 		return stored{}, bad("no sequence number")
 	}
-	if resource == runsResource && obj.GetLabels()[labelRole] == rolePending {
-		// The object of a run whose first commit spills, made to own the commit's chunks
-		// before the commit's write: the run does not exist yet.
-		return stored{obj: obj, keys: map[string]item{}, seq: kv.Version(seq)}, nil
+	if resource == runsResource {
+		id, found, err := unstructured.NestedString(obj.Object, append(path, "identity")...)
+		if err != nil || identity != "" && found && id != identity {
+			return stored{}, bad("names the store %q, not %q, which this Store opened", id, identity)
+		}
+		if _, found, _ := unstructured.NestedFieldNoCopy(obj.Object, append(path, "sum")...); !found {
+			if !isPending(obj, p) {
+				return stored{}, bad("no status.store.sum")
+			}
+			return stored{obj: obj, keys: map[string]item{}, seq: kv.Version(seq), pending: true}, nil
+		}
 	}
 	enc, _, err := unstructured.NestedString(obj.Object, append(path, "data")...)
 	if err != nil {
@@ -159,6 +175,18 @@ func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *uns
 		}
 	}
 	return s, nil
+}
+
+// isPending reports whether obj, a run's object of p without status.store.sum, is in
+// the shape of a pending object (see createPending): a status that holds only the
+// sequence number and the store's identity, and the labels that createPending gives it.
+func isPending(obj *unstructured.Unstructured, p kv.Partition) bool {
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	store, _ := status["store"].(map[string]any)
+	delete(store, "seq")
+	delete(store, "identity")
+	l := obj.GetLabels()
+	return len(status) == 1 && len(store) == 0 && l[labelRole] == rolePending && l[labelKind] == string(p.Kind) && l[labelPhase] == ""
 }
 
 // headSum returns the SHA-256, in hex, of what a run's object says of the run beside

@@ -34,10 +34,10 @@ func FuzzDecodeObject(f *testing.F) {
 			return
 		}
 		obj := &unstructured.Unstructured{Object: m}
-		if _, err := decodeObject(runsResource, p, obj); err != nil && !errors.Is(err, operations.ErrCorrupt) {
+		if _, err := decodeObject(runsResource, p, obj, "0123"); err != nil && !errors.Is(err, operations.ErrCorrupt) {
 			t.Fatalf("decodeObject of a run: %v, want nil or ErrCorrupt", err)
 		}
-		if _, err := decodeObject(chunksResource, kv.Partition{}, obj); err != nil && !errors.Is(err, operations.ErrCorrupt) {
+		if _, err := decodeObject(chunksResource, kv.Partition{}, obj, ""); err != nil && !errors.Is(err, operations.ErrCorrupt) {
 			t.Fatalf("decodeObject of the format chunk: %v, want nil or ErrCorrupt", err)
 		}
 		ref := chunkRef{name: "c", first: "", last: "\xff"}

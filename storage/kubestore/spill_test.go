@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -130,20 +131,34 @@ func TestTenThousandOperationsInOneRun(t *testing.T) {
 	}
 }
 
-// failing is an http.RoundTripper that fails the requests that match fail while armed.
+// failing is an http.RoundTripper that fails the requests that match fail while armed,
+// without sending them: with a transport error, whose outcome the store cannot know,
+// or, when refuse is set, with 403 Forbidden, a definite refusal.
 type failing struct {
-	next  http.RoundTripper
-	armed atomic.Bool
-	fail  func(*http.Request) bool
+	next   http.RoundTripper
+	armed  atomic.Bool
+	fail   func(*http.Request) bool
+	refuse bool
 }
 
 var errInjected = errors.New("injected failure")
 
 func (f *failing) RoundTrip(req *http.Request) (*http.Response, error) {
 	if f.armed.Load() && f.fail(req) {
+		if f.refuse {
+			return statusResponse(req, http.StatusForbidden, "Forbidden"), nil
+		}
 		return nil, errInjected
 	}
 	return f.next.RoundTrip(req)
+}
+
+// isInjected reports whether err is the failure that f injects.
+func (f *failing) isInjected(err error) bool {
+	if f.refuse {
+		return apierrors.IsForbidden(err)
+	}
+	return errors.Is(err, errInjected)
 }
 
 // isWrite reports whether req writes (verb) an object of resource (itemopsruns,
@@ -154,8 +169,9 @@ func isWrite(req *http.Request, verb, resource string) bool {
 
 // TestFailedCommitPointLeavesNothingVisible fails the write of the run's object, the
 // commit point, of a batch that spills: creating a run, and changing a spilled run,
-// with the chunks the commit created deleted afterwards or left behind (a writer that
-// died). Each time the store reads as before the commit.
+// with the chunks the commit created deleted afterwards (the API server refused the
+// write) or left behind (the write's outcome is unknown, or the writer died). Each time
+// the store reads as before the commit.
 func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -169,7 +185,7 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			ctx := context.Background()
 			opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
 			check, cfg, ns := newStoreIn(t, opts)
-			f := &failing{fail: func(req *http.Request) bool {
+			f := &failing{refuse: tc.deletes, fail: func(req *http.Request) bool {
 				return isWrite(req, http.MethodPut, "itemopsruns") || !tc.deletes && isWrite(req, http.MethodDelete, "itemopschunks")
 			}}
 			s := openIn(t, ns, opts, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
@@ -178,7 +194,7 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			f.armed.Store(true)
 			err := s.CreateRunWithOperations(ctx, waitingRun(t, fresh), testOps(fresh, 1000, operations.OperationInProgress))
 			f.armed.Store(false)
-			if !errors.Is(err, errInjected) {
+			if !f.isInjected(err) {
 				t.Fatalf("CreateRunWithOperations with its commit point failing: %v, want the injected failure", err)
 			}
 			if _, err := check.GetRun(ctx, fresh); !errors.Is(err, operations.ErrNotFound) {
@@ -203,7 +219,7 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			f.armed.Store(true)
 			err = s.PutOperations(ctx, o, changed)
 			f.armed.Store(false)
-			if !errors.Is(err, errInjected) {
+			if !f.isInjected(err) {
 				t.Fatalf("PutOperations with its commit point failing: %v, want the injected failure", err)
 			}
 			if diff := cmp.Diff(ops, listOps(t, check, o), cmpopts.EquateEmpty()); diff != "" {
@@ -234,10 +250,10 @@ func TestFailedCommitPointLeavesNothingVisible(t *testing.T) {
 			if got := count(t, cfg, chunksGVR, ns); got != wantChunks {
 				t.Errorf("after the sweep the namespace holds %d ItemopsChunks, want %d: the marker and the chunks the run's object names", got, wantChunks)
 			}
-			if got := count(t, cfg, runsGVR, ns); got != 1 {
-				t.Errorf("after the sweep the namespace holds %d ItemopsRuns, want 1", got)
+			if got := count(t, cfg, runsGVR, ns); got != 2 {
+				t.Errorf("after the sweep the namespace holds %d ItemopsRuns, want 2: the run's and the runs' marker", got)
 			}
-			if want := before - wantChunks - 1; n != want {
+			if want := before - wantChunks - 2; n != want {
 				t.Errorf("Sweep = %d, want %d, the objects it deleted", n, want)
 			}
 			if diff := cmp.Diff(changed, listOps(t, openIn(t, ns, nil, nil), o), cmpopts.EquateEmpty()); diff != "" {
@@ -410,14 +426,15 @@ func TestSweepSparesCommitsInFlight(t *testing.T) {
 	}
 }
 
-// counting is an http.RoundTripper that counts the GETs of ItemopsChunks.
+// counting is an http.RoundTripper that counts the GETs of ItemopsChunks other than
+// the format marker.
 type counting struct {
 	next http.RoundTripper
 	gets atomic.Int64
 }
 
 func (c *counting) RoundTrip(req *http.Request) (*http.Response, error) {
-	if isWrite(req, http.MethodGet, "itemopschunks") {
+	if isWrite(req, http.MethodGet, "itemopschunks") && !strings.HasSuffix(req.URL.Path, "/itemops") {
 		c.gets.Add(1)
 	}
 	return c.next.RoundTrip(req)

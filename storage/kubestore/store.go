@@ -61,11 +61,19 @@ var (
 // and sets its QPS and Burst from o where cfg leaves them 0; a nil o means the
 // defaults of [Options]. The resources of [InstallCRDs] must be installed.
 //
-// The first Open of a namespace writes the store's format marker, the ItemopsChunk
-// named "itemops". Open fails with an error wrapping kv.ErrFormat when the namespace
-// holds runs' objects but no marker, or a marker of another format; with the API
+// The first Open of a namespace writes the store's markers: the ItemopsRun named
+// "itemops", which holds the store's identity, then the ItemopsChunk named "itemops",
+// its format marker, labelled with the identity (see the package documentation,
+// "Identity"); the first Open of a store made before stores had identities writes the
+// former. Open fails with an error wrapping kv.ErrFormat when the namespace holds runs'
+// objects but no format marker, or a marker of another format; with an error wrapping
+// operations.ErrCorrupt when the format marker names an identity that the runs' marker
+// does not hold (the runs were deleted since, as deleting their CRD does); with the API
 // server's error, wrapped, when it refuses or does not answer; or with ctx.Err(). Then
-// nothing is written. Once open, the store sweeps the namespace, as [Store.Sweep] does;
+// it has written no more than the runs' marker. The Store checks on each call that the
+// markers are still those it opened (see "Identity"): a store whose markers were deleted
+// or replaced fails every call with an error wrapping operations.ErrCorrupt. Once open,
+// the store sweeps the namespace, as [Store.Sweep] does;
 // a sweep that fails does not fail Open, and leaves what it did not delete to the next,
 // unless the API server forbids it (the Role of [RBAC] grants what it needs): then Open
 // fails with that error, wrapped, after it may have written the marker.
@@ -110,6 +118,9 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 		owners: &owners{of: opts.OwnerReference, disc: disc.RESTClient(), meta: meta, ns: namespace, kinds: map[schema.GroupVersion][]metav1.APIResource{}},
 	}
 	eng, err := kv.OpenPartitioned(ctx, b)
+	if err == nil {
+		err = b.openIdentity(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open namespace %s: %w", namespace, err)
 	}

@@ -18,45 +18,54 @@ import (
 )
 
 // pendingGrace is how long after its creation, by the API server's clock read against
-// this process's, a run's object labelled itemops.io/role=pending may still be the
-// first commit of its run in flight; a sweep deletes it only after that. The tests
-// shorten it.
+// this process's, a pending run's object (see createPending) may still be the first
+// commit of its run in flight; a sweep deletes it only after that. The tests shorten
+// it.
 var pendingGrace = time.Minute
 
-// Sweep deletes what commits that died before their commit point left behind: the
-// chunks that no run's object names and that no commit can name any more, and the
-// objects of runs whose first commit never came (labelled itemops.io/role=pending) once
-// they are a minute old. It returns how many objects it deleted. [Open] sweeps the
-// namespace once; a process that runs for long may call Sweep from time to time. A
-// sweep reads the metadata of the namespace's chunks and pending objects (two LISTs)
-// and the object of each run that has chunks (a GET each), and deletes one object a
-// request.
+// Sweep deletes what commits left behind that no run's object names: the chunks of
+// commits that died before their commit point, were refused at it, or whose write of
+// the run's object had an unknown outcome and was not applied, once no commit can name
+// them any more; and the objects of runs whose first commit never came (pending: a
+// status that holds only a sequence number and the store's identity, and the label
+// that says so; a run's object labelled pending by hand is damage) once they are a
+// minute old. It returns how many objects it deleted. [Open] sweeps the namespace
+// once; a process that runs for long may call Sweep from time to time. A sweep reads
+// the metadata of the namespace's chunks and every run's object (two LISTs, the second
+// of whole objects), and deletes one object a request.
 //
-// Sweep never deletes what a commit in flight, of this process or another, will name.
-// A commit creates its chunks with the sequence number that its write of the run's
-// object gives the run, one more than the object's when the commit read it (the first
-// commit of a run, the pending object's own), and that write is conditional on the
-// object being unchanged. Sweep reads the chunks first and
-// the run's object after them, and deletes a chunk only when that object does not name
-// it and its number is at most the object's: the object has then moved past the
-// commit that made the chunk, whose write can no longer succeed, and no later commit
-// names a chunk that the object does not. A chunk whose run's object is gone, or is
-// another object of the same name, belongs to no run any more. A run's object labelled
-// pending is deleted only when it has not changed since Sweep read it; a commit in
-// flight that meets its deletion creates the object again, so that a clock that is
-// wrong costs that commit a retry, never a key.
+// Sweep never deletes a chunk that a run's object names, whatever the chunk's labels
+// or ownerReferences say: it finds a chunk's run by the chunk's name, which carries the
+// label of its run's object's name and the sequence number of the commit that made it.
+// A run's object that does not decode (edited by hand, or naming another store) keeps
+// every chunk whose name carries its label, and is reported with an error wrapping
+// operations.ErrCorrupt that names it, after the rest of the sweep is done.
+//
+// Nor does Sweep delete what a commit in flight, of this process or another, will
+// name. A commit creates its chunks with the sequence number that its write of the
+// run's object gives the run, one more than the object's when the commit read it (the
+// first commit of a run, the pending object's own), and that write is conditional on
+// the object being unchanged. Sweep reads the chunks first and the runs' objects after
+// them, and deletes a chunk that the object does not name only when its number is at
+// most the object's, or its ownerReference names another object than the one of that
+// name: the object has then moved past the commit that made the chunk, whose write can
+// no longer succeed, and no later commit names a chunk that the object does not. A
+// chunk whose run's object is gone belongs to no run any more. A pending object is
+// deleted only when it has not changed since Sweep read it; a commit in flight that
+// meets its deletion creates the object again, so that a clock that is wrong costs that
+// commit a retry, never a key.
 //
 // Sweep fails with ctx.Err() (wrapped) when ctx ends first, and with the API server's
-// error, wrapped, when a read fails; a delete that fails, or finds the object gone
-// or changed, is left to the next sweep. A run's object that does not decode is left
-// alone, with its chunks, and reported with an error wrapping operations.ErrCorrupt
-// that names it, after the rest of the sweep is done.
+// error, wrapped, when a read fails; a delete that fails, or finds the object gone or
+// changed, is left to the next sweep. It fails with an error wrapping
+// operations.ErrCorrupt, and deletes nothing, when the store's markers are not those
+// the Store opened (see the package documentation, "Identity").
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	return s.b.sweep(ctx)
 }
 
 // A chunkMeta is what a sweep knows of one chunk: its name, UID, the sequence number
-// its name carries, and the UID of the run's object that owns it.
+// its name carries, and the UID of the run's object that its ownerReference names.
 type chunkMeta struct {
 	name     string
 	uid      string
@@ -64,80 +73,127 @@ type chunkMeta struct {
 	ownerUID string
 }
 
-// chunkSeq returns the sequence number that the name of a chunk carries (see
-// createChunk), or false when name is not a chunk's.
-func chunkSeq(name string) (kv.Version, bool) {
+// parseChunkName returns the label of the run's object (see runLabel) and the sequence
+// number that the name of a chunk carries (see createChunk), or false when name is not
+// a chunk's.
+func parseChunkName(name string) (run string, seq kv.Version, ok bool) {
 	parts := strings.Split(name, ".")
-	if len(parts) != 4 || parts[0] != "c" || len(parts[2]) != 16 {
-		return 0, false
+	if len(parts) != 4 || parts[0] != "c" || len(parts[1]) != 40 || len(parts[2]) != 16 {
+		return "", 0, false
 	}
-	seq, err := strconv.ParseUint(parts[2], 16, 64)
-	return kv.Version(seq), err == nil && seq > 0
+	n, err := strconv.ParseUint(parts[2], 16, 64)
+	return parts[1], kv.Version(n), err == nil && n > 0
+}
+
+// A sweptRun is what a sweep knows of one run's object, pending or not.
+type sweptRun struct {
+	uid     string
+	named   map[string]bool // the chunks it names
+	limit   kv.Version      // a commit in flight on it makes chunks of a higher number
+	damaged bool            // it does not decode: every chunk it might name is kept
+	gone    bool            // this sweep deleted it, a pending object
 }
 
 func (b *backend) sweep(ctx context.Context) (int, error) {
-	// The chunks first, then the runs' objects: see Store.Sweep.
-	owned := map[string][]chunkMeta{} // by the name of the run's object
-	err := b.listMeta(ctx, chunksResource, labelRole+"="+roleChunk, func(m metav1.PartialObjectMetadata) {
-		seq, ok := chunkSeq(m.Name)
-		refs := m.OwnerReferences
-		if !ok || len(refs) != 1 || refs[0].Kind != runKind {
-			return
+	// A namespace that no longer holds the store this one opened (its runs' objects
+	// deleted, say, to be restored from a backup) is left alone.
+	if err := b.checkMarker(ctx); err != nil {
+		return 0, err
+	}
+	if err := b.checkRunsMarker(ctx); err != nil {
+		return 0, err
+	}
+	// The chunks first, then the runs' objects: see Store.Sweep. Every chunk and every
+	// run's object is read, whatever its labels say.
+	chunks := map[string][]chunkMeta{} // by the label of their run's object, from their names
+	err := b.listMeta(ctx, chunksResource, "", func(m metav1.PartialObjectMetadata) {
+		run, seq, ok := parseChunkName(m.Name)
+		if !ok {
+			return // the format marker, or an object that the store did not name
 		}
-		owned[refs[0].Name] = append(owned[refs[0].Name], chunkMeta{name: m.Name, uid: string(m.UID), seq: seq, ownerUID: string(refs[0].UID)})
+		c := chunkMeta{name: m.Name, uid: string(m.UID), seq: seq}
+		if refs := m.OwnerReferences; len(refs) == 1 && refs[0].Kind == runKind {
+			c.ownerUID = string(refs[0].UID)
+		}
+		chunks[run] = append(chunks[run], c)
 	})
 	if err != nil {
 		return 0, err
 	}
-	deleted := 0
-	gone := map[string]bool{} // the UIDs of the pending runs' objects deleted here
-	err = b.listMeta(ctx, runsResource, labelRole+"="+rolePending, func(m metav1.PartialObjectMetadata) {
-		if time.Since(m.CreationTimestamp.Time) < pendingGrace {
-			return
-		}
-		if b.deleteIf(ctx, runsResource, m.Name, string(m.UID), m.ResourceVersion) {
-			deleted++
-			gone[string(m.UID)] = true
-		}
-	})
-	if err != nil {
-		return deleted, err
-	}
+	runs := map[string]*sweptRun{} // by the label of the object's name
 	var damaged []error
+	var pending []*unstructured.Unstructured
 	client := b.dyn.Resource(runsResource).Namespace(b.ns)
-	for name, chunks := range owned {
-		head, err := b.getObject(ctx, client, runsResource, name)
+	opts := metav1.ListOptions{Limit: listPage}
+	for {
+		l, err := client.List(ctx, opts)
 		if err != nil {
-			return deleted, err
+			return 0, fmt.Errorf("kubestore: list %s in %s: %w", runsResource.Resource, b.ns, err)
 		}
-		named, limit := map[string]bool{}, kv.Version(0)
-		if head != nil && !gone[string(head.GetUID())] {
-			kind, _, _ := unstructured.NestedString(head.Object, "spec", "owner", "kind")
-			owner, _, _ := unstructured.NestedString(head.Object, "spec", "owner", "name")
-			s, err := decodeObject(runsResource, kv.Partition{Kind: phase.Kind(kind), Name: owner}, head)
+		for i := range l.Items {
+			obj := &l.Items[i]
+			if obj.GetName() == formatName {
+				continue // the runs' marker
+			}
+			r := &sweptRun{uid: string(obj.GetUID()), named: map[string]bool{}}
+			runs[runLabel(obj.GetName())] = r
+			kind, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "kind")
+			owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "name")
+			p := kv.Partition{Kind: phase.Kind(kind), Name: owner}
+			s, err := decodeObject(runsResource, p, obj, b.identity)
+			if err == nil && objectName(p) != obj.GetName() {
+				err = corrupt(runsResource.Resource, b.ns, obj.GetName(), "holds the run of %s %q, whose object is %s", kind, owner, objectName(p))
+			}
 			if err != nil {
+				r.damaged = true
 				damaged = append(damaged, err)
 				continue
 			}
 			for _, c := range s.chunks {
-				named[c.ref.name] = true
+				r.named[c.ref.name] = true
 			}
 			// A commit in flight on a pending object makes chunks of the object's own
 			// number; on a run's, of one more.
-			limit = s.seq
-			if head.GetLabels()[labelRole] == rolePending {
-				limit--
+			r.limit = s.seq
+			if s.pending {
+				r.limit--
+				pending = append(pending, obj)
 			}
 		}
-		for _, c := range chunks {
-			ours := head != nil && c.ownerUID == string(head.GetUID()) && !gone[c.ownerUID]
-			if ours && (named[c.name] || c.seq > limit) {
+		if l.GetContinue() == "" {
+			break
+		}
+		opts.Continue = l.GetContinue()
+	}
+	deleted := 0
+	for _, obj := range pending {
+		if time.Since(obj.GetCreationTimestamp().Time) < pendingGrace {
+			continue
+		}
+		if b.deleteIf(ctx, runsResource, obj.GetName(), string(obj.GetUID()), obj.GetResourceVersion()) {
+			deleted++
+			runs[runLabel(obj.GetName())].gone = true
+		}
+	}
+	for label, cs := range chunks {
+		r := runs[label]
+		if r != nil && r.damaged {
+			continue
+		}
+		for _, c := range cs {
+			// A chunk that a run's object names stays, whatever its ownerReference says.
+			// One that none names stays only while a commit in flight on the object that
+			// owns it may still name it.
+			if r != nil && !r.gone && (r.named[c.name] || c.ownerUID == r.uid && c.seq > r.limit) {
 				continue
 			}
 			if b.deleteIf(ctx, chunksResource, c.name, c.uid, "") {
 				deleted++
 			}
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return deleted, err
 	}
 	return deleted, errors.Join(damaged...)
 }
