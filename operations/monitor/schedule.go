@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -39,9 +40,24 @@ func (m *Monitor) dueAt(op *operations.Operation, timeout time.Duration) time.Ti
 		at = earliest(at, ms.ProgressAt.Add(p.stall))
 	}
 	if !op.Status.Created.IsZero() {
-		at = earliest(at, op.Status.Created.Add(timeout+1)) // the timeout is strict: After
+		at = earliest(at, op.Status.Created.Add(addSat(timeout, 1))) // the timeout is strict: After
 	}
 	return at
+}
+
+// addSat returns a+b, or the largest (smallest) Duration when the sum is above (below)
+// what a Duration holds: a timeout or window of math.MaxInt64, such as Velero's
+// itemOperationTimeout of 2562047h47m16.854775807s, then reads as the longest wait there
+// is, never as one that ended long ago. Every sum of durations in the Monitor goes
+// through it.
+func addSat(a, b time.Duration) time.Duration {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // earliest returns the earlier of a and b, a time that is not zero when either is not.
