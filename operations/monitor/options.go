@@ -28,6 +28,14 @@ const (
 	DefaultFinalizeTimeout  = 10 * time.Minute
 )
 
+// MinInterval is the shortest wait of [Monitor.Run] between two passes, whatever the
+// interval ([WithInterval]) and the retry policies' waits ([RetryPolicy]) say: a shorter
+// interval is taken as MinInterval, and an operation due sooner waits for the next pass
+// after it. So a Run makes at most 100 passes a second, each one store list of the waiting
+// runs and one of the finalizing runs, and a plugin is called at most once per operation
+// per pass, however short its retry waits. Only [Monitor.Wake] starts a pass sooner.
+const MinInterval = 10 * time.Millisecond
+
 type config struct {
 	interval         time.Duration
 	workers          int
@@ -123,11 +131,12 @@ func newConfig(opts []Option) config {
 }
 
 // WithInterval sets the delay between the passes of [Monitor.Run]. The default is
-// [DefaultInterval]; a value ≤ 0 keeps it.
+// [DefaultInterval]; a value ≤ 0 keeps it, and a value below [MinInterval] is taken as
+// MinInterval.
 func WithInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
-			c.interval = d
+			c.interval = max(d, MinInterval)
 		}
 	})
 }
