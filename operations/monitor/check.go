@@ -309,7 +309,7 @@ func (c *checks) progressFailed(op operations.Operation, now time.Time, err erro
 		return failOperation(next, err.Error()), ending{}
 	}
 	if pol.stall == 0 {
-		ms.ProgressAt = time.Time{}
+		ms.ProgressAt, ms.MaxCompleted = time.Time{}, 0
 	} else if ms.ProgressAt.IsZero() {
 		ms.ProgressAt = now // the window starts at the first check under it
 	}
@@ -362,9 +362,9 @@ func (c *checks) observeRetry(s RetryStats, outcome RetryOutcome) {
 // answered returns op as report p at now leaves it, and the ending that fails it after a
 // Cancel, if any: it ran past its timeout, or, under a stall timeout, its progress has
 // not moved for the window. An answer ends a row of retried errors; the time of the last
-// move is kept while a stall timeout applies (see [WithStallTimeout]). The rest of the
-// operation's MonitorState is cleared, so that an operation whose plugin has no policy
-// (any more) keeps none.
+// move, and the highest count seen while the report is below it, are kept while a stall
+// timeout applies (see [WithStallTimeout]). The rest of the operation's MonitorState is
+// cleared, so that an operation whose plugin has no policy (any more) keeps none.
 func (c *checks) answered(op operations.Operation, now time.Time, p operations.Progress) (operations.Operation, ending) {
 	pol := c.m.cfg.policyOf(op.Action)
 	if op.Monitor.Attempts > 0 && pol.retry.on() {
@@ -379,11 +379,14 @@ func (c *checks) answered(op operations.Operation, now time.Time, p operations.P
 	}
 	next.Monitor = operations.MonitorState{}
 	if pol.stall > 0 {
-		at := op.Monitor.ProgressAt
-		if at.IsZero() || moved(&op.Status, &p) {
+		at, mark := op.Monitor.ProgressAt, highest(&op.Status, &op.Monitor)
+		if at.IsZero() || p.NCompleted > mark {
 			at = now
 		}
 		next.Monitor.ProgressAt = at
+		if mark > next.Status.NCompleted {
+			next.Monitor.MaxCompleted = mark
+		}
 		if stalled(pol.stall, at, now) {
 			return next, ending{msg: stallMessage(pol.stall, &next.Status, at, now), stalled: true}
 		}

@@ -74,11 +74,10 @@ func stalled(w time.Duration, progressAt, now time.Time) bool {
 	return w > 0 && !progressAt.IsZero() && !now.Before(progressAt.Add(w))
 }
 
-// moved reports whether report p moves the progress of an operation of status st: its
-// counts or description differ, or it gives a known Updated time that differs.
-func moved(st *operations.Status, p *operations.Progress) bool {
-	return p.NCompleted != st.NCompleted || p.NTotal != st.NTotal || p.Description != st.Description ||
-		known(p.Updated) && !p.Updated.Equal(st.Updated)
+// highest returns the highest NCompleted seen of an operation of status st and Monitor
+// state ms: the mark a report must pass to move (see [WithStallTimeout]).
+func highest(st *operations.Status, ms *operations.MonitorState) int64 {
+	return max(st.NCompleted, ms.MaxCompleted)
 }
 
 // stallMessage is the error of an operation of status st that made no progress for
