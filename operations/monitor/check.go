@@ -18,7 +18,11 @@ type checks struct {
 	ctx     context.Context
 	ops     []operations.Operation // each replaced by what its check found
 	changed []bool                 // whether the check changed ops[i]
-	timeout time.Duration
+	// exhausted, under a policy, holds the Monitor state of each operation that a
+	// retry policy's bound failed, as its last error left it (a failed operation keeps
+	// none): what the Monitor knows, should the store miss the write (see lostWrites).
+	exhausted []operations.MonitorState
+	timeout   time.Duration
 	// cancelReason, when set, makes every check cancel its operation instead of asking
 	// for its progress: the run's cancel was requested, or the run failed on a restart.
 	cancelReason string
@@ -72,7 +76,7 @@ func (w *worker) check(i int) bool {
 		end  ending
 	)
 	if err != nil {
-		next, end = c.progressFailed(op, now, err)
+		next, end = c.progressFailed(i, op, now, err)
 	} else {
 		next, end = c.answered(op, now, p)
 	}
@@ -271,7 +275,7 @@ func (p *pending) giveUp() {
 		if p.cancel {
 			c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, p.msg, err), true
 		} else {
-			next, end := c.progressFailed(p.op, p.now, err)
+			next, end := c.progressFailed(p.i, p.op, p.now, err)
 			if end.msg != "" {
 				// The operation is to be cancelled, but its Progress call hangs: no
 				// Cancel is made, as by a worker (see call).
@@ -286,14 +290,15 @@ func (p *pending) giveUp() {
 	}
 }
 
-// progressFailed returns op as a Progress error err at now leaves it, and the ending
-// that fails it after a Cancel, if any. Without a retry policy that retries err, the
-// operation fails with err's text. A retried error counts an attempt in the operation's
-// MonitorState and sets its next poll, until the policy's bound fails the operation; one
-// that comes past the operation's timeout, or past the end of its stall window, ends it
-// as a timeout or a stall, err's text appended. An error that comes from the poll's own
-// end is not the plugin's: op is then left as it is.
-func (c *checks) progressFailed(op operations.Operation, now time.Time, err error) (operations.Operation, ending) {
+// progressFailed returns op, the i-th of the poll, as a Progress error err at now leaves
+// it, and the ending that fails it after a Cancel, if any. Without a retry policy that
+// retries err, the operation fails with err's text. A retried error counts an attempt in
+// the operation's MonitorState and sets its next poll, until the policy's bound fails the
+// operation (the state it counted is then kept in c.exhausted); one that comes past the
+// operation's timeout, or past the end of its stall window, ends it as a timeout or a
+// stall, err's text appended. An error that comes from the poll's own end is not the
+// plugin's: op is then left as it is.
+func (c *checks) progressFailed(i int, op operations.Operation, now time.Time, err error) (operations.Operation, ending) {
 	if c.ctx.Err() != nil {
 		return op, ending{}
 	}
@@ -326,6 +331,9 @@ func (c *checks) progressFailed(op operations.Operation, now time.Time, err erro
 	ms.LastError = err.Error() // cut to size by putBatch
 	if pol.retry.exhausted(*ms, now) {
 		c.observeRetry(stats, RetryExhausted)
+		if c.exhausted != nil {
+			c.exhausted[i] = *ms
+		}
 		return failOperation(next, fmt.Sprintf("%s (after %s over %s)", err, attempts(ms.Attempts), now.Sub(ms.ErrorSince))), ending{}
 	}
 	ms.NextPoll = time.Time{}

@@ -52,6 +52,7 @@ type Monitor struct {
 	queue   []*checks // the polls with operations no worker has taken, first come first
 	busy    int       // the operations the workers hold, at most cfg.workers
 	hung    hungCalls
+	lost    lostWrites
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
 	wake chan struct{}
 }
@@ -202,6 +203,12 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 	if timeout <= 0 {
 		timeout = m.cfg.operationTimeout
 	}
+	// Under a policy, each operation's Monitor state is what this Monitor last saw of it
+	// when the store missed a write (see lostWrites); stored is what the store holds.
+	var stored []operations.MonitorState
+	if m.cfg.policies {
+		stored = m.lost.recall(keyOf(o), ops)
+	}
 	due := len(ops) // ops[:due] are checked, ops[due:] wait for their next poll
 	if m.cfg.policies && !run.CancelRequested() {
 		due = m.dueFirst(ops, stamp(m.cfg.clock), timeout)
@@ -217,10 +224,26 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 		fresh int                   // the running operations still New
 		batch = ops[:0]             // the changed operations, moved to the front of ops
 		first *operations.Operation // the first operation that failed in this poll
+		lost  map[string]lostWrite  // what the batch is to record, should its write fail
 	)
 	for i := range ops {
 		op := &ops[i]
-		changed := i < due && c.changed[i]
+		// An operation whose state the store missed is written too, checked or not.
+		changed := i < due && c.changed[i] || stored != nil && stored[i] != op.Monitor
+		if changed && stored != nil {
+			// What the Monitor knows of the operation, should the write fail: its state,
+			// or, when a retry bound failed it, the state its last error left.
+			to, known := op.Monitor, !op.Status.Phase.Finished()
+			if !known && i < due && c.exhausted[i] != (operations.MonitorState{}) {
+				to, known = c.exhausted[i], true
+			}
+			if known {
+				if lost == nil {
+					lost = make(map[string]lostWrite)
+				}
+				lost[op.ID] = lostWrite{from: stored[i], to: to}
+			}
+		}
 		switch {
 		case !op.Status.Phase.Finished():
 			res.Running++
@@ -246,7 +269,11 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 			batch = append(batch, *op)
 		}
 	}
-	if err := m.putBatch(ctx, o, batch); err != nil {
+	err = m.putBatch(ctx, o, batch)
+	if stored != nil {
+		m.lost.written(keyOf(o), lost, err)
+	}
+	if err != nil {
 		return PollResult{}, 0, err
 	}
 	if run.CancelRequested() {
@@ -281,6 +308,9 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 // (see pending.giveUp).
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
 	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
+	if m.cfg.policies {
+		c.exhausted = make([]operations.MonitorState, len(ops))
+	}
 	if len(ops) == 0 {
 		return c, ctx.Err()
 	}
