@@ -17,7 +17,9 @@ import (
 // safe for concurrent use.
 //
 // What is kept lives in the Monitor's memory: a Monitor that takes a run over from
-// another, or a new one after a restart, counts from the store.
+// another, or a new one after a restart, counts from the store. What is kept of a run
+// goes at its next poll whose write succeeds; that of a run deleted before then stays,
+// one state per operation of the run.
 type lostWrites struct {
 	mu   sync.Mutex
 	runs map[runKey]map[string]lostWrite // by run, then by operation ID
@@ -29,18 +31,23 @@ type lostWrite struct{ from, to operations.MonitorState }
 
 // recall sets the Monitor state of each of ops, the unfinished operations of run k as the
 // store lists them, to the state a failed write was to record, when the store still holds
-// the state that write started from. It returns the states the store holds, in the order
-// of ops.
-func (l *lostWrites) recall(k runKey, ops []operations.Operation) []operations.MonitorState {
-	stored := make([]operations.MonitorState, len(ops))
+// the state that write started from. It returns the states the store holds of the
+// operations it set, by their index in ops; nil when it set none.
+func (l *lostWrites) recall(k runKey, ops []operations.Operation) map[int]operations.MonitorState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lost := l.runs[k]
+	if len(lost) == 0 {
+		return nil
+	}
+	var stored map[int]operations.MonitorState
 	for i := range ops {
 		ms := &ops[i].Monitor
-		stored[i] = *ms
-		if w, ok := lost[ops[i].ID]; ok && w.from == *ms {
-			*ms = w.to
+		if w, ok := lost[ops[i].ID]; ok && w.from == *ms && w.to != *ms {
+			if stored == nil {
+				stored = make(map[int]operations.MonitorState)
+			}
+			stored[i], *ms = *ms, w.to
 		}
 	}
 	return stored

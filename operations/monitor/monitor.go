@@ -203,11 +203,12 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 	if timeout <= 0 {
 		timeout = m.cfg.operationTimeout
 	}
-	// Under a policy, each operation's Monitor state is what this Monitor last saw of it
-	// when the store missed a write (see lostWrites); stored is what the store holds.
-	var stored []operations.MonitorState
+	// Under a policy, an operation's Monitor state is what this Monitor last saw of it
+	// when the store missed a write (see lostWrites); recalled holds, for those, the
+	// state the store holds.
+	var recalled map[int]operations.MonitorState
 	if m.cfg.policies {
-		stored = m.lost.recall(keyOf(o), ops)
+		recalled = m.lost.recall(keyOf(o), ops)
 	}
 	due := len(ops) // ops[:due] are checked, ops[due:] wait for their next poll
 	if m.cfg.policies && !run.CancelRequested() {
@@ -229,19 +230,14 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 	for i := range ops {
 		op := &ops[i]
 		// An operation whose state the store missed is written too, checked or not.
-		changed := i < due && c.changed[i] || stored != nil && stored[i] != op.Monitor
-		if changed && stored != nil {
-			// What the Monitor knows of the operation, should the write fail: its state,
-			// or, when a retry bound failed it, the state its last error left.
-			to, known := op.Monitor, !op.Status.Phase.Finished()
-			if !known && i < due && c.exhausted[i] != (operations.MonitorState{}) {
-				to, known = c.exhausted[i], true
-			}
-			if known {
+		stored, stale := recalled[i]
+		changed := i < due && c.changed[i] || stale
+		if m.cfg.policies {
+			if w, ok := c.knew(i, op, stored, stale); ok {
 				if lost == nil {
 					lost = make(map[string]lostWrite)
 				}
-				lost[op.ID] = lostWrite{from: stored[i], to: to}
+				lost[op.ID] = w
 			}
 		}
 		switch {
@@ -270,7 +266,7 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 		}
 	}
 	err = m.putBatch(ctx, o, batch)
-	if stored != nil {
+	if m.cfg.policies {
 		m.lost.written(keyOf(o), lost, err)
 	}
 	if err != nil {
@@ -308,9 +304,6 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 // (see pending.giveUp).
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
 	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
-	if m.cfg.policies {
-		c.exhausted = make([]operations.MonitorState, len(ops))
-	}
 	if len(ops) == 0 {
 		return c, ctx.Err()
 	}
