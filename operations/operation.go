@@ -180,8 +180,8 @@ func (op Operation) Clone() Operation {
 
 // Validate reports an error wrapping [ErrInvalid] when op has an invalid owner, an empty
 // ID, an unknown phase, a negative progress count (NCompleted, NTotal, or MonitorState's
-// MaxCompleted) or attempt count, a time (Created, Started, Updated, or one of its MonitorState) outside years
-// 0000 to 9999 in UTC, a name longer than
+// MaxCompleted) or attempt count, a time (Created, Started, Updated, or one of its
+// MonitorState) outside years 0000 to 9999 in UTC, a name longer than
 // [MaxNameBytes], a text longer than [MaxTextBytes], or names and post-operation items
 // of more than [MaxSpecBytes] in all (see the limits). The error names the limit and
 // gives the size, never the text; for a time, it names the field and gives the time.

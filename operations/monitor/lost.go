@@ -54,8 +54,9 @@ func (l *lostWrites) recall(k runKey, ops []operations.Operation) map[int]operat
 }
 
 // written records how the last write of run k ended: when it failed (err is not nil),
-// lost holds what it was to record of each unfinished operation, by ID; else nothing is
-// kept for the run any more.
+// lost holds, by ID, what it was to record of each operation left unfinished, and of
+// each that a retry bound failed the state its last error left; else nothing is kept for
+// the run any more.
 func (l *lostWrites) written(k runKey, lost map[string]lostWrite, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
