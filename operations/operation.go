@@ -112,9 +112,15 @@ type Operation struct {
 // zero value means that no policy has looked at the operation; times are by the
 // Monitor's clock, in UTC, and the zero time means unset.
 type MonitorState struct {
-	// ProgressAt is when the Monitor last saw the plugin's report move: NCompleted,
-	// NTotal or Description changed, or a known Updated time did.
+	// ProgressAt is when the Monitor last saw the plugin's report move: an NCompleted
+	// above every one it had seen of the operation (see MaxCompleted).
 	ProgressAt time.Time
+	// MaxCompleted is the highest NCompleted the Monitor has seen of the operation under
+	// a stall timeout, kept only while the plugin reports less (Status.NCompleted is
+	// below it); zero otherwise, when Status.NCompleted is the highest. A report moves
+	// only when its NCompleted passes the higher of the two, so that progress that goes
+	// back and forth (12, 11, 12, 11) is not taken for movement.
+	MaxCompleted int64
 	// Attempts counts the Progress errors in a row that the Monitor retried; zero after
 	// an answer.
 	Attempts int
@@ -173,9 +179,9 @@ func (op Operation) Clone() Operation {
 }
 
 // Validate reports an error wrapping [ErrInvalid] when op has an invalid owner, an empty
-// ID, an unknown phase, a negative progress count (NCompleted or NTotal) or attempt
-// count, a time (Created, Started, Updated, or one of its MonitorState) outside years
-// 0000 to 9999 in UTC, a name longer than
+// ID, an unknown phase, a negative progress count (NCompleted, NTotal, or MonitorState's
+// MaxCompleted) or attempt count, a time (Created, Started, Updated, or one of its
+// MonitorState) outside years 0000 to 9999 in UTC, a name longer than
 // [MaxNameBytes], a text longer than [MaxTextBytes], or names and post-operation items
 // of more than [MaxSpecBytes] in all (see the limits). The error names the limit and
 // gives the size, never the text; for a time, it names the field and gives the time.
@@ -205,6 +211,9 @@ func (op Operation) Validate() error {
 		checkTime("progress", ms.ProgressAt), checkTime("error since", ms.ErrorSince), checkTime("next poll", ms.NextPoll))
 	if err == nil && ms.Attempts < 0 {
 		err = fmt.Errorf("negative attempts (%d)", ms.Attempts)
+	}
+	if err == nil && ms.MaxCompleted < 0 {
+		err = fmt.Errorf("negative highest count completed (%d)", ms.MaxCompleted)
 	}
 	if err != nil {
 		return fmt.Errorf("operation %q of %s: %w: %w", op.ID, op.Owner, err, ErrInvalid)

@@ -142,6 +142,7 @@ func TestOperationValidate(t *testing.T) {
 				NextPoll: time.Unix(90, 0).UTC(), LastError: strings.Repeat("x", operations.MaxTextBytes)}
 		}, false},
 		{"negative attempts", func(o *operations.Operation) { o.Monitor.Attempts = -1 }, true},
+		{"negative highest count completed", func(o *operations.Operation) { o.Monitor.MaxCompleted = -1 }, true},
 		{"progress time in year 10000", func(o *operations.Operation) { o.Monitor.ProgressAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, true},
 		{"error since year -1", func(o *operations.Operation) { o.Monitor.ErrorSince = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) }, true},
 		{"next poll in year 10000", func(o *operations.Operation) { o.Monitor.NextPoll = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, true},

@@ -19,6 +19,11 @@ type checks struct {
 	ops     []operations.Operation // each replaced by what its check found
 	changed []bool                 // whether the check changed ops[i]
 	timeout time.Duration
+	// known, under a policy, holds how the checks changed the Monitor state of
+	// ops[i], by i, for the poll to keep should the store miss its write (see
+	// lostWrites); the workers write it under mu.
+	mu    sync.Mutex
+	known map[int]lostWrite
 	// cancelReason, when set, makes every check cancel its operation instead of asking
 	// for its progress: the run's cancel was requested, or the run failed on a restart.
 	cancelReason string
@@ -72,7 +77,7 @@ func (w *worker) check(i int) bool {
 		end  ending
 	)
 	if err != nil {
-		next, end = c.progressFailed(op, now, err)
+		next, end = c.progressFailed(i, op, now, err)
 	} else {
 		next, end = c.answered(op, now, p)
 	}
@@ -88,7 +93,27 @@ func (w *worker) check(i int) bool {
 		next = c.cancelled(next, end.msg, cancelErr)
 	}
 	c.ops[i], c.changed[i] = next, changed(op, next)
+	c.know(i, op, next)
 	return true
+}
+
+// know records, under a policy, how the check of ops[i] changed its Monitor state, from
+// op's to next's, when next is unfinished (see lostWrites). progressFailed records the
+// state of an operation that a retry bound failed itself: a failed operation keeps none.
+func (c *checks) know(i int, op, next operations.Operation) {
+	if c.m.cfg.policies && !next.Status.Phase.Finished() && next.Monitor != op.Monitor {
+		c.keep(i, lostWrite{from: op.Monitor, to: next.Monitor})
+	}
+}
+
+// keep records w as what the Monitor knows of ops[i].
+func (c *checks) keep(i int, w lostWrite) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known == nil {
+		c.known = make(map[int]lostWrite)
+	}
+	c.known[i] = w
 }
 
 // An ending is how a check ends an operation that must be cancelled first: it ran past
@@ -271,7 +296,7 @@ func (p *pending) giveUp() {
 		if p.cancel {
 			c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, p.msg, err), true
 		} else {
-			next, end := c.progressFailed(p.op, p.now, err)
+			next, end := c.progressFailed(p.i, p.op, p.now, err)
 			if end.msg != "" {
 				// The operation is to be cancelled, but its Progress call hangs: no
 				// Cancel is made, as by a worker (see call).
@@ -279,6 +304,7 @@ func (p *pending) giveUp() {
 				next = c.cancelled(next, end.msg, c.notCalled(p, next, true))
 			}
 			c.ops[p.i], c.changed[p.i] = next, changed(p.op, next)
+			c.know(p.i, p.op, next)
 		}
 	}
 	if next, i, ok := c.m.checked(c); ok {
@@ -286,14 +312,15 @@ func (p *pending) giveUp() {
 	}
 }
 
-// progressFailed returns op as a Progress error err at now leaves it, and the ending
-// that fails it after a Cancel, if any. Without a retry policy that retries err, the
-// operation fails with err's text. A retried error counts an attempt in the operation's
-// MonitorState and sets its next poll, until the policy's bound fails the operation; one
-// that comes past the operation's timeout, or past the end of its stall window, ends it
-// as a timeout or a stall, err's text appended. An error that comes from the poll's own
-// end is not the plugin's: op is then left as it is.
-func (c *checks) progressFailed(op operations.Operation, now time.Time, err error) (operations.Operation, ending) {
+// progressFailed returns op, the i-th of the poll, as a Progress error err at now leaves
+// it, and the ending that fails it after a Cancel, if any. Without a retry policy that
+// retries err, the operation fails with err's text. A retried error counts an attempt in
+// the operation's MonitorState and sets its next poll, until the policy's bound fails the
+// operation (the state it counted is then kept in c.known); one that comes past the
+// operation's timeout, or past the end of its stall window, ends it as a timeout or a
+// stall, err's text appended. An error that comes from the poll's own end is not the
+// plugin's: op is then left as it is.
+func (c *checks) progressFailed(i int, op operations.Operation, now time.Time, err error) (operations.Operation, ending) {
 	if c.ctx.Err() != nil {
 		return op, ending{}
 	}
@@ -309,7 +336,7 @@ func (c *checks) progressFailed(op operations.Operation, now time.Time, err erro
 		return failOperation(next, err.Error()), ending{}
 	}
 	if pol.stall == 0 {
-		ms.ProgressAt = time.Time{}
+		ms.ProgressAt, ms.MaxCompleted = time.Time{}, 0
 	} else if ms.ProgressAt.IsZero() {
 		ms.ProgressAt = now // the window starts at the first check under it
 	}
@@ -326,6 +353,7 @@ func (c *checks) progressFailed(op operations.Operation, now time.Time, err erro
 	ms.LastError = err.Error() // cut to size by putBatch
 	if pol.retry.exhausted(*ms, now) {
 		c.observeRetry(stats, RetryExhausted)
+		c.keep(i, lostWrite{from: op.Monitor, to: *ms})
 		return failOperation(next, fmt.Sprintf("%s (after %s over %s)", err, attempts(ms.Attempts), now.Sub(ms.ErrorSince))), ending{}
 	}
 	ms.NextPoll = time.Time{}
@@ -362,9 +390,9 @@ func (c *checks) observeRetry(s RetryStats, outcome RetryOutcome) {
 // answered returns op as report p at now leaves it, and the ending that fails it after a
 // Cancel, if any: it ran past its timeout, or, under a stall timeout, its progress has
 // not moved for the window. An answer ends a row of retried errors; the time of the last
-// move is kept while a stall timeout applies (see [WithStallTimeout]). The rest of the
-// operation's MonitorState is cleared, so that an operation whose plugin has no policy
-// (any more) keeps none.
+// move, and the highest count seen while the report is below it, are kept while a stall
+// timeout applies (see [WithStallTimeout]). The rest of the operation's MonitorState is
+// cleared, so that an operation whose plugin has no policy (any more) keeps none.
 func (c *checks) answered(op operations.Operation, now time.Time, p operations.Progress) (operations.Operation, ending) {
 	pol := c.m.cfg.policyOf(op.Action)
 	if op.Monitor.Attempts > 0 && pol.retry.on() {
@@ -379,11 +407,14 @@ func (c *checks) answered(op operations.Operation, now time.Time, p operations.P
 	}
 	next.Monitor = operations.MonitorState{}
 	if pol.stall > 0 {
-		at := op.Monitor.ProgressAt
-		if at.IsZero() || moved(&op.Status, &p) {
+		at, mark := op.Monitor.ProgressAt, highest(&op.Status, &op.Monitor)
+		if at.IsZero() || p.NCompleted > mark {
 			at = now
 		}
 		next.Monitor.ProgressAt = at
+		if mark > next.Status.NCompleted {
+			next.Monitor.MaxCompleted = mark
+		}
 		if stalled(pol.stall, at, now) {
 			return next, ending{msg: stallMessage(pol.stall, &next.Status, at, now), stalled: true}
 		}
@@ -480,4 +511,25 @@ func (m *Monitor) resolve(action string) (t operations.Tracker, err error) {
 		return nil, fmt.Errorf("resolve plugin %q: %w", action, err)
 	}
 	return t, nil
+}
+
+// knew returns what the Monitor knows of ops[i], now op, should the store miss the write
+// of the poll: the state the store holds (stored, when the poll recalled the operation's
+// state, else what the check started from) and the state the Monitor saw last. ok is
+// false when there is nothing to keep: the state is unchanged, or the operation ended
+// other than by a retry bound. The poll calls it once every check has returned, when no
+// worker writes known any more.
+func (c *checks) knew(i int, op *operations.Operation, stored operations.MonitorState, recalled bool) (w lostWrite, ok bool) {
+	w, ok = c.known[i]
+	if !recalled {
+		return w, ok
+	}
+	if !ok {
+		if op.Status.Phase.Finished() {
+			return lostWrite{}, false
+		}
+		w.to = op.Monitor
+	}
+	w.from = stored
+	return w, true
 }

@@ -27,8 +27,9 @@
 // operation at the first one ([WithRetryPolicy], [WithActionRetryPolicy], [RetryPolicy],
 // [Transient]). An operation that waits for its next poll costs a pass no plugin call and
 // no write, though the pass still lists and decodes it; [Monitor.Run] wakes when the
-// earliest wait ends. What these need between checks (the time of the last move, the
-// errors in a row, the next poll) is kept with the operation in the store
+// earliest wait ends, but no sooner than a tenth of its interval, nor than
+// [MinInterval], after its last pass. What these need between checks (the time of the last move and the highest count, the errors in
+// a row, the next poll) is kept with the operation in the store
 // ([operations.MonitorState]), so it goes on across a restart of the Monitor, a handover
 // of the run to another Monitor, and a new Monitor per reconcile; an itemoperations file
 // does not hold it, so a run loaded again from one starts its windows over. Records

@@ -28,7 +28,8 @@ import (
 // after a process starts. [Monitor.Wake] starts the next pass before the interval is over.
 // When an operation waits for its next poll after a retried Progress error (see
 // [RetryPolicy]) and is due before the interval is over, the next pass starts when it is
-// due, but no sooner than a tenth of the interval (and 10ms) after the pass.
+// due, but no sooner than a tenth of the interval after the pass. No pass starts sooner
+// than [MinInterval] after the last, but for a Wake.
 //
 // When an option was given an invalid value (see [WithRetryPolicy] and
 // [WithStallTimeout]), Run returns its error, which wraps [operations.ErrInvalid], at
@@ -75,13 +76,13 @@ func (m *Monitor) Run(ctx context.Context) error {
 
 // wait returns how long Run waits after a pass before the next: the interval, or less
 // when an operation waiting for its next poll is due sooner (nextDue, the pass's
-// PassStats.NextDue), but never less than a tenth of the interval or 10ms, so that due
-// times close together make few passes.
+// PassStats.NextDue), but never less than a tenth of the interval or MinInterval (which
+// the interval is at least), so that due times close together make few passes.
 func (m *Monitor) wait(nextDue time.Time) time.Duration {
 	if nextDue.IsZero() {
 		return m.cfg.interval
 	}
-	floor := max(m.cfg.interval/10, 10*time.Millisecond)
+	floor := max(m.cfg.interval/10, MinInterval)
 	return min(m.cfg.interval, max(nextDue.Sub(stamp(m.cfg.clock)), floor))
 }
 

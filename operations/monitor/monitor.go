@@ -52,6 +52,7 @@ type Monitor struct {
 	queue   []*checks // the polls with operations no worker has taken, first come first
 	busy    int       // the operations the workers hold, at most cfg.workers
 	hung    hungCalls
+	lost    lostWrites
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
 	wake chan struct{}
 }
@@ -202,6 +203,13 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 	if timeout <= 0 {
 		timeout = m.cfg.operationTimeout
 	}
+	// Under a policy, an operation's Monitor state is what this Monitor last saw of it
+	// when the store missed a write (see lostWrites); recalled holds, for those, the
+	// state the store holds.
+	var recalled map[int]operations.MonitorState
+	if m.cfg.policies {
+		recalled = m.lost.recall(keyOf(o), ops)
+	}
 	due := len(ops) // ops[:due] are checked, ops[due:] wait for their next poll
 	if m.cfg.policies && !run.CancelRequested() {
 		due = m.dueFirst(ops, stamp(m.cfg.clock), timeout)
@@ -217,10 +225,21 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 		fresh int                   // the running operations still New
 		batch = ops[:0]             // the changed operations, moved to the front of ops
 		first *operations.Operation // the first operation that failed in this poll
+		lost  map[string]lostWrite  // what the batch is to record, should its write fail
 	)
 	for i := range ops {
 		op := &ops[i]
-		changed := i < due && c.changed[i]
+		// An operation whose state the store missed is written too, checked or not.
+		stored, stale := recalled[i]
+		changed := i < due && c.changed[i] || stale
+		if m.cfg.policies {
+			if w, ok := c.knew(i, op, stored, stale); ok {
+				if lost == nil {
+					lost = make(map[string]lostWrite)
+				}
+				lost[op.ID] = w
+			}
+		}
 		switch {
 		case !op.Status.Phase.Finished():
 			res.Running++
@@ -246,7 +265,11 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 			batch = append(batch, *op)
 		}
 	}
-	if err := m.putBatch(ctx, o, batch); err != nil {
+	err = m.putBatch(ctx, o, batch)
+	if m.cfg.policies {
+		m.lost.written(keyOf(o), lost, err)
+	}
+	if err != nil {
 		return PollResult{}, 0, err
 	}
 	if run.CancelRequested() {

@@ -28,6 +28,14 @@ const (
 	DefaultFinalizeTimeout  = 10 * time.Minute
 )
 
+// MinInterval is the shortest wait of [Monitor.Run] between two passes, whatever the
+// interval ([WithInterval]) and the retry policies' waits ([RetryPolicy]) say: a shorter
+// interval is taken as MinInterval, and an operation due sooner waits for the next pass
+// after it. So a Run makes at most 100 passes a second, each one store list of the waiting
+// runs and one of the finalizing runs, and a plugin is called at most once per operation
+// per pass, however short its retry waits. Only [Monitor.Wake] starts a pass sooner.
+const MinInterval = 10 * time.Millisecond
+
 type config struct {
 	interval         time.Duration
 	workers          int
@@ -123,11 +131,12 @@ func newConfig(opts []Option) config {
 }
 
 // WithInterval sets the delay between the passes of [Monitor.Run]. The default is
-// [DefaultInterval]; a value ≤ 0 keeps it.
+// [DefaultInterval]; a value ≤ 0 keeps it, and a value below [MinInterval] is taken as
+// MinInterval.
 func WithInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
-			c.interval = d
+			c.interval = max(d, MinInterval)
 		}
 	})
 }
@@ -196,20 +205,27 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// WithStallTimeout fails an operation whose progress has not moved for d: whose plugin's
-// reports have kept NCompleted, NTotal, Description and a known Updated time as they were
-// since the Monitor first saw them so, for d by the Monitor's clock. Such an operation is
-// stalled at that moment exactly, not before: the Observer is told ([Observer.Stalled]),
-// its plugin's Cancel is called, as for a timeout, and it fails with a message that
-// begins with [StallPrefix], such as "no progress for 30m0s: last 12 of 100 GiB at
-// 10:42:07Z", what Cancel said appended when it failed. The window of an operation the
-// Monitor has not looked at under a stall timeout starts at its first check, so that
-// turning the option on fails nothing at once; an operation that completes or runs past
-// its timeout at the same check is not stalled. Errors of Progress are not progress: the
-// window runs on while a [RetryPolicy] retries them. The time of the last move is kept in
-// the operation's record ([operations.MonitorState.ProgressAt]), so the window goes on
-// across a restart of the Monitor. It applies to every plugin without a window of its
-// own ([WithActionStallTimeout]). The default, 0, is no stall timeout, as in Velero; a
+// WithStallTimeout fails an operation whose progress has not moved for d by the Monitor's
+// clock. Progress moves when the plugin reports an NCompleted above every NCompleted the
+// Monitor has seen of the operation. Counts that go back and forth (12, 11, 12, 11) do
+// not move it, nor does a report that changes only NTotal, units, description or times:
+// a data mover that repeats itself, or that says it is busy and does no work, is stuck.
+// One that starts over moves again once it passes the highest count it reached before.
+// The highest count is kept in the operation's record while the reports are below it
+// ([operations.MonitorState.MaxCompleted]), so the rule holds across a restart.
+//
+// Such an operation is stalled at that moment exactly, not before: the Observer is told
+// ([Observer.Stalled]), its plugin's Cancel is called, as for a timeout, and it fails
+// with a message that begins with [StallPrefix], such as "no progress for 30m0s: last 12
+// of 100 GiB at 10:42:07Z", what Cancel said appended when it failed. The window of an
+// operation the Monitor has not looked at under a stall timeout starts at its first
+// check, so that turning the option on fails nothing at once; an operation that
+// completes or runs past its timeout at the same check is not stalled. Errors of
+// Progress are not progress: the window runs on while a [RetryPolicy] retries them. The
+// time of the last move is kept in the operation's record
+// ([operations.MonitorState.ProgressAt]), so the window goes on across a restart of the
+// Monitor. It applies to every plugin without a window of its own
+// ([WithActionStallTimeout]). The default, 0, is no stall timeout, as in Velero; a
 // negative d is invalid: [Monitor.Run], [Monitor.RunOnce] and [Monitor.Poll] then return
 // an error wrapping [operations.ErrInvalid] before they touch the store.
 func WithStallTimeout(d time.Duration) Option {

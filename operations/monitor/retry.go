@@ -41,6 +41,14 @@ const (
 // the operation's record ([operations.MonitorState]), so that they go on across a
 // restart of the Monitor or a handover of the run to another Monitor. An operation
 // waiting for its next poll costs a pass no plugin call and no write (see [PollResult]).
+//
+// When the store fails a write of the Monitor's (or its answer is lost), the Monitor
+// keeps what the write was to record of each unfinished operation, and starts the next
+// check of the operation from it while the store still holds what the write started
+// from: an answer that the store missed still ends the row, and an error that it missed
+// still counts in it, so the count and the message are of errors that came in a row. A
+// Monitor that takes the run over, or a new one after a restart, knows only what the
+// store holds: an answer whose write the store missed before is unknown to it.
 type RetryPolicy struct {
 	// InitialInterval is the wait after the first error. Zero: no wait; the operation
 	// is asked again at the next pass, and every wait is zero.

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -39,9 +40,24 @@ func (m *Monitor) dueAt(op *operations.Operation, timeout time.Duration) time.Ti
 		at = earliest(at, ms.ProgressAt.Add(p.stall))
 	}
 	if !op.Status.Created.IsZero() {
-		at = earliest(at, op.Status.Created.Add(timeout+1)) // the timeout is strict: After
+		at = earliest(at, op.Status.Created.Add(addSat(timeout, 1))) // the timeout is strict: After
 	}
 	return at
+}
+
+// addSat returns a+b, or the largest (smallest) Duration when the sum is above (below)
+// what a Duration holds: a timeout or window of math.MaxInt64, such as Velero's
+// itemOperationTimeout of 2562047h47m16.854775807s, then reads as the longest wait there
+// is, never as one that ended long ago. Every sum of durations in the Monitor goes
+// through it.
+func addSat(a, b time.Duration) time.Duration {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // earliest returns the earlier of a and b, a time that is not zero when either is not.
@@ -58,11 +74,10 @@ func stalled(w time.Duration, progressAt, now time.Time) bool {
 	return w > 0 && !progressAt.IsZero() && !now.Before(progressAt.Add(w))
 }
 
-// moved reports whether report p moves the progress of an operation of status st: its
-// counts or description differ, or it gives a known Updated time that differs.
-func moved(st *operations.Status, p *operations.Progress) bool {
-	return p.NCompleted != st.NCompleted || p.NTotal != st.NTotal || p.Description != st.Description ||
-		known(p.Updated) && !p.Updated.Equal(st.Updated)
+// highest returns the highest NCompleted seen of an operation of status st and Monitor
+// state ms: the mark a report must pass to move (see [WithStallTimeout]).
+func highest(st *operations.Status, ms *operations.MonitorState) int64 {
+	return max(st.NCompleted, ms.MaxCompleted)
 }
 
 // stallMessage is the error of an operation of status st that made no progress for

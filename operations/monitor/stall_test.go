@@ -131,22 +131,22 @@ func TestStallWindow(t *testing.T) {
 }
 
 // TestStallProgressResets checks what moves an operation's progress, and so restarts its
-// window: a change of NCompleted, NTotal, Description, or of a known Updated time. A
-// report that changes only what is not progress (OperationUnits, Started, an Updated
-// time that is unknown) does not: the operation stalls at the window of its first check.
+// window: an NCompleted above every one seen. A report that changes only what is not
+// work done (NTotal, Description, OperationUnits, Started, an Updated time) or whose
+// NCompleted goes down does not: the operation stalls at the window of its first check.
 func TestStallProgressResets(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(*operations.Progress)
 		moves  bool
 	}{
-		{"NCompleted", func(p *operations.Progress) { p.NCompleted++ }, true},
-		{"NTotal", func(p *operations.Progress) { p.NTotal++ }, true},
-		{"Description", func(p *operations.Progress) { p.Description = "verifying" }, true},
-		{"Updated", func(p *operations.Progress) { p.Updated = p.Updated.Add(time.Second) }, true},
+		{"NCompleted up", func(p *operations.Progress) { p.NCompleted++ }, true},
+		{"NCompleted down", func(p *operations.Progress) { p.NCompleted-- }, false},
+		{"NTotal", func(p *operations.Progress) { p.NTotal++ }, false},
+		{"Description", func(p *operations.Progress) { p.Description = "verifying" }, false},
+		{"Updated", func(p *operations.Progress) { p.Updated = p.Updated.Add(time.Second) }, false},
 		{"nothing", func(*operations.Progress) {}, false},
 		{"Updated zero: unknown", func(p *operations.Progress) { p.Updated = time.Time{} }, false},
-		{"Updated the Unix epoch: unknown", func(p *operations.Progress) { p.Updated = time.Unix(0, 0) }, false},
 		{"OperationUnits", func(p *operations.Progress) { p.OperationUnits = "Bytes" }, false},
 		{"Started", func(p *operations.Progress) { p.Started = p.Started.Add(time.Second) }, false},
 	}
@@ -248,6 +248,53 @@ func TestStallVsTimeout(t *testing.T) {
 				wantCancels = 1
 			}
 			require.Equal(t, wantCancels, c.tr.CancelCalls("a"))
+		})
+	}
+}
+
+// TestStallOscillation checks the stall rule on a run of reports, one every 5 minutes
+// under a window of 30 minutes, each pass made by a new Monitor so that the rule holds
+// on what the store keeps: counts that go back and forth stall at the window of the
+// first check; counts that rise never stall; counts that start over from 0 move again
+// once they pass the highest before, and stall only a window after that. While the
+// reports are below the highest count, the store keeps it (MaxCompleted).
+func TestStallOscillation(t *testing.T) {
+	tests := []struct {
+		name      string
+		counts    []int64 // reported at t0, t0+5m, t0+10m, ...
+		stalledAt time.Duration
+	}{
+		{"back and forth", []int64{12, 11, 12, 11, 12, 11, 12, 11, 12, 11, 12, 11, 12, 11}, 30 * time.Minute},
+		{"rising", []int64{12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25}, 0},
+		{"starting over", []int64{12, 0, 4, 8, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13}, 50 * time.Minute},
+		{"starting over, not passing the highest", []int64{12, 0, 4, 8, 11, 11, 12, 12, 12, 12, 12, 12, 12, 12}, 30 * time.Minute},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const window = 30 * time.Minute
+			c := newOneOp(t, monitor.WithStallTimeout(window))
+			highest := int64(0)
+			for i, n := range tc.counts {
+				at := time.Duration(i) * 5 * time.Minute
+				c.set(func(p *operations.Progress) { p.NCompleted = n })
+				c.e.clock.AdvanceTo(t0.Add(at))
+				_, err := c.e.monitor(monitor.WithStallTimeout(window)).RunOnce(context.Background())
+				require.NoError(t, err)
+				got := c.e.op(c.o, "a")
+				if tc.stalledAt != 0 && at >= tc.stalledAt {
+					require.Equal(t, operations.OperationFailed, got.Status.Phase, "at t0+%s", at)
+					require.Contains(t, got.Status.Error, monitor.StallPrefix+"30m0s: ")
+					return
+				}
+				require.Equal(t, operations.OperationInProgress, got.Status.Phase, "at t0+%s", at)
+				highest = max(highest, n)
+				wantMax := int64(0)
+				if n < highest {
+					wantMax = highest
+				}
+				require.Equal(t, wantMax, got.Monitor.MaxCompleted, "at t0+%s", at)
+			}
+			require.Zero(t, tc.stalledAt, "never stalled")
 		})
 	}
 }

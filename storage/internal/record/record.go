@@ -41,7 +41,11 @@ const (
 	stateErrorSince = 1 << 2
 	stateNextPoll   = 1 << 3
 	stateLastError  = 1 << 4
-	stateFields     = stateProgressAt | stateAttempts | stateErrorSince | stateNextPoll | stateLastError
+	// stateMaxCompleted came after the others: a build that does not know it refuses
+	// only the records that hold it, those of an operation whose progress went back
+	// under a stall timeout.
+	stateMaxCompleted = 1 << 5
+	stateFields       = stateProgressAt | stateAttempts | stateErrorSince | stateNextPoll | stateLastError | stateMaxCompleted
 )
 
 // Operation phase codes, as written in byte 1 of an operation record and in the engine's
@@ -174,6 +178,7 @@ func appendMonitorState(b []byte, ms *operations.MonitorState) []byte {
 		{stateErrorSince, !ms.ErrorSince.IsZero()},
 		{stateNextPoll, !ms.NextPoll.IsZero()},
 		{stateLastError, ms.LastError != ""},
+		{stateMaxCompleted, ms.MaxCompleted != 0},
 	} {
 		if f.set {
 			fields |= f.bit
@@ -194,6 +199,9 @@ func appendMonitorState(b []byte, ms *operations.MonitorState) []byte {
 	}
 	if fields&stateLastError != 0 {
 		b = appendString(b, ms.LastError)
+	}
+	if fields&stateMaxCompleted != 0 {
+		b = appendInt(b, ms.MaxCompleted)
 	}
 	return b
 }
@@ -584,6 +592,11 @@ func (d *Decoder) monitorState(ms *operations.MonitorState) {
 	if fields&stateLastError != 0 {
 		if ms.LastError = d.str(); ms.LastError == "" {
 			d.Fail("last error written empty")
+		}
+	}
+	if fields&stateMaxCompleted != 0 {
+		if ms.MaxCompleted = d.varint(); ms.MaxCompleted == 0 {
+			d.Fail("highest count completed written as zero")
 		}
 	}
 }

@@ -46,7 +46,8 @@ var (
 		op := fuzzOp.Clone()
 		op.Status.Phase = operations.OperationInProgress
 		op.Monitor = operations.MonitorState{ProgressAt: time.Unix(60, 7).UTC(), Attempts: 3,
-			ErrorSince: time.Unix(90, 0).In(time.FixedZone("X", 3600)), NextPoll: time.Unix(150, 0).UTC(), LastError: "unavailable"}
+			ErrorSince: time.Unix(90, 0).In(time.FixedZone("X", 3600)), NextPoll: time.Unix(150, 0).UTC(), LastError: "unavailable",
+			MaxCompleted: 2}
 		return op
 	}()
 )
@@ -118,12 +119,13 @@ func TestRecordRoundTrip(t *testing.T) {
 func TestOperationMonitorState(t *testing.T) {
 	full := fuzzOpState.Monitor
 	states := map[string]operations.MonitorState{
-		"all":         full,
-		"progress at": {ProgressAt: full.ProgressAt},
-		"attempts":    {Attempts: full.Attempts},
-		"error since": {ErrorSince: full.ErrorSince},
-		"next poll":   {NextPoll: full.NextPoll},
-		"last error":  {LastError: full.LastError},
+		"all":           full,
+		"progress at":   {ProgressAt: full.ProgressAt},
+		"attempts":      {Attempts: full.Attempts},
+		"error since":   {ErrorSince: full.ErrorSince},
+		"next poll":     {NextPoll: full.NextPoll},
+		"last error":    {LastError: full.LastError},
+		"max completed": {MaxCompleted: full.MaxCompleted},
 	}
 	eq := cmp.Comparer(func(a, b time.Time) bool { return zonedOf(a) == zonedOf(b) })
 	plain := fuzzOpState.Clone()
@@ -189,6 +191,7 @@ func TestOperationMonitorState(t *testing.T) {
 		append(bytes.Clone(plainRec[:at]), stateAttempts, 0),
 		append(bytes.Clone(plainRec[:at]), stateNextPoll, timeZero),
 		append(bytes.Clone(plainRec[:at]), stateLastError, 0),
+		append(bytes.Clone(plainRec[:at]), stateMaxCompleted, 0),
 	} {
 		bad[0] = opFormat2
 		_, err := DecodeOperation(fuzzOpState.Owner, bad)
