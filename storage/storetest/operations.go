@@ -42,6 +42,7 @@ func testKeepsMonitorState(t tb, s operations.Store) {
 		newOp(o, "next", operations.OperationInProgress),
 		newOp(o, "last", operations.OperationInProgress),
 		newOp(o, "none", operations.OperationInProgress),
+		newOp(o, "max", operations.OperationInProgress),
 	}
 	ops[0].Monitor = full
 	ops[1].Monitor = operations.MonitorState{ProgressAt: full.ProgressAt}
@@ -49,6 +50,7 @@ func testKeepsMonitorState(t tb, s operations.Store) {
 	ops[3].Monitor = operations.MonitorState{ErrorSince: full.ErrorSince}
 	ops[4].Monitor = operations.MonitorState{NextPoll: full.NextPoll}
 	ops[5].Monitor = operations.MonitorState{LastError: full.LastError}
+	ops[7].Monitor = operations.MonitorState{MaxCompleted: full.MaxCompleted}
 	mustPut(t, s, o, cloneOps(ops))
 	wantAllOps(t, s, o, ops)
 	wantOps(t, s, o, phases(operations.OperationNew), ops[1:2])

@@ -218,7 +218,7 @@ func newOp(o operations.Owner, id string, p operations.OperationPhase) operation
 // other than UTC.
 func fullMonitorState() operations.MonitorState {
 	return operations.MonitorState{ProgressAt: at(3), Attempts: 4, ErrorSince: at(4).In(time.FixedZone("UTC+2", 2*60*60)),
-		NextPoll: at(6), LastError: "rpc error: code = Unavailable"}
+		NextPoll: at(6), LastError: "rpc error: code = Unavailable", MaxCompleted: 12}
 }
 
 // newOps returns n operations of o in phase p with IDs prefix0000, prefix0001, ...

@@ -277,7 +277,9 @@ func (k *keeper) mayTake(holder string, free time.Time, ss Session, now time.Tim
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if now.Before(free.Add(2 * k.interval)) { // else no one took it for two intervals
+	// Two intervals are added one at a time: time.Time.Add saturates, and 2*k.interval
+	// would wrap around for the longest Duration, so that the run would be taken at once.
+	if now.Before(free.Add(k.interval).Add(k.interval)) { // else no one took it for two intervals
 		for !k.ended && k.share >= 0 && !k.full() && k.taking > 0 && len(k.claims)+k.taking >= k.share {
 			k.took.Wait()
 		}
