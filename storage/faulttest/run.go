@@ -131,6 +131,7 @@ func Run(t *testing.T, cfg Config) Report {
 		}
 		cfg.Calls = n
 	}
+	cfg = withDefaults(cfg)
 	t.Logf("fault harness: seed %d (replay: %s=%d go test -run '^%s$' in this package's directory)", seed, SeedEnv, seed, t.Name())
 	rep, problems, err := execute(seed, cfg)
 	if err != nil {
@@ -138,8 +139,12 @@ func Run(t *testing.T, cfg Config) Report {
 	}
 	t.Log(rep)
 	if len(problems) > 0 {
+		shown := problems
+		if len(shown) > 20 {
+			shown = append(shown[:20:20], fmt.Sprintf("... and %d more", len(problems)-20))
+		}
 		t.Errorf("fault harness, seed %d: %d failures:\n%s\nreplay: %s=%d %s=%d go test -run '^%s$' in this package's directory",
-			seed, len(problems), strings.Join(problems, "\n"), SeedEnv, seed, CallsEnv, cfg.Calls, t.Name())
+			seed, len(problems), strings.Join(shown, "\n"), SeedEnv, seed, CallsEnv, cfg.Calls, t.Name())
 	}
 	return rep
 }
@@ -197,7 +202,7 @@ func execute(seed int64, cfg Config) (Report, []string, error) {
 
 	h.mu.Lock()
 	calls := slices.Clone(h.calls)
-	problems = append(slices.Clone(h.problems), problems...)
+	recorded := slices.Clone(h.problems)
 	rep.Calls = make(map[string]int)
 	for m, n := range h.methods {
 		rep.Calls[m] = n
@@ -218,7 +223,7 @@ func execute(seed int64, cfg Config) (Report, []string, error) {
 		problems = append(problems, fmt.Sprintf("the linearizability check did not end within %s", cfg.CheckTimeout))
 	}
 	rep.Check = time.Since(start)
-	return rep, problems, nil
+	return rep, append(problems, recorded...), nil
 }
 
 // visualize checks history again, keeping what porcupine needs to draw it, and writes
@@ -366,7 +371,7 @@ func (w *workload) newOps(rng *rand.Rand, o operations.Owner, n int) []operation
 			Owner: o, Action: "example.io/mover", ID: id,
 			Resource: operations.ResourceIdentifier{Resource: "persistentvolumeclaims", Namespace: "app", Name: "data-" + id},
 			Status: operations.Status{Phase: operations.OperationNew, NTotal: 3, OperationUnits: "Bytes",
-				Description: fmt.Sprintf("copying %s %016x%016x", id, rng.Uint64(), rng.Uint64()), Created: t0},
+				Description: "copying " + id + " " + noise(rng), Created: t0},
 		}
 	}
 	w.mu.Lock()
@@ -375,6 +380,16 @@ func (w *workload) newOps(rng *rand.Rand, o operations.Owner, n int) []operation
 	}
 	w.mu.Unlock()
 	return ops
+}
+
+// noise returns 256 hex digits at random: a text that does not compress, so that a
+// run of a dozen operations outgrows a small inline limit and spills (kubestore).
+func noise(rng *rand.Rand) string {
+	var b strings.Builder
+	for range 16 {
+		fmt.Fprintf(&b, "%016x", rng.Uint64())
+	}
+	return b.String()
 }
 
 func (w *workload) someID(rng *rand.Rand, o operations.Owner) string {
@@ -450,7 +465,7 @@ func (w *workload) put(ctx context.Context, rng *rand.Rand, s operations.Store, 
 			Owner: o, Action: "example.io/mover", ID: id,
 			Resource: operations.ResourceIdentifier{Resource: "persistentvolumeclaims", Namespace: "app", Name: "data-" + id},
 			Status: operations.Status{Phase: p, NCompleted: int64(1 + rng.Intn(3)), NTotal: 3, OperationUnits: "Bytes",
-				Description: fmt.Sprintf("replaced %016x", rng.Uint64()), Created: t0},
+				Description: "replaced " + noise(rng), Created: t0},
 		})
 	}
 	start := w.h.clock.Load()
