@@ -127,7 +127,7 @@ func TestBrokenStoresFail(t *testing.T) {
 				s := memstore.New()
 				broken := wrap(s)
 				cfg := memConfig(s, func(operations.Store) operations.Store { return broken })
-				cfg.Calls = 600
+				cfg.Calls = 300
 				start := time.Now()
 				rep, problems, err := execute(seed, cfg)
 				if err != nil {

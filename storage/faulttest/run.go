@@ -218,7 +218,7 @@ func execute(seed int64, cfg Config) (Report, []string, error) {
 	history := operationsOf(calls, w.owners)
 	switch porcupine.CheckOperationsTimeout(m, history, cfg.CheckTimeout) {
 	case porcupine.Illegal:
-		problems = append(problems, "the history is not linearizable"+visualize(m, history, cfg.CheckTimeout))
+		problems = append(problems, "the history is not linearizable"+visualize(m, history, min(cfg.CheckTimeout, time.Minute)))
 	case porcupine.Unknown:
 		problems = append(problems, fmt.Sprintf("the linearizability check did not end within %s", cfg.CheckTimeout))
 	}
