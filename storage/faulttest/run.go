@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand"
 	"os"
 	"slices"
@@ -218,7 +219,7 @@ func execute(seed int64, cfg Config) (Report, []string, error) {
 	history := operationsOf(calls, w.owners)
 	switch porcupine.CheckOperationsTimeout(m, history, cfg.CheckTimeout) {
 	case porcupine.Illegal:
-		problems = append(problems, "the history is not linearizable"+visualize(m, history, min(cfg.CheckTimeout, time.Minute)))
+		problems = append(problems, "the history is not linearizable"+illegal(m, history, min(cfg.CheckTimeout, time.Minute)))
 	case porcupine.Unknown:
 		problems = append(problems, fmt.Sprintf("the linearizability check did not end within %s", cfg.CheckTimeout))
 	}
@@ -226,22 +227,80 @@ func execute(seed int64, cfg Config) (Report, []string, error) {
 	return rep, append(problems, recorded...), nil
 }
 
-// visualize checks history again, keeping what porcupine needs to draw it, and writes
-// the drawing to a file it names; it returns "" when it cannot.
-func visualize(m porcupine.Model, history []porcupine.Operation, timeout time.Duration) string {
+// illegal says which owners' histories are not linearizable, writes each of them to a
+// text file, one call a line in the order of their invocations, and has porcupine draw
+// the whole history; it returns what to add to the failure's message.
+func illegal(m porcupine.Model, history []porcupine.Operation, timeout time.Duration) string {
+	var b strings.Builder
+	for _, part := range m.Partition(history) {
+		if porcupine.CheckOperationsTimeout(m, part, timeout) != porcupine.Illegal {
+			continue
+		}
+		o := part[0].Input.(*input).owner
+		fmt.Fprintf(&b, "; the calls of %s", o)
+		f, err := os.CreateTemp("", "itemops-faulttest-*.txt")
+		if err != nil {
+			continue
+		}
+		for _, op := range part {
+			end := "?"
+			if op.Return != math.MaxInt64 {
+				end = strconv.FormatInt(op.Return, 10)
+			}
+			fmt.Fprintf(f, "%d-%s client %d: %s\n", op.Call, end, op.ClientId, m.DescribeOperation(op.Input, op.Output))
+		}
+		longest(f, m, part, timeout)
+		f.Close()
+		fmt.Fprintf(&b, " are in %s", f.Name())
+	}
 	res, info := porcupine.CheckOperationsVerbose(m, history, timeout)
 	if res != porcupine.Illegal {
-		return ""
+		return b.String()
 	}
 	f, err := os.CreateTemp("", "itemops-faulttest-*.html")
 	if err != nil {
-		return ""
+		return b.String()
 	}
 	defer f.Close()
 	if err := porcupine.Visualize(m, info, f); err != nil {
-		return ""
+		return b.String()
 	}
-	return "; porcupine's visualization: " + f.Name()
+	return b.String() + "; porcupine's drawing of the history: " + f.Name()
+}
+
+// longest writes to w the end of the longest linearization porcupine found of part, a
+// history that is not linearizable, with the states the model may be in after each
+// call, and the calls that could not follow it.
+func longest(w io.Writer, m porcupine.Model, part []porcupine.Operation, timeout time.Duration) {
+	_, info := porcupine.CheckOperationsVerbose(m, part, timeout)
+	lins := info.PartialLinearizations()
+	if len(lins) == 0 {
+		return
+	}
+	var best []int
+	for _, l := range lins[0] {
+		if len(l) > len(best) {
+			best = l
+		}
+	}
+	fmt.Fprintf(w, "\nthe longest linearization found holds %d of the %d calls; it ends with:\n", len(best), len(part))
+	state := m.Init()
+	done := make(map[int]bool)
+	for i, k := range best {
+		_, state = m.Step(state, part[k].Input, part[k].Output)
+		done[k] = true
+		if i >= len(best)-12 {
+			fmt.Fprintf(w, "  %d client %d: %s\n    -> %s\n", part[k].Call, part[k].ClientId, m.DescribeOperation(part[k].Input, part[k].Output), m.DescribeState(state))
+		}
+	}
+	fmt.Fprintf(w, "calls that do not follow it:\n")
+	n := 0
+	for k := range part {
+		if !done[k] && n < 12 {
+			n++
+			fmt.Fprintf(w, "  %d client %d: %s\n", part[k].Call, part[k].ClientId, m.DescribeOperation(part[k].Input, part[k].Output))
+		}
+	}
 }
 
 func withDefaults(cfg Config) Config {
