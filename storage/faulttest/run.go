@@ -339,10 +339,10 @@ func owners(n int) []operations.Owner {
 // A batch is a batch of operations the workload wrote: the IDs it inserted (IDs no
 // other batch uses), and the call that wrote it.
 type batch struct {
-	owner      operations.Owner
-	ids        []string
-	start, end int64
-	acked      bool
+	owner operations.Owner
+	ids   []string
+	start int64 // the stamp before the call
+	acked bool
 }
 
 // workload is the random workload of Run.
@@ -411,15 +411,6 @@ func (w *workload) call(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
-// endOf returns the stamp by which a call that returned err had ended: now, unless its
-// outcome is unknown (then never).
-func endOf(h *history, err error) int64 {
-	if classify(err, nil) == unknown {
-		return 1<<63 - 1
-	}
-	return h.clock.Load()
-}
-
 // newOps returns n operations of o with IDs no other batch has, and records them.
 func (w *workload) newOps(rng *rand.Rand, o operations.Owner, n int) []operations.Operation {
 	b := w.batchSeq.Add(1)
@@ -462,7 +453,7 @@ func (w *workload) someID(rng *rand.Rand, o operations.Owner) string {
 }
 
 func (w *workload) addBatch(o operations.Owner, ops []operations.Operation, fresh int, start int64, err error) {
-	b := batch{owner: o, start: start, end: endOf(w.h, err), acked: err == nil}
+	b := batch{owner: o, start: start, acked: err == nil}
 	for _, op := range ops[:fresh] {
 		b.ids = append(b.ids, op.ID)
 	}
