@@ -72,7 +72,7 @@ func faultInterceptor(faults *faulttest.Faults) grpc.UnaryClientInterceptor {
 		switch f.Kind {
 		case faulttest.Delay:
 			select {
-			case <-time.After(f.Delay):
+			case <-time.After(f.Wait):
 			case <-ctx.Done():
 				return status.FromContextError(ctx.Err()).Err()
 			}

@@ -43,8 +43,8 @@ func (k Kind) String() string {
 // A Fault is one decision of a [Faults] schedule.
 type Fault struct {
 	Kind Kind
-	// Delay is how long Delay holds the request.
-	Delay time.Duration
+	// Wait is how long a Delay holds the request.
+	Wait time.Duration
 	// Status is the HTTP status of a Refuse, or of a LoseAnswer; 0 in a LoseAnswer
 	// means a transport error instead of a status.
 	Status int
@@ -110,7 +110,7 @@ func (f *Faults) Next() Fault {
 	f.counts[k]++
 	switch k {
 	case Delay:
-		return Fault{Kind: k, Delay: time.Duration(1+f.rng.Intn(20)) * time.Millisecond}
+		return Fault{Kind: k, Wait: time.Duration(1+f.rng.Intn(20)) * time.Millisecond}
 	case LoseAnswer:
 		return Fault{Kind: k, Status: []int{0, 0, http.StatusInternalServerError, http.StatusGatewayTimeout}[f.rng.Intn(4)]}
 	case Refuse:
@@ -168,7 +168,7 @@ func (t faultyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch fault.Kind {
 	case Delay:
 		select {
-		case <-time.After(fault.Delay):
+		case <-time.After(fault.Wait):
 		case <-req.Context().Done():
 			closeBody(req)
 			return nil, req.Context().Err()

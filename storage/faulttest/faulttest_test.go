@@ -23,7 +23,7 @@ func faulty(s operations.Store, faults *Faults) operations.Store {
 		f := faults.Next()
 		switch f.Kind {
 		case Delay:
-			time.Sleep(f.Delay)
+			time.Sleep(f.Wait)
 		case LoseAnswer:
 			if err := call(ctx); err != nil {
 				return err
@@ -164,7 +164,7 @@ func TestRoundTripper(t *testing.T) {
 		status  int // 0: a transport error
 	}{
 		{fault: Fault{Kind: None}, method: "GET", reached: true, status: 200},
-		{fault: Fault{Kind: Delay, Delay: time.Millisecond}, method: "GET", reached: true, status: 200},
+		{fault: Fault{Kind: Delay, Wait: time.Millisecond}, method: "GET", reached: true, status: 200},
 		{fault: Fault{Kind: LoseAnswer}, method: "PUT", reached: true},
 		{fault: Fault{Kind: LoseAnswer, Status: 504}, method: "PUT", reached: true, status: 504},
 		{fault: Fault{Kind: Refuse, Status: 409}, method: "PUT", status: 409},

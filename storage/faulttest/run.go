@@ -228,8 +228,9 @@ func execute(seed int64, cfg Config) (Report, []string, error) {
 }
 
 // illegal says which owners' histories are not linearizable, writes each of them to a
-// text file, one call a line in the order of their invocations, and has porcupine draw
-// the whole history; it returns what to add to the failure's message.
+// text file, one call a line with its invocation and return stamps ("?": unknown
+// outcome), and has porcupine draw the whole history; it returns what to add to the
+// failure's message.
 func illegal(m porcupine.Model, history []porcupine.Operation, timeout time.Duration) string {
 	var b strings.Builder
 	for _, part := range m.Partition(history) {
