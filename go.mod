@@ -3,6 +3,7 @@ module github.com/itemops/itemops
 go 1.23.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/google/go-cmp v0.6.0
 	github.com/looplab/fsm v1.0.3
 	github.com/stretchr/testify v1.10.0

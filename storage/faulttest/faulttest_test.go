@@ -1,0 +1,194 @@
+package faulttest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/decorate"
+	"github.com/itemops/itemops/storage/memstore"
+)
+
+// faulty returns s behind faults, as a channel to a server would be: a lost answer
+// makes the call and then fails it, a refusal or a reset fails it without making it.
+func faulty(s operations.Store, faults *Faults) operations.Store {
+	return decorate.Store(s, func(ctx context.Context, c decorate.Call, call func(context.Context) error) error {
+		f := faults.Next()
+		switch f.Kind {
+		case Delay:
+			time.Sleep(f.Wait)
+		case LoseAnswer:
+			if err := call(ctx); err != nil {
+				return err
+			}
+			return errors.New("fault injected: answer lost")
+		case Refuse, Reset:
+			return errors.New("fault injected: " + f.Kind.String())
+		}
+		return call(ctx)
+	})
+}
+
+// memConfig returns a Config of replicas that share the memstore s, each made by wrap.
+func memConfig(s operations.Store, wrap func(operations.Store) operations.Store) Config {
+	return Config{
+		Open: func(_ int, faults *Faults) (operations.Store, error) {
+			return faulty(wrap(s), faults), nil
+		},
+		Fresh: func() (operations.Store, error) { return s, nil },
+		Calls: 2000,
+	}
+}
+
+func TestSoundStorePasses(t *testing.T) {
+	for seed := range int64(3) {
+		s := memstore.New()
+		rep, problems, err := execute(seed, memConfig(s, func(s operations.Store) operations.Store { return s }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(rep)
+		if len(problems) > 0 {
+			t.Errorf("seed %d: a sound store fails the harness:\n%s", seed, strings.Join(problems, "\n"))
+		}
+		if rep.Unknown == 0 || rep.Calls["UpdateRun"] == 0 || rep.Calls["PutOperations"] == 0 {
+			t.Errorf("seed %d: the workload left calls out: %v", seed, rep)
+		}
+	}
+}
+
+// dropping acknowledges every tenth PutOperations without writing it.
+type dropping struct {
+	*memstore.Store
+	n atomic.Int64
+}
+
+func (d *dropping) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
+	if d.n.Add(1)%10 == 0 {
+		return nil
+	}
+	return d.Store.PutOperations(ctx, o, ops)
+}
+
+// stale answers every other GetRun with the run it read the time before.
+type stale struct {
+	*memstore.Store
+	mu   sync.Mutex
+	n    int
+	last map[operations.Owner]operations.Run
+}
+
+func (s *stale) GetRun(ctx context.Context, o operations.Owner) (operations.Run, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	if r, ok := s.last[o]; ok && s.n%2 == 0 {
+		return r, nil
+	}
+	r, err := s.Store.GetRun(ctx, o)
+	if err == nil {
+		s.last[o] = r
+	}
+	return r, err
+}
+
+// halfBatch writes only the first operation of every fifth batch of more than one.
+type halfBatch struct {
+	*memstore.Store
+	n atomic.Int64
+}
+
+func (h *halfBatch) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
+	if len(ops) > 1 && h.n.Add(1)%5 == 0 {
+		ops = ops[:1]
+	}
+	return h.Store.PutOperations(ctx, o, ops)
+}
+
+// TestBrokenStoresFail shows that the harness catches a store that breaks the contract:
+// each of these stores fails it, on every seed tried.
+func TestBrokenStoresFail(t *testing.T) {
+	for name, wrap := range map[string]func(*memstore.Store) operations.Store{
+		"acknowledged write dropped": func(s *memstore.Store) operations.Store { return &dropping{Store: s} },
+		"stale read": func(s *memstore.Store) operations.Store {
+			return &stale{Store: s, last: make(map[operations.Owner]operations.Run)}
+		},
+		"batch written in part": func(s *memstore.Store) operations.Store { return &halfBatch{Store: s} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			for seed := range int64(3) {
+				s := memstore.New()
+				broken := wrap(s)
+				cfg := memConfig(s, func(operations.Store) operations.Store { return broken })
+				cfg.Calls = 300
+				start := time.Now()
+				rep, problems, err := execute(seed, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Log(rep, time.Since(start))
+				caught := false
+				for _, p := range problems {
+					// A check that did not end in time found nothing.
+					caught = caught || !strings.Contains(p, "did not end")
+					t.Logf("seed %d: %s", seed, p)
+				}
+				if !caught {
+					t.Errorf("seed %d: the harness passes a store whose %s: %v", seed, name, rep)
+				}
+			}
+		})
+	}
+}
+
+// TestRoundTripper checks each kind of fault of the transport against a server that
+// counts the requests it gets.
+func TestRoundTripper(t *testing.T) {
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		w.Write([]byte("{}"))
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		fault   Fault
+		method  string
+		reached bool
+		status  int // 0: a transport error
+	}{
+		{fault: Fault{Kind: None}, method: "GET", reached: true, status: 200},
+		{fault: Fault{Kind: Delay, Wait: time.Millisecond}, method: "GET", reached: true, status: 200},
+		{fault: Fault{Kind: LoseAnswer}, method: "PUT", reached: true},
+		{fault: Fault{Kind: LoseAnswer, Status: 504}, method: "PUT", reached: true, status: 504},
+		{fault: Fault{Kind: Refuse, Status: 409}, method: "PUT", status: 409},
+		{fault: Fault{Kind: Refuse, Status: 409}, method: "POST", status: 503},
+		{fault: Fault{Kind: Refuse, Status: 429}, method: "POST", status: 429},
+		{fault: Fault{Kind: Reset}, method: "DELETE"},
+	} {
+		rt := faultyTransport{rt: http.DefaultTransport, next: func() Fault { return tc.fault }}
+		before := got.Load()
+		req, _ := http.NewRequest(tc.method, srv.URL+"/x", strings.NewReader("{}"))
+		resp, err := rt.RoundTrip(req)
+		if reached := got.Load() > before; reached != tc.reached {
+			t.Errorf("%v %s: the server got the request: %t, want %t", tc.fault, tc.method, reached, tc.reached)
+		}
+		switch {
+		case tc.status == 0 && err == nil:
+			t.Errorf("%v %s: status %d, want a transport error", tc.fault, tc.method, resp.StatusCode)
+		case tc.status != 0 && err != nil:
+			t.Errorf("%v %s: %v, want status %d", tc.fault, tc.method, err, tc.status)
+		case tc.status != 0 && resp.StatusCode != tc.status:
+			t.Errorf("%v %s: status %d, want %d", tc.fault, tc.method, resp.StatusCode, tc.status)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+	}
+}
