@@ -45,7 +45,13 @@
 //   - Every request waits at most [Options.RequestTimeout] (10 s by default). A request
 //     etcd does not answer in time, or cannot take (no leader, no connection), fails with
 //     [ErrUnavailable]; a write that fails so may or may not have been made, but whole or
-//     not at all.
+//     not at all. The etcd client sends a request again, a write included, when an
+//     attempt fails with DeadlineExceeded while the request's own deadline has not
+//     passed. etcd itself never answers so, but a proxy between the client and etcd that
+//     does, after etcd applied a write, makes the second sending find that write: the
+//     store then takes it for a concurrent one, and the call may fail with an error
+//     (its update function's, say) although its write was made. Give a proxy a
+//     deadline longer than RequestTimeout, or none.
 //   - A read (one call of the engine, such as a ListOperations) is made at one etcd
 //     revision, that of its first request; lists are read in pages ([Options.PageSize])
 //     at that revision. When etcd compacts that revision away before the last page is

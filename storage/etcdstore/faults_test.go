@@ -54,18 +54,23 @@ func TestFaults(t *testing.T) {
 }
 
 // faultInterceptor is a gRPC interceptor that does to each unary request to etcd what
-// faults decides: it delays it; sends it and loses etcd's answer (Unavailable, or
-// DeadlineExceeded for a 504); refuses it unsent (ResourceExhausted for a 429, else
-// Unavailable); or fails it unsent as a reset connection (Unavailable). The etcd client
-// puts its own retries outside it, so each attempt is a request of its own. Streams
-// (watches, lease keep-alives) are not faulted.
+// faults decides: it delays it; sends it and loses etcd's answer (Unavailable, as a
+// connection that closes after the server applied the request); refuses it unsent
+// (ResourceExhausted for a 429, else Unavailable); or fails it unsent as a reset
+// connection (Unavailable). The etcd client puts its own retries outside it, so each
+// attempt is a request of its own. Streams (watches, lease keep-alives) are not
+// faulted.
 //
-// The DeadlineExceeded of a lost answer is what a server (or a proxy) whose own deadline
-// passed first sends while the caller's context is still alive. The etcd client then
-// sends the request again, a write transaction included; the second send finds the
-// first one's write and fails its compare, and the store takes its own write for a
-// concurrent one (the harness reports the history as not linearizable, or its check
-// does not end). That is a finding, not a fault of the harness: it is left in.
+// A lost answer is never DeadlineExceeded. The etcd client sends any request again,
+// a write transaction included, when an attempt fails with DeadlineExceeded while the
+// caller's context is still alive; the second sending then finds the first one's write
+// and fails its compare, and the store takes its own write for a concurrent one (the
+// harness found it: an UpdateRun that returned its update function's error for a
+// write that was applied). etcd sends no such status while the store's context is
+// alive: the store gives each request a deadline (Options.RequestTimeout) that the
+// server's copy of it, which starts later, cannot pass first. Only a proxy between the
+// client and etcd that sends DeadlineExceeded on its own could; storage/etcdstore's
+// doc says so.
 func faultInterceptor(faults *faulttest.Faults) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		f := faults.Next()
@@ -79,9 +84,6 @@ func faultInterceptor(faults *faulttest.Faults) grpc.UnaryClientInterceptor {
 		case faulttest.LoseAnswer:
 			if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
 				return err
-			}
-			if f.Status == http.StatusGatewayTimeout {
-				return status.Error(codes.DeadlineExceeded, "fault injected: answer lost after etcd applied the request")
 			}
 			return status.Error(codes.Unavailable, "fault injected: answer lost after etcd applied the request")
 		case faulttest.Refuse:
