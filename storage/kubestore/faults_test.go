@@ -18,7 +18,10 @@ import (
 // spill: InlineBytes of 1 KiB and ChunkBytes of 16 KiB put most runs' operations in
 // chunks. See faulttest's documentation for the workload, the checks, and
 // ITEMOPS_FAULT_SEED and ITEMOPS_FAULT_OPS, which replay a failure and set its length.
+// It runs beside the conformance suites (t.Parallel), in a namespace of its own; it
+// judges nothing by time.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	cfg := config(t)
 	ns := newNamespace(t, cfg)
 	grant(t, cfg, ns, shippedRole(t))
