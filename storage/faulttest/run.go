@@ -51,7 +51,8 @@ type Config struct {
 	// Replicas is how many stores Open opens, each with a Monitor. Zero means 3.
 	Replicas int
 	// Owners is how many owners the runs belong to: few, so that calls collide. Zero
-	// means 6.
+	// means 6 for every 2,000 calls (at least 6), so that a long form's history of each
+	// owner, which porcupine searches alone, is as long as the short form's.
 	Owners int
 	// Workers is how many goroutines call the stores at once. Zero means 6.
 	Workers int
@@ -312,7 +313,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Replicas = 3
 	}
 	if cfg.Owners == 0 {
-		cfg.Owners = 6
+		cfg.Owners = max(6, 6*cfg.Calls/2000)
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = 6
