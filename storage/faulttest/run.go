@@ -116,7 +116,9 @@ func (r Report) String() string {
 // Run runs a seeded random workload on the stores of cfg under faults, checks its
 // history, logs its Report and returns it. It fails t, printing the seed and how to
 // replay it, when the history is not linearizable or an invariant fails (see the
-// package documentation).
+// package documentation), and when the workload made fewer than Config.Calls calls or
+// fewer than 5% of its requests were faulted (a store whose requests do not pass
+// through faults).
 func Run(t *testing.T, cfg Config) Report {
 	t.Helper()
 	seed := time.Now().UnixNano()
@@ -140,6 +142,18 @@ func Run(t *testing.T, cfg Config) Report {
 		t.Fatalf("fault harness, seed %d: %v", seed, err)
 	}
 	t.Log(rep)
+	// The harness checks its own channel: a store whose requests do not pass through
+	// faults (Config.Open not wired) shows too few faults, and is tested for nothing.
+	if n := rep.TotalCalls(); n < cfg.Calls {
+		problems = append(problems, fmt.Sprintf("%d store calls, want at least %d", n, cfg.Calls))
+	}
+	faulted := 0
+	for _, n := range rep.Faults {
+		faulted += n
+	}
+	if faulted*20 < rep.Requests || rep.Requests == 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d requests faulted, want at least 5%%: does Config.Open send the store's requests through faults?", faulted, rep.Requests))
+	}
 	if len(problems) > 0 {
 		shown := problems
 		if len(shown) > 20 {
