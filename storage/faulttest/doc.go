@@ -29,8 +29,9 @@
 // ResourceExhausted on etcd) and 3% fail as a connection reset before they are sent.
 // [Faults.RoundTripper] does so for an HTTP client (Kubernetes' rest.Config.WrapTransport);
 // storage/etcdstore's tests do the same with a gRPC interceptor. Watches are not
-// faulted. The short form does not pause or restart the server process; neither does
-// it cut a call short by its context.
+// faulted. One call in 30 is given a deadline of less than 20 ms, which may end it
+// between any two of its requests or during one. The harness does not pause or
+// restart the server process.
 //
 // # The checks
 //

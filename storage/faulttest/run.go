@@ -381,10 +381,16 @@ type workload struct {
 // t0 is the time stamped on what the workload writes.
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 
-// work makes calls until the history holds cfg.Calls of them.
+// work makes calls until the history holds cfg.Calls of them. One call in 30 gets a
+// deadline of less than 20 ms, which may end it at any point of its requests, as a
+// caller that gives up would.
 func (w *workload) work(rng *rand.Rand) {
 	for w.h.count() < w.cfg.Calls {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		d := 30 * time.Second
+		if rng.Intn(30) == 0 {
+			d = time.Duration(rng.Int63n(int64(20 * time.Millisecond)))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		w.call(ctx, rng)
 		cancel()
 	}
