@@ -51,8 +51,10 @@ type Config struct {
 	// Replicas is how many stores Open opens, each with a Monitor. Zero means 3.
 	Replicas int
 	// Owners is how many owners the runs belong to: few, so that calls collide. Zero
-	// means 6 for every 2,000 calls (at least 6), so that a long form's history of each
-	// owner, which porcupine searches alone, is as long as the short form's.
+	// means 12 for every 2,000 calls (at least 12), so that each owner's history, which
+	// porcupine searches alone, holds about 170 calls whatever the length: porcupine's
+	// search grows steeply with the calls of unknown outcome in one history (with 6
+	// owners, a check of kubestore's 2,000 calls once took over its 2 minutes).
 	Owners int
 	// Workers is how many goroutines call the stores at once. Zero means 6.
 	Workers int
@@ -327,7 +329,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Replicas = 3
 	}
 	if cfg.Owners == 0 {
-		cfg.Owners = max(6, 6*cfg.Calls/2000)
+		cfg.Owners = max(12, 12*cfg.Calls/2000)
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = 6
