@@ -53,10 +53,9 @@ type readResult struct {
 // Open); a run whose object was deleted may read as deleted. A sweep after the edit
 // deletes no object but the chunks of a run whose object the edit deleted; once every
 // edit is put back, every read returns what it did before them. With -short, every
-// fifth edit is made. It runs beside the conformance suites (t.Parallel): its store has
-// a namespace of its own.
+// fifth edit is made. It does not run beside the conformance suites (t.Parallel): it
+// sets the sweep's pendingGrace, which every Store of the package reads.
 func TestHandEdits(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
 	s, cfg, ns := newStoreIn(t, opts)
