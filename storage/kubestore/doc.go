@@ -105,9 +105,9 @@
 // against its sum, then selects by its kind and phase. A LIST by label selector would
 // leave out, with no error, a run whose labels were edited by hand; reading them all
 // costs a LIST of the finished runs too: for the 10 waiting runs of a namespace that
-// also holds 200 completed runs of 20 operations, about 600 kB and 145 ms where the
-// labels' LIST took 26 kB and 14 ms (BenchmarkListRunsWaiting), so an operator should
-// delete finished runs it no longer needs. A snapshot that the API server no longer
+// also holds 200 completed runs of 20 operations, about 600 kB and 145 ms
+// (BenchmarkListRunsWaiting), so an operator should delete finished runs it no longer
+// needs. A snapshot that the API server no longer
 // holds when the next page is asked for (410 Gone) fails ListRuns with that error,
 // wrapped.
 //

@@ -13,10 +13,8 @@ import (
 // BenchmarkListRunsWaiting lists the 10 waiting runs of a namespace that also holds
 // 200 completed runs of 20 operations each, as a Monitor's pass does: ListRuns reads
 // every run's object, so that no label edited by hand hides a run, and its cost grows
-// with the finished runs. It reports the requests and bytes received per ListRuns. On
-// 2 shared cores: 145 ms, 2 requests (the format marker's GET and one LIST) and 598 kB
-// received per ListRuns, where a LIST by label selector (before this store read every
-// object) took 14 ms, 1 request and 26 kB.
+// with the finished runs. It reports the requests and bytes received per ListRuns; its
+// figures are in docs/BENCHMARKS.md, kubestore, "ListRuns reads every run's object".
 func BenchmarkListRunsWaiting(b *testing.B) {
 	ctx := context.Background()
 	s, _, ns := newStoreIn(b, nil)
