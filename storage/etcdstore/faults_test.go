@@ -2,7 +2,9 @@ package etcdstore
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,20 +15,32 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/etcdstore/internal/etcdtest"
 	"github.com/itemops/itemops/storage/faulttest"
 )
 
 // TestFaults runs the fault harness of package storage/faulttest on etcd: three
 // replicas, each with a client of its own whose requests pass through faultInterceptor,
 // share a prefix, with limits that make the engine write most batches in several
-// transactions. See faulttest's documentation for the workload, the checks, and
-// ITEMOPS_FAULT_SEED and ITEMOPS_FAULT_OPS, which replay a failure and set its length.
+// transactions. The etcd server is a process of the test's own, which the harness
+// pauses (SIGSTOP) and kills and restarts (SIGKILL) while the workload runs. See
+// faulttest's documentation for the workload, the checks, and ITEMOPS_FAULT_SEED and
+// ITEMOPS_FAULT_OPS, which replay a failure and set its length.
 func TestFaults(t *testing.T) {
+	p, err := etcdtest.StartProcess(serverBin, t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := processServer{p}
+	t.Cleanup(func() {
+		_ = srv.Resume() // in case the harness failed within a pause
+		p.Stop()
+	})
 	prefix := newPrefix()
 	faulttest.Run(t, faulttest.Config{
 		Open: func(i int, faults *faulttest.Faults) (operations.Store, error) {
 			c, err := clientv3.New(clientv3.Config{
-				Endpoints:   []string{testServer.Endpoint()},
+				Endpoints:   []string{p.Endpoint()},
 				DialTimeout: 5 * time.Second,
 				Logger:      zap.NewNop(),
 				DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(faultInterceptor(faults))},
@@ -38,9 +52,29 @@ func TestFaults(t *testing.T) {
 			return openStore(t, c, prefix, small()), nil
 		},
 		Fresh: func() (operations.Store, error) {
-			return openStore(t, newClient(t, testServer), prefix, nil), nil
+			return openStore(t, newClient(t, p), prefix, nil), nil
 		},
+		Server: srv,
 	})
+}
+
+// processServer is faulttest's Server over an etcd server's process.
+type processServer struct{ p *etcdtest.Process }
+
+func (s processServer) Pause() error  { return s.signal(syscall.SIGSTOP) }
+func (s processServer) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s processServer) Restart() error {
+	s.p.Kill()
+	return s.p.Restart()
+}
+
+func (s processServer) signal(sig syscall.Signal) error {
+	pid := s.p.Pid()
+	if pid <= 0 { // never 0: kill(0) would signal the test's own process group
+		return fmt.Errorf("signal %v: the etcd server is not running", sig)
+	}
+	return syscall.Kill(pid, sig)
 }
 
 // faultInterceptor is a gRPC interceptor that does to each unary request to etcd what

@@ -30,8 +30,11 @@
 // [Faults.RoundTripper] does so for an HTTP client (Kubernetes' rest.Config.WrapTransport);
 // storage/etcdstore's tests do the same with a gRPC interceptor. Watches are not
 // faulted. One call in 30 is given a deadline of less than 20 ms, which may end it
-// between any two of its requests or during one. The harness does not pause or
-// restart the server process.
+// between any two of its requests or during one. When Config.Server is set, the
+// harness also pauses the server's process (SIGSTOP, 50 to 500 ms) and kills and
+// restarts the process that holds its data, every 300 to 700 ms of the workload (see
+// [Server]): storage/etcdstore's tests pause and restart etcd; storage/kubestore's
+// pause kube-apiserver and restart the etcd under it.
 //
 // # The checks
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,5 +191,90 @@ func TestRoundTripper(t *testing.T) {
 		if resp != nil {
 			resp.Body.Close()
 		}
+	}
+}
+
+// gatedServer is a Server over a gate that every store call passes: a pause holds the
+// gate until Resume, a restart holds it for a moment. It records what it was asked.
+type gatedServer struct {
+	gate    sync.RWMutex
+	mu      sync.Mutex
+	events  []string
+	restart error // what Restart returns
+}
+
+func (g *gatedServer) record(e string) {
+	g.mu.Lock()
+	g.events = append(g.events, e)
+	g.mu.Unlock()
+}
+
+func (g *gatedServer) Pause() error  { g.record("pause"); g.gate.Lock(); return nil }
+func (g *gatedServer) Resume() error { g.record("resume"); g.gate.Unlock(); return nil }
+
+func (g *gatedServer) Restart() error {
+	g.record("restart")
+	g.gate.Lock()
+	time.Sleep(10 * time.Millisecond)
+	g.gate.Unlock()
+	return g.restart
+}
+
+// pass makes a store call through the gate, taking 10 ms, as a call to a server would.
+func (g *gatedServer) pass(s operations.Store) operations.Store {
+	return decorate.Store(s, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
+		g.gate.RLock()
+		defer g.gate.RUnlock()
+		time.Sleep(10 * time.Millisecond)
+		return call(ctx)
+	})
+}
+
+// TestServerPausedAndRestarted checks what the harness does to a Config.Server: a
+// pause first, then a restart, every pause resumed before anything else happens, the
+// server running when the workload ends, the Report's counts true, and an error of the
+// server ending the harness.
+func TestServerPausedAndRestarted(t *testing.T) {
+	s := memstore.New()
+	srv := &gatedServer{}
+	cfg := memConfig(s, srv.pass)
+	cfg.Calls = 1200
+	cfg.Server = srv
+	rep, problems, err := execute(1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Errorf("a sound store fails the harness:\n%s", strings.Join(problems, "\n"))
+	}
+	srv.mu.Lock()
+	events := slices.Clone(srv.events)
+	srv.mu.Unlock()
+	t.Log(rep, events)
+	if len(events) < 3 || events[0] != "pause" || events[1] != "resume" || events[2] != "restart" {
+		t.Fatalf("the server was asked %v; want a pause, its resume and a restart first", events)
+	}
+	pauses, restarts := 0, 0
+	for i, e := range events {
+		switch e {
+		case "pause":
+			pauses++
+			if i+1 == len(events) || events[i+1] != "resume" {
+				t.Errorf("event %d of %v: a pause not followed by its resume", i, events)
+			}
+		case "restart":
+			restarts++
+		}
+	}
+	if rep.Pauses != pauses || rep.Restarts != restarts {
+		t.Errorf("Report says %d pauses and %d restarts; the server saw %d and %d", rep.Pauses, rep.Restarts, pauses, restarts)
+	}
+
+	srv = &gatedServer{restart: errors.New("cannot start")}
+	cfg = memConfig(memstore.New(), srv.pass)
+	cfg.Calls = 1200
+	cfg.Server = srv
+	if _, _, err := execute(1, cfg); err == nil || !strings.Contains(err.Error(), "cannot start") {
+		t.Errorf("execute with a server that cannot restart: %v; want its error", err)
 	}
 }

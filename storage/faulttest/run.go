@@ -61,6 +61,24 @@ type Config struct {
 	// CheckTimeout bounds porcupine's search; a check that does not end in time fails
 	// the test, as its result is unknown. Zero means 2 minutes.
 	CheckTimeout time.Duration
+	// Server, when set, is the server that the stores share, which the harness pauses
+	// and restarts while the workload runs (see [Server]). Nil: it does neither.
+	Server Server
+}
+
+// A Server is the process of the server that the stores share, for the harness to
+// pause and restart. While the workload runs, [Run] acts on it every 300 to 700 ms:
+// first a pause, then a restart, then either at random, one restart in three. A pause
+// lasts 50 to 500 ms. An error of a method ends the harness with that error.
+type Server interface {
+	// Pause stops the server's process (SIGSTOP): it neither answers nor refuses, and
+	// connections to it stay open, until Resume (SIGCONT).
+	Pause() error
+	Resume() error
+	// Restart kills the process that holds the server's data (SIGKILL), as a crash
+	// does, starts it again on the same data, and returns once it serves: etcd itself,
+	// or the etcd under a kube-apiserver.
+	Restart() error
 }
 
 // A Report is what a run of the harness did.
@@ -75,6 +93,8 @@ type Report struct {
 	// Unknown counts the calls whose outcome was unknown (an error that is not a
 	// definite answer).
 	Unknown int
+	// Pauses and Restarts count what the harness did to Config.Server.
+	Pauses, Restarts int
 	// Workload is how long the workload took, Check how long the checks took.
 	Workload, Check time.Duration
 }
@@ -110,8 +130,8 @@ func (r Report) String() string {
 	for k := Delay; k < numKinds; k++ {
 		fmt.Fprintf(&b, " %s %d", k, r.Faults[k.String()])
 	}
-	fmt.Fprintf(&b, "), %d outcomes unknown; workload %s, checks %s",
-		r.Unknown, r.Workload.Round(time.Millisecond), r.Check.Round(time.Millisecond))
+	fmt.Fprintf(&b, "), %d server pauses, %d server restarts, %d outcomes unknown; workload %s, checks %s",
+		r.Pauses, r.Restarts, r.Unknown, r.Workload.Round(time.Millisecond), r.Check.Round(time.Millisecond))
 	return b.String()
 }
 
@@ -156,6 +176,9 @@ func Run(t *testing.T, cfg Config) Report {
 	if faulted*20 < rep.Requests || rep.Requests == 0 {
 		problems = append(problems, fmt.Sprintf("%d of %d requests faulted, want at least 5%%: does Config.Open send the store's requests through faults?", faulted, rep.Requests))
 	}
+	if cfg.Server != nil && (rep.Pauses == 0 || rep.Restarts == 0) {
+		problems = append(problems, fmt.Sprintf("the server was paused %d times and restarted %d times, want both at least once: the workload ended too soon", rep.Pauses, rep.Restarts))
+	}
 	if len(problems) > 0 {
 		shown := problems
 		if len(shown) > 20 {
@@ -190,6 +213,16 @@ func execute(seed int64, cfg Config) (Report, []string, error) {
 
 	start := time.Now()
 	faults.Start()
+	rep := Report{Seed: seed, Faults: make(map[string]int)}
+	stop := make(chan struct{})
+	disturbed := make(chan error, 1)
+	go func() {
+		if cfg.Server == nil {
+			disturbed <- nil
+			return
+		}
+		disturbed <- disturb(rand.New(rand.NewSource(seed-1)), cfg.Server, stop, &rep)
+	}()
 	var wg sync.WaitGroup
 	for i := range cfg.Workers {
 		wg.Add(1)
@@ -199,8 +232,13 @@ func execute(seed int64, cfg Config) (Report, []string, error) {
 		}()
 	}
 	wg.Wait()
+	close(stop)
+	err := <-disturbed
 	faults.Stop()
-	rep := Report{Seed: seed, Workload: time.Since(start), Faults: make(map[string]int)}
+	rep.Workload = time.Since(start)
+	if err != nil {
+		return rep, nil, fmt.Errorf("pause or restart the server: %w", err)
+	}
 	var byKind [numKinds]int
 	rep.Requests, byKind = faults.Counts()
 	for k := Delay; k < numKinds; k++ {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/itemops/itemops/operations"
@@ -288,5 +291,69 @@ func TestStoreIdentity(t *testing.T) {
 				damaged(t, "a fresh Open", err)
 			}
 		})
+	}
+}
+
+// TestCRDReinstalled deletes the runs' CRD under an open Store, which deletes every
+// ItemopsRun of the cluster, and installs the CRDs again, as an administrator cleaning
+// up might. Every call of the open Store then fails with ErrCorrupt, and so does a
+// fresh Open: neither reads an empty store. It runs on the server disturbed (see
+// TestFaults), in sequence, as no other test could bear its CRD deleted.
+func TestCRDReinstalled(t *testing.T) {
+	ctx := context.Background()
+	admin := disturbed.Config(t)
+	if err := kubestore.InstallCRDs(ctx, admin); err != nil {
+		t.Fatalf("InstallCRDs: %v", err)
+	}
+	ns := newNamespace(t, admin)
+	user := disturbed.UserConfig(t, storeUser)
+	grantTo(t, admin, user, ns, shippedRole(t))
+	s, err := kubestore.Open(ctx, user, ns, nil)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	o := operations.Owner{Kind: phase.Backup, Name: "kept", UID: "uid-kept"}
+	if err := s.CreateRunWithOperations(ctx, waitingRun(t, o), testOps(o, 3, operations.OperationInProgress)); err != nil {
+		t.Fatalf("CreateRunWithOperations: %v", err)
+	}
+
+	crds := dynamic.NewForConfigOrDie(admin).Resource(crdGVR)
+	const runsCRD = "itemopsruns.store.itemops.io"
+	if err := crds.Delete(ctx, runsCRD, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete CRD %s: %v", runsCRD, err)
+	}
+	// The server deletes the CRD's objects before the CRD itself.
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := crds.Get(ctx, runsCRD, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("wait until CRD %s is gone: %v", runsCRD, err)
+	}
+	if err := kubestore.InstallCRDs(ctx, admin); err != nil {
+		t.Fatalf("InstallCRDs again: %v", err)
+	}
+
+	calls := func(s *kubestore.Store, who string) {
+		t.Helper()
+		_, err := s.GetRun(ctx, o)
+		damaged(t, who+": GetRun", err)
+		_, err = s.ListOperations(ctx, o, operations.OperationFilter{})
+		damaged(t, who+": ListOperations", err)
+		_, err = s.ListRuns(ctx, operations.RunFilter{})
+		damaged(t, who+": ListRuns", err)
+		_, err = s.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.WaitingForPluginOperations}})
+		damaged(t, who+": ListRuns of the waiting runs", err)
+		damaged(t, who+": PutOperations", s.PutOperations(ctx, o, testOps(o, 1, operations.OperationCompleted)))
+		fresh := operations.Owner{Kind: phase.Backup, Name: "fresh", UID: "uid-fresh"}
+		damaged(t, who+": CreateRun", s.CreateRun(ctx, waitingRun(t, fresh)))
+	}
+	calls(s, "the open Store")
+	if r, err := kubestore.Open(ctx, user, ns, nil); err == nil {
+		r.Close()
+		t.Errorf("a fresh Open succeeded; want ErrCorrupt")
+	} else {
+		damaged(t, "a fresh Open", err)
 	}
 }

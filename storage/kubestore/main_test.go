@@ -29,7 +29,7 @@ import (
 // namespaces, the bindings and the tests' own edits of objects use an administrator.
 var kube = apiservertest.New(apiservertest.Options{})
 
-func TestMain(m *testing.M) { os.Exit(kube.StopAfter(bare.StopAfter(m)).Run()) }
+func TestMain(m *testing.M) { os.Exit(kube.StopAfter(bare.StopAfter(disturbed.StopAfter(m))).Run()) }
 
 var (
 	installOnce sync.Once
@@ -75,6 +75,12 @@ func shippedRole(t testing.TB) *rbacv1.Role {
 // server authorizes storeUser by it, which it does a moment after the binding.
 func grant(t testing.TB, admin *rest.Config, ns string, role *rbacv1.Role) {
 	t.Helper()
+	grantTo(t, admin, userConfig(t), ns, role)
+}
+
+// grantTo is grant on the server of admin, whose storeUser has the configuration user.
+func grantTo(t testing.TB, admin, user *rest.Config, ns string, role *rbacv1.Role) {
+	t.Helper()
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(admin)
 	if err != nil {
@@ -93,7 +99,7 @@ func grant(t testing.TB, admin *rest.Config, ns string, role *rbacv1.Role) {
 	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create RoleBinding %s/%s: %v", ns, binding.Name, err)
 	}
-	user, err := kubernetes.NewForConfig(userConfig(t))
+	userClient, err := kubernetes.NewForConfig(user)
 	if err != nil {
 		t.Fatalf("kubernetes.NewForConfig: %v", err)
 	}
@@ -104,7 +110,7 @@ func grant(t testing.TB, admin *rest.Config, ns string, role *rbacv1.Role) {
 		},
 	}}
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := user.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		got, err := userClient.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		return err == nil && got.Status.Allowed, err
 	})
 	if err != nil {

@@ -34,6 +34,13 @@
 //     provide the binaries; when the environment sets CI=true they fail instead, so
 //     that a CI run that lost its binaries does not pass by skipping.
 //
+// # Disturbing a server
+//
+// [Server.PauseAPIServer] and [Server.ResumeAPIServer] stop kube-apiserver's process
+// and let it run again, and [Server.RestartEtcd] kills its etcd and starts it again on
+// the same data, for tests of what clients do when the server hangs or loses its
+// storage. Such a test takes a Server of its own, as no other test could bear them.
+//
 // A server whose binaries were found but which fails to start, or to install the CRDs
 // of [Options], fails the tests that ask for it, CI or not. A test binary that panics,
 // or that go test ends at its -timeout, exits without [Server.StopAfter]'s stop: its

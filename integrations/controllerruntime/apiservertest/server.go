@@ -40,6 +40,8 @@ type Server struct {
 	env       *envtest.Environment // nil until the server started
 	usersMu   sync.Mutex           // guards env's AddUser, which signs a certificate with the server's CA
 	links     string               // a directory to remove after the server stops, or ""
+	data      string               // etcd's data directory, removed after the server stops
+	etcdMu    sync.Mutex           // serializes RestartEtcd
 	cfg       *rest.Config         // nil when the start failed
 	err       error                // why the start failed
 }
@@ -100,16 +102,26 @@ func (s *Server) start() {
 		s.err = err
 		return
 	}
+	// etcd's data is in a directory of the Server's own, which envtest neither makes
+	// nor removes, so that RestartEtcd can start etcd again on it.
+	data, err := os.MkdirTemp("", "apiservertest-etcd-")
+	if err != nil {
+		s.err = err
+		os.RemoveAll(links)
+		return
+	}
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: data}
 	cfg, err := env.Start()
 	if err != nil {
 		// envtest stops etcd itself when kube-apiserver fails to start; its Stop would
 		// dereference the kube-apiserver that never ran.
 		s.err = fmt.Errorf("start kube-apiserver (%s) and etcd (%s) with envtest: %w", bins.apiServer, bins.etcd, err)
 		os.RemoveAll(links)
+		os.RemoveAll(data)
 		return
 	}
-	s.env, s.links = env, links
+	s.env, s.links, s.data = env, links, data
 	// The CRDs are installed once the server runs, so that a failure stops it.
 	if len(s.opts.CRDDirectoryPaths) > 0 {
 		_, err = envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: s.opts.CRDDirectoryPaths, ErrorIfPathMissing: true})
@@ -133,10 +145,12 @@ func (s *Server) StopAfter(m M) M {
 		if s.env == nil {
 			return code
 		}
+		_ = s.ResumeAPIServer() // a test that failed within a pause leaves it stopped
 		err := s.env.Stop()
 		if s.links != "" {
 			err = errors.Join(err, os.RemoveAll(s.links))
 		}
+		err = errors.Join(err, os.RemoveAll(s.data))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "apiservertest: stop kube-apiserver and etcd: %v\n", err)
 			if code == 0 {

@@ -21,8 +21,12 @@ import (
 
 var kube = New(Options{})
 
+// disturbed is a server of TestPauseAndRestart's own, which it pauses and whose etcd it
+// restarts.
+var disturbed = New(Options{})
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(kube.StopAfter(m))
+	goleak.VerifyTestMain(kube.StopAfter(disturbed.StopAfter(m)))
 }
 
 // TestConfigServesARealAPIServer writes an object and reads it back, and a write with a
@@ -157,4 +161,41 @@ func TestConfigWithAMissingCRD(t *testing.T) {
 	require.True(t, r.failed, "failed")
 	require.Contains(t, r.msg, "install the CRDs of [testdata/missing]")
 	require.Equal(t, 0, s.StopAfter(runFunc(func() int { return 0 })).Run(), "StopAfter of the server that started")
+}
+
+// TestPauseAndRestart pauses kube-apiserver, which then answers nothing until resumed,
+// and restarts its etcd, after which the server serves the objects it had and takes
+// writes again.
+func TestPauseAndRestart(t *testing.T) {
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(disturbed.Config(t))
+	require.NoError(t, err)
+	cms := cs.CoreV1().ConfigMaps("default")
+	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	require.NoError(t, disturbed.PauseAPIServer())
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = cms.Get(short, "kept", metav1.GetOptions{})
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a read from a paused server")
+	require.NoError(t, disturbed.ResumeAPIServer())
+	_, err = cms.Get(ctx, "kept", metav1.GetOptions{})
+	require.NoError(t, err, "a read from a resumed server")
+	require.NoError(t, disturbed.ResumeAPIServer(), "resuming a server that runs")
+
+	before, err := childWithArg("--data-dir=" + disturbed.data)
+	require.NoError(t, err)
+	require.NoError(t, disturbed.RestartEtcd())
+	after, err := childWithArg("--data-dir=" + disturbed.data)
+	require.NoError(t, err)
+	require.NotEqual(t, before, after, "etcd's process after RestartEtcd")
+	// kube-apiserver reconnects to etcd on its own, after a moment.
+	require.Eventually(t, func() bool {
+		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err)
+	}, time.Minute, 100*time.Millisecond, "a write after etcd restarted")
+	got, err := cms.Get(ctx, "kept", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"k": "v"}, got.Data, "an object written before etcd restarted")
 }

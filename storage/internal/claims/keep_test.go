@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -183,3 +184,26 @@ type oneSession struct{}
 
 func (oneSession) ID() string { return "session" }
 func (oneSession) Lost() bool { return false }
+
+// TestMayTakeWithTheLongestInterval: a session that holds its share does not take a run
+// that another session handed over less than two intervals ago, with an interval of the
+// longest Duration too, whose double wraps around to a negative Duration; it takes one
+// handed over longer ago.
+func TestMayTakeWithTheLongestInterval(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	free := now.Add(-time.Hour)
+	for _, tc := range []struct {
+		interval time.Duration
+		want     bool
+	}{
+		{interval: math.MaxInt64, want: false},
+		{interval: 40 * time.Minute, want: false},
+		{interval: 20 * time.Minute, want: true}, // free for three intervals
+	} {
+		k := &keeper{interval: tc.interval, share: 1, claims: map[string]*kept{"held": {}}}
+		k.took = sync.NewCond(&k.mu)
+		if got := k.mayTake("other", free, oneSession{}, now); got != tc.want {
+			t.Errorf("interval %v: a full session may take a run free for an hour: %t, want %t", tc.interval, got, tc.want)
+		}
+	}
+}
