@@ -59,7 +59,9 @@ type Config struct {
 	// Workers is how many goroutines call the stores at once. Zero means 6.
 	Workers int
 	// CheckTimeout bounds porcupine's search; a check that does not end in time fails
-	// the test, as its result is unknown. Zero means 2 minutes.
+	// the test, as its result is unknown. Zero means 2 minutes for every 2,000 calls
+	// (at least 2 minutes), as each owner's history searched is as long whatever the
+	// number of calls, and there are as many more of them.
 	CheckTimeout time.Duration
 	// Server, when set, is the server that the stores share, which the harness pauses
 	// and restarts while the workload runs (see [Server]). Nil: it does neither.
@@ -373,7 +375,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Workers = 6
 	}
 	if cfg.CheckTimeout == 0 {
-		cfg.CheckTimeout = 2 * time.Minute
+		cfg.CheckTimeout = max(2*time.Minute, time.Duration(cfg.Calls/2000)*2*time.Minute)
 	}
 	return cfg
 }

@@ -64,6 +64,35 @@ func flatWrites(p Partition, run RunChange, writes []Write) ([]Write, error) {
 // ScanRuns reads, in one Read, the run keys of the kinds f selects when f names no
 // phase, and otherwise the phase index entries of the phases f names, each phase once.
 func (f *flat) ScanRuns(ctx context.Context, q operations.RunFilter, fn func(p Partition, indexed phase.Phase, record []byte) error) error {
+	return f.b.Read(ctx, func(r Reader) error {
+		for _, sc := range f.scans(q) {
+			err := r.Scan(ctx, sc.start, sc.end, func(k, v []byte, _ Version) error {
+				p, err := sc.partition(k)
+				if err != nil {
+					return err
+				}
+				return fn(p, sc.phase, v)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// A runScan is one range of keys that lists runs: the run keys of a kind, or the phase
+// index entries of a kind (or of every kind of one's own) in one phase.
+type runScan struct {
+	start, end []byte
+	phase      phase.Phase // the phase of the index entries; empty for run keys
+	kind       phase.Kind  // empty: every kind of one's own
+}
+
+// scans returns the ranges that list the runs q selects: the run keys of the kinds q
+// selects when q names no phase, and otherwise the phase index entries of the phases q
+// names, each phase once.
+func (f *flat) scans(q operations.RunFilter) []runScan {
 	// The kinds to read; "" stands for every kind of one's own.
 	kinds := []phase.Kind{phase.Backup, phase.Restore, ""}
 	if q.Kind != "" {
@@ -72,43 +101,33 @@ func (f *flat) ScanRuns(ctx context.Context, q operations.RunFilter, fn func(p P
 			kinds = []phase.Kind{q.Kind}
 		}
 	}
-	return f.b.Read(ctx, func(r Reader) error {
-		for _, kind := range kinds {
-			if len(q.Phases) == 0 {
-				start := runPrefix(kind)
-				err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
-					o, err := ownerOfRunKey(k)
-					if err != nil {
-						return err
-					}
-					return fn(partitionOf(o), "", v)
-				})
-				if err != nil {
-					return err
-				}
-				continue
-			}
-			for i, p := range q.Phases {
-				if slices.Contains(q.Phases[:i], p) {
-					continue
-				}
+	var out []runScan
+	for _, kind := range kinds {
+		if len(q.Phases) == 0 {
+			start := runPrefix(kind)
+			out = append(out, runScan{start: start, end: end(start), kind: kind})
+			continue
+		}
+		for i, p := range q.Phases {
+			if !slices.Contains(q.Phases[:i], p) {
 				start := idxPrefix(kind, p)
-				err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
-					part := Partition{Kind: kind, Name: string(k[len(start):])}
-					if kind == "" {
-						o, err := ownerOfOwnIdxKey(start, k)
-						if err != nil {
-							return err
-						}
-						part = partitionOf(o)
-					}
-					return fn(part, p, v)
-				})
-				if err != nil {
-					return err
-				}
+				out = append(out, runScan{start: start, end: end(start), phase: p, kind: kind})
 			}
 		}
-		return nil
-	})
+	}
+	return out
+}
+
+// partition returns the partition of the run whose key (a run key or a phase index
+// entry's) sc found.
+func (sc runScan) partition(k []byte) (Partition, error) {
+	if sc.phase == "" {
+		o, err := ownerOfRunKey(k)
+		return partitionOf(o), err
+	}
+	if sc.kind == "" {
+		o, err := ownerOfOwnIdxKey(sc.start, k)
+		return partitionOf(o), err
+	}
+	return Partition{Kind: sc.kind, Name: string(k[len(sc.start):])}, nil
 }

@@ -106,49 +106,62 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 		if len(ops) == 0 {
 			return nil
 		}
-		// One write per operation in the usual case, a status update; a record that
-		// moves between unfinished and finished, or a new one, takes more, and grows it.
-		body := make([]Write, 0, len(ops)+2)
-		keys := keyArena{buf: make([]byte, 0, len(ops)*(len(prefix)+1+8))}
-		var fresh []int
-		var change RunChange
-		for i := range ops {
-			e := found[i]
-			if e.seq == 0 {
-				fresh = append(fresh, i)
-				continue
-			}
-			before := operations.Operation{Owner: o, ID: ops[i].ID, Status: operations.Status{Phase: record.CodePhases[e.code]}}
-			if err := operations.ValidateOperationUpdate(before, ops[i]); err != nil {
-				return fmt.Errorf("batch item %d: %w", i, err)
-			}
-			code := recs[i][1]
-			if record.Unfinished(code) != record.Unfinished(e.code) {
-				// The record moves from the unfinished to the finished keys (an update
-				// never revives a finished operation).
-				body = append(body, Write{Key: keys.record(prefix, e.seq, e.code), Delete: true})
-				change.Finished++
-			}
-			body = append(body, Write{Key: keys.record(prefix, e.seq, code), Value: recs[i]})
-			if code != e.code {
-				body = append(body, Write{Key: idKey(prefix, ops[i].ID), Value: appendIDEntry(nil, idEntry{e.seq, code})})
-			}
-		}
-		if len(fresh) > 0 {
-			newOps, newRecs := make([]operations.Operation, len(fresh)), make([][]byte, len(fresh))
-			for j, i := range fresh {
-				newOps[j], newRecs[j] = ops[i], recs[i]
-			}
-			body = append(body, planNew(prefix, &meta, newOps, newRecs)...)
-			change.Added, change.Finished = len(fresh), change.Finished+finished(newRecs)
+		body, change, err := planBatch(o, prefix, &meta, ops, recs, found)
+		if err != nil {
+			return err
 		}
 		conds := []Condition{{Key: rk, Version: runVer}, {Key: metaKey, Version: metaVer}}
-		return lost(s.commitBatch(ctx, partitionOf(o), prefix, conds, change, body, meta))
+		return lost(s.commitBatch(ctx, partitionOf(o), prefix, nil, conds, change, body, meta))
 	})
 	if err != nil {
 		return fmt.Errorf("put operations of %s: %w", o, err)
 	}
 	return nil
+}
+
+// planBatch returns the writes of a batch ops of o, whose records are recs, and what
+// they do to the run: found[i] is the ID index entry of ops[i] as stored (seq 0: not
+// stored yet, so ops[i] is new and is numbered from meta.next, which it advances). It
+// fails with the error of operations.ValidateOperationUpdate when the batch would revive
+// a finished operation.
+func planBatch(o operations.Owner, prefix []byte, meta *opsMetaValue, ops []operations.Operation, recs [][]byte, found []idEntry) ([]Write, RunChange, error) {
+	// One write per operation in the usual case, a status update; a record that
+	// moves between unfinished and finished, or a new one, takes more, and grows it.
+	body := make([]Write, 0, len(ops)+2)
+	keys := keyArena{buf: make([]byte, 0, len(ops)*(len(prefix)+1+8))}
+	var fresh []int
+	var change RunChange
+	for i := range ops {
+		e := found[i]
+		if e.seq == 0 {
+			fresh = append(fresh, i)
+			continue
+		}
+		before := operations.Operation{Owner: o, ID: ops[i].ID, Status: operations.Status{Phase: record.CodePhases[e.code]}}
+		if err := operations.ValidateOperationUpdate(before, ops[i]); err != nil {
+			return nil, RunChange{}, fmt.Errorf("batch item %d: %w", i, err)
+		}
+		code := recs[i][1]
+		if record.Unfinished(code) != record.Unfinished(e.code) {
+			// The record moves from the unfinished to the finished keys (an update
+			// never revives a finished operation).
+			body = append(body, Write{Key: keys.record(prefix, e.seq, e.code), Delete: true})
+			change.Finished++
+		}
+		body = append(body, Write{Key: keys.record(prefix, e.seq, code), Value: recs[i]})
+		if code != e.code {
+			body = append(body, Write{Key: idKey(prefix, ops[i].ID), Value: appendIDEntry(nil, idEntry{e.seq, code})})
+		}
+	}
+	if len(fresh) > 0 {
+		newOps, newRecs := make([]operations.Operation, len(fresh)), make([][]byte, len(fresh))
+		for j, i := range fresh {
+			newOps[j], newRecs[j] = ops[i], recs[i]
+		}
+		body = append(body, planNew(prefix, meta, newOps, newRecs)...)
+		change.Added, change.Finished = len(fresh), change.Finished+finished(newRecs)
+	}
+	return body, change, nil
 }
 
 // lookupIDs finds the ID index entries of ops, of a run whose index holds at most

@@ -41,7 +41,10 @@ func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
 // applies the rest before it reads. An error wrapping ErrConditionFailed means a
 // condition did not hold and the batch was not committed; its staged chunks, if any,
 // are left for the run's next staged batch or its deletion to remove.
-func (s *Store) commitBatch(ctx context.Context, p Partition, prefix []byte, conds []Condition, run RunChange, body []Write, meta opsMetaValue) error {
+//
+// via, when not nil, is the Reader of a [PassBackend]'s ScanPartitions that the batch
+// was planned on: a batch that fits one commit is then committed with CommitRead.
+func (s *Store) commitBatch(ctx context.Context, p Partition, prefix []byte, via Reader, conds []Condition, run RunChange, body []Write, meta opsMetaValue) error {
 	var head []Write
 	if run.Record != nil {
 		head = []Write{{Key: runKey(p.owner()), Value: run.Record}}
@@ -53,6 +56,9 @@ func (s *Store) commitBatch(ctx context.Context, p Partition, prefix []byte, con
 		all = append(head[:len(head):len(head)], all...)
 	}
 	if s.fits(p, run, conds, all) {
+		if pb, ok := s.b.(PassBackend); ok && via != nil {
+			return pb.CommitRead(ctx, p, via, run, conds, all)
+		}
 		return s.b.CommitPartition(ctx, p, run, conds, all)
 	}
 	batch := s.batchNumber()

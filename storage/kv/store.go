@@ -162,7 +162,7 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	body := planNew(prefix, &meta, ops, recs)
 	conds := []Condition{{Key: rk}, {Key: metaKey}}
 	change := RunChange{Record: rec, Phase: r.Phase, UID: r.Owner.UID, History: r.History, Added: len(ops), Finished: finished(recs)}
-	err = s.commitBatch(ctx, partitionOf(r.Owner), prefix, conds, change, body, meta)
+	err = s.commitBatch(ctx, partitionOf(r.Owner), prefix, nil, conds, change, body, meta)
 	if errors.Is(err, ErrConditionFailed) {
 		// The stored run is read, and decoded, within a Read of the backend, so that a
 		// damaged one is reported as such (see Backend.Read).
