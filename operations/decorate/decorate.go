@@ -15,14 +15,17 @@ import (
 // function.
 type Call struct {
 	// Method is the method's name: one of the eight of operations.Store,
-	// CreateRunWithOperations (of an [operations.RunStarter]) or ClaimRun (of an
-	// [operations.RunClaimer], or of an [operations.ClaimSession]).
+	// CreateRunWithOperations (of an [operations.RunStarter]), ClaimRun (of an
+	// [operations.RunClaimer], or of an [operations.ClaimSession]), or ReadPass or
+	// CommitPass (of an [operations.PassReader]; a ReadPass's call spans the calls of
+	// its function, with every page).
 	Method string
-	// Owner is the owner the call names (the run's, for CreateRun and
-	// CreateRunWithOperations); the zero Owner for ListRuns.
+	// Owner is the owner the call names (the run's, for CreateRun,
+	// CreateRunWithOperations and CommitPass); the zero Owner for ListRuns and
+	// ReadPass.
 	Owner operations.Owner
 	// Write is true for the methods that write records: CreateRun, UpdateRun,
-	// DeleteRun, PutOperations and CreateRunWithOperations.
+	// DeleteRun, PutOperations, CreateRunWithOperations and CommitPass.
 	Write bool
 }
 
@@ -33,9 +36,9 @@ type Call struct {
 // function returned, or an error of its own. The results of the call are the method's.
 //
 // The store returned keeps the optional abilities of s: it is an
-// [operations.RunStarter], an [operations.RunClaimer] and an [operations.ClaimKeeper]
-// exactly when s is, so that [operations.StartRun] stays atomic and Monitors keep their
-// claims. Their calls pass through around too, and so do the ClaimRun calls of the
+// [operations.RunStarter], an [operations.RunClaimer], an [operations.ClaimKeeper] and
+// an [operations.PassReader] exactly when s is, so that [operations.StartRun] stays
+// atomic and Monitors keep their claims and read their passes in pages. Their calls pass through around too, and so do the ClaimRun calls of the
 // claim sessions that KeepClaims returns; KeepClaims itself, and a session's EndPass,
 // EndIncompletePass and End, which cannot fail, go straight to s and to its session. (A
 // decorator type that embeds the operations.Store it wraps hides those abilities
@@ -52,31 +55,48 @@ func Store(s operations.Store, around func(ctx context.Context, c Call, call fun
 	d.starter, _ = s.(operations.RunStarter)
 	d.claimer, _ = s.(operations.RunClaimer)
 	d.keeper, _ = s.(operations.ClaimKeeper)
-	st, cl := starts{d}, claims{d}
+	d.passer, _ = s.(operations.PassReader)
+	st, cl, ps := starts{d}, claims{d}, passes{d}
+	if d.passer == nil {
+		switch {
+		case d.starter != nil && d.keeper != nil:
+			return starterKeeper{d, st, keeps{cl}}
+		case d.keeper != nil:
+			return keeper{d, keeps{cl}}
+		case d.starter != nil && d.claimer != nil:
+			return starterClaimer{d, st, cl}
+		case d.claimer != nil:
+			return claimer{d, cl}
+		case d.starter != nil:
+			return starter{d, st}
+		}
+		return d
+	}
 	switch {
 	case d.starter != nil && d.keeper != nil:
-		return starterKeeper{d, st, keeps{cl}}
+		return starterKeeperPasser{d, st, keeps{cl}, ps}
 	case d.keeper != nil:
-		return keeper{d, keeps{cl}}
+		return keeperPasser{d, keeps{cl}, ps}
 	case d.starter != nil && d.claimer != nil:
-		return starterClaimer{d, st, cl}
+		return starterClaimerPasser{d, st, cl, ps}
 	case d.claimer != nil:
-		return claimer{d, cl}
+		return claimerPasser{d, cl, ps}
 	case d.starter != nil:
-		return starter{d, st}
+		return starterPasser{d, st, ps}
 	}
-	return d
+	return passer{d, ps}
 }
 
 // decorated is a store made by Store, with the eight methods of operations.Store. Each
-// optional ability has one type that adds its methods (starts, claims, keeps), and the
-// store Store returns embeds the decorated store and those of the abilities s has, so
-// that a type assertion on it is truthful.
+// optional ability has one type that adds its methods (starts, claims, keeps, passes),
+// and the store Store returns embeds the decorated store and those of the abilities s
+// has, so that a type assertion on it is truthful: one type for each combination.
 type decorated struct {
 	s       operations.Store
 	starter operations.RunStarter  // s, when it is one
 	claimer operations.RunClaimer  // s, when it is one
 	keeper  operations.ClaimKeeper // s, when it is one
+	passer  operations.PassReader  // s, when it is one
 	around  func(ctx context.Context, c Call, call func(ctx context.Context) error) error
 }
 
@@ -84,6 +104,7 @@ type (
 	starts struct{ d *decorated } // CreateRunWithOperations
 	claims struct{ d *decorated } // ClaimRun
 	keeps  struct{ claims }       // ClaimRun and KeepClaims: a ClaimKeeper is a RunClaimer
+	passes struct{ d *decorated } // ReadPass and CommitPass
 
 	starter struct {
 		*decorated
@@ -107,6 +128,37 @@ type (
 		starts
 		keeps
 	}
+	passer struct {
+		*decorated
+		passes
+	}
+	starterPasser struct {
+		*decorated
+		starts
+		passes
+	}
+	claimerPasser struct {
+		*decorated
+		claims
+		passes
+	}
+	starterClaimerPasser struct {
+		*decorated
+		starts
+		claims
+		passes
+	}
+	keeperPasser struct {
+		*decorated
+		keeps
+		passes
+	}
+	starterKeeperPasser struct {
+		*decorated
+		starts
+		keeps
+		passes
+	}
 )
 
 var (
@@ -118,6 +170,19 @@ var (
 	_ operations.ClaimKeeper = keeper{}
 	_ operations.RunStarter  = starterKeeper{}
 	_ operations.ClaimKeeper = starterKeeper{}
+	_ operations.PassReader  = passer{}
+	_ operations.RunStarter  = starterPasser{}
+	_ operations.PassReader  = starterPasser{}
+	_ operations.RunClaimer  = claimerPasser{}
+	_ operations.PassReader  = claimerPasser{}
+	_ operations.RunStarter  = starterClaimerPasser{}
+	_ operations.RunClaimer  = starterClaimerPasser{}
+	_ operations.PassReader  = starterClaimerPasser{}
+	_ operations.ClaimKeeper = keeperPasser{}
+	_ operations.PassReader  = keeperPasser{}
+	_ operations.RunStarter  = starterKeeperPasser{}
+	_ operations.ClaimKeeper = starterKeeperPasser{}
+	_ operations.PassReader  = starterKeeperPasser{}
 )
 
 // do makes call through around.
@@ -221,6 +286,20 @@ func (st starts) CreateRunWithOperations(ctx context.Context, r operations.Run, 
 	d := st.d
 	return d.do(ctx, Call{Method: "CreateRunWithOperations", Owner: r.Owner, Write: true}, func(ctx context.Context) error {
 		return d.starter.CreateRunWithOperations(ctx, r, ops)
+	})
+}
+
+func (p passes) ReadPass(ctx context.Context, f operations.RunFilter, fn func([]operations.PassRun) error) error {
+	d := p.d
+	return d.do(ctx, Call{Method: "ReadPass"}, func(ctx context.Context) error {
+		return d.passer.ReadPass(ctx, f, fn)
+	})
+}
+
+func (p passes) CommitPass(ctx context.Context, r operations.PassRun, ops []operations.Operation) error {
+	d := p.d
+	return d.do(ctx, Call{Method: "CommitPass", Owner: r.Run.Owner, Write: true}, func(ctx context.Context) error {
+		return d.passer.CommitPass(ctx, r, ops)
 	})
 }
 

@@ -66,39 +66,118 @@ type plain struct{ operations.Store }
 // decorates has it, in every combination a store can have them (a ClaimKeeper is a
 // RunClaimer).
 func TestDecorateKeepsOptionalAbilities(t *testing.T) {
-	type abilities struct{ Starter, Claimer, Keeper bool }
-	claimerOnly := struct {
-		operations.Store
-		operations.RunClaimer
-	}{plain{memstore.New()}, &claimer{}}
-	tests := []struct {
-		name string
-		s    operations.Store
-		want abilities
-	}{
-		{"none", plain{memstore.New()}, abilities{}},
-		{"RunStarter", memstore.New(), abilities{Starter: true}},
-		{"RunClaimer", claimerOnly, abilities{Claimer: true}},
-		{"RunStarter and RunClaimer", &claimer{Store: memstore.New()}, abilities{Starter: true, Claimer: true}},
-		{"ClaimKeeper", struct {
-			operations.Store
-			operations.ClaimKeeper
-		}{plain{memstore.New()}, &keeper{claimer: &claimer{}}}, abilities{Claimer: true, Keeper: true}},
-		{"RunStarter and ClaimKeeper", &keeper{claimer: &claimer{Store: memstore.New()}}, abilities{Starter: true, Claimer: true, Keeper: true}},
+	type abilities struct{ Starter, Claimer, Keeper, Passer bool }
+	// Each store is built of the interfaces of its abilities alone, so that it has no
+	// other: a memstore has RunStarter and PassReader.
+	type (
+		starterOnly = operations.RunStarter
+		passerOnly  = operations.PassReader
+	)
+	mem := memstore.New()
+	build := func(a abilities) operations.Store {
+		var c operations.RunClaimer
+		var k operations.ClaimKeeper
+		if a.Keeper {
+			k = &keeper{claimer: &claimer{}}
+			c = k
+		} else if a.Claimer {
+			c = &claimer{}
+		}
+		s := operations.Store(plain{mem})
+		switch {
+		case a.Starter && a.Passer && k != nil:
+			return struct {
+				operations.Store
+				starterOnly
+				operations.ClaimKeeper
+				passerOnly
+			}{s, mem, k, mem}
+		case a.Starter && a.Passer && c != nil:
+			return struct {
+				operations.Store
+				starterOnly
+				operations.RunClaimer
+				passerOnly
+			}{s, mem, c, mem}
+		case a.Starter && a.Passer:
+			return struct {
+				operations.Store
+				starterOnly
+				passerOnly
+			}{s, mem, mem}
+		case a.Passer && k != nil:
+			return struct {
+				operations.Store
+				operations.ClaimKeeper
+				passerOnly
+			}{s, k, mem}
+		case a.Passer && c != nil:
+			return struct {
+				operations.Store
+				operations.RunClaimer
+				passerOnly
+			}{s, c, mem}
+		case a.Passer:
+			return struct {
+				operations.Store
+				passerOnly
+			}{s, mem}
+		case a.Starter && k != nil:
+			return struct {
+				operations.Store
+				starterOnly
+				operations.ClaimKeeper
+			}{s, mem, k}
+		case a.Starter && c != nil:
+			return struct {
+				operations.Store
+				starterOnly
+				operations.RunClaimer
+			}{s, mem, c}
+		case a.Starter:
+			return struct {
+				operations.Store
+				starterOnly
+			}{s, mem}
+		case k != nil:
+			return struct {
+				operations.Store
+				operations.ClaimKeeper
+			}{s, k}
+		case c != nil:
+			return struct {
+				operations.Store
+				operations.RunClaimer
+			}{s, c}
+		}
+		return s
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			d := decorate.Store(tc.s, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
-				return call(ctx)
-			})
-			var got abilities
-			_, got.Starter = d.(operations.RunStarter)
-			_, got.Claimer = d.(operations.RunClaimer)
-			_, got.Keeper = d.(operations.ClaimKeeper)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("the abilities of decorate.Store(%T) (-want +got):\n%s", tc.s, diff)
+	for _, starter := range []bool{false, true} {
+		for claims := range 3 { // none, RunClaimer, ClaimKeeper
+			for _, passer := range []bool{false, true} {
+				want := abilities{Starter: starter, Claimer: claims > 0, Keeper: claims == 2, Passer: passer}
+				s := build(want)
+				d := decorate.Store(s, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
+					return call(ctx)
+				})
+				var got abilities
+				_, got.Starter = d.(operations.RunStarter)
+				_, got.Claimer = d.(operations.RunClaimer)
+				_, got.Keeper = d.(operations.ClaimKeeper)
+				_, got.Passer = d.(operations.PassReader)
+				var have abilities // what s has, to check build
+				_, have.Starter = s.(operations.RunStarter)
+				_, have.Claimer = s.(operations.RunClaimer)
+				_, have.Keeper = s.(operations.ClaimKeeper)
+				_, have.Passer = s.(operations.PassReader)
+				if have != want {
+					t.Fatalf("the test built a store with %+v, want %+v", have, want)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("the abilities of decorate.Store of a store with %+v (-want +got):\n%s", want, diff)
+				}
 			}
-		})
+		}
 	}
 }
 
@@ -193,6 +272,19 @@ func TestDecorateSeesEveryCall(t *testing.T) {
 	if ops, err := s.ListOperations(ctx, o, operations.OperationFilter{}); err != nil || len(ops) != 1 {
 		t.Fatalf("ListOperations(%s) returned %d operations and the error %v, want 1 and none", o, len(ops), err)
 	}
+	var read []operations.PassRun
+	err = s.(operations.PassReader).ReadPass(ctx, operations.RunFilter{}, func(page []operations.PassRun) error {
+		read = append(read, page...)
+		return nil
+	})
+	if err != nil || len(read) != 1 || len(read[0].Operations) != 1 {
+		t.Fatalf("ReadPass read %d runs and the error %v, want 1 run of 1 operation and none", len(read), err)
+	}
+	moved := read[0].Operations[0]
+	moved.Status.Phase = operations.OperationInProgress
+	if err := s.(operations.PassReader).CommitPass(ctx, read[0], []operations.Operation{moved}); err != nil {
+		t.Fatalf("CommitPass(%s) returned the error %q, want none", o, err)
+	}
 	if err := s.(operations.RunStarter).CreateRunWithOperations(ctx, operations.Run{Owner: other, Phase: phase.New}, nil); err != nil {
 		t.Fatalf("CreateRunWithOperations(%s) returned the error %q, want none", other, err)
 	}
@@ -216,6 +308,8 @@ func TestDecorateSeesEveryCall(t *testing.T) {
 		{Method: "ListRuns"},
 		{Method: "GetOperation", Owner: o},
 		{Method: "ListOperations", Owner: o},
+		{Method: "ReadPass"},
+		{Method: "CommitPass", Owner: o, Write: true},
 		{Method: "CreateRunWithOperations", Owner: other, Write: true},
 		{Method: "ClaimRun", Owner: o},
 		{Method: "DeleteRun", Owner: o, Write: true},

@@ -51,16 +51,29 @@ func (s *keepingStore) ClaimRun(ctx context.Context, o operations.Owner) (func()
 }
 
 func (s *keepingStore) ListRuns(ctx context.Context, f operations.RunFilter) ([]operations.Run, error) {
+	if s.listFails() {
+		return nil, errors.New("injected list failure")
+	}
+	return s.claimingStore.ListRuns(ctx, f)
+}
+
+// ReadPass, the memstore's, fails as ListRuns does.
+func (s *keepingStore) ReadPass(ctx context.Context, f operations.RunFilter, fn func([]operations.PassRun) error) error {
+	if s.listFails() {
+		return errors.New("injected list failure")
+	}
+	return s.claimingStore.ReadPass(ctx, f, fn)
+}
+
+// listFails reports whether a list of runs is to fail, counting it.
+func (s *keepingStore) listFails() bool {
 	s.kmu.Lock()
+	defer s.kmu.Unlock()
 	fail := s.listErrs > 0
 	if fail {
 		s.listErrs--
 	}
-	s.kmu.Unlock()
-	if fail {
-		return nil, errors.New("injected list failure")
-	}
-	return s.claimingStore.ListRuns(ctx, f)
+	return fail
 }
 
 func (s *keepingStore) record(f func()) {

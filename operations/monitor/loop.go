@@ -159,13 +159,7 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 		errs = append(errs, err)
 		mu.Unlock()
 	}
-	runs, err := m.store.ListRuns(ctx, waiting)
-	if err != nil {
-		fail(fmt.Errorf("list waiting runs: %w", err))
-		complete = false
-	}
-	m.each(ctx, runs, func(r operations.Run) {
-		res, fresh, err := m.poll(ctx, r.Owner, session)
+	polled := func(r operations.Run, res PollResult, fresh int, err error) {
 		if gone(err) {
 			return
 		} else if err != nil {
@@ -194,7 +188,37 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 			f(RunChange{Owner: r.Owner, From: r.Phase, To: res.Phase,
 				Running: res.Running, Completed: res.Completed, Failed: res.Failed})
 		}
-	})
+	}
+	var runs []operations.Run
+	if m.passer != nil {
+		// The runs and their unfinished operations are read a page at a time, and each
+		// page is polled before the next is read.
+		err := m.passer.ReadPass(ctx, waiting, func(page []operations.PassRun) error {
+			for _, pr := range page {
+				runs = append(runs, pr.Run)
+			}
+			each(ctx, m.cfg.storeWork, page, func(pr operations.PassRun) {
+				res, fresh, err := m.pollRead(ctx, pr, session)
+				polled(pr.Run, res, fresh, err)
+			})
+			return ctx.Err()
+		})
+		if err != nil {
+			fail(fmt.Errorf("read waiting runs: %w", err))
+			complete = false
+		}
+	} else {
+		var err error
+		runs, err = m.store.ListRuns(ctx, waiting)
+		if err != nil {
+			fail(fmt.Errorf("list waiting runs: %w", err))
+			complete = false
+		}
+		each(ctx, m.cfg.storeWork, runs, func(r operations.Run) {
+			res, fresh, err := m.poll(ctx, r.Owner, session)
+			polled(r, res, fresh, err)
+		})
+	}
 
 	fin, err := m.store.ListRuns(ctx, finalizing)
 	if err != nil {
@@ -202,7 +226,7 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 		complete = false
 	}
 	stats.RunPhases = countPhases(runs, fin)
-	m.each(ctx, fin, func(r operations.Run) {
+	each(ctx, m.cfg.storeWork, fin, func(r operations.Run) {
 		to, skipped, err := m.finalize(ctx, r.Owner, session)
 		if gone(err) {
 			return
@@ -238,14 +262,14 @@ func gone(err error) bool {
 	return errors.Is(err, operations.ErrNotFound) || errors.Is(err, operations.ErrUIDMismatch)
 }
 
-// each calls work for every run, cfg.storeWork at a time, and returns when all calls
-// have returned. Once ctx ends it starts no more.
-func (m *Monitor) each(ctx context.Context, runs []operations.Run, work func(operations.Run)) {
+// each calls work for every item, n at a time, and returns when all calls have
+// returned. Once ctx ends it starts no more.
+func each[T any](ctx context.Context, n int, items []T, work func(T)) {
 	var (
 		wg    sync.WaitGroup
-		slots = make(chan struct{}, m.cfg.storeWork)
+		slots = make(chan struct{}, n)
 	)
-	for _, r := range runs {
+	for _, it := range items {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -256,7 +280,7 @@ func (m *Monitor) each(ctx context.Context, runs []operations.Run, work func(ope
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			work(r)
+			work(it)
 		}()
 	}
 	wg.Wait()

@@ -18,12 +18,13 @@ import (
 // errWriteLost is the error of a write that the store decorated by lossyWrites fails.
 var errWriteLost = errors.New("write lost")
 
-// lossyWrites returns e's store decorated so that its n-th PutOperations (counting from
-// 1) fails, when lose(n) says so, without reaching the store.
+// lossyWrites returns e's store decorated so that its n-th write of operations
+// (PutOperations or CommitPass, counting from 1) fails, when lose(n) says so, without
+// reaching the store.
 func lossyWrites(e *env, lose func(n int) bool) operations.Store {
 	n := 0
 	return decorate.Store(e.store, func(ctx context.Context, c decorate.Call, call func(context.Context) error) error {
-		if c.Method == "PutOperations" {
+		if c.Method == "PutOperations" || c.Method == "CommitPass" {
 			n++
 			if lose(n) {
 				return errWriteLost

@@ -45,6 +45,7 @@ type Monitor struct {
 	store    operations.Store
 	claimer  operations.RunClaimer  // the store, when it is one; else nil
 	keeper   operations.ClaimKeeper // the store, when it is one; else nil
+	passer   operations.PassReader  // the store, when it is one; else nil
 	resolver operations.Resolver
 	cfg      config
 	// queueMu guards queue and busy, the Monitor's workers (see check).
@@ -83,10 +84,12 @@ func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 	cfg := newConfig(opts)
 	claimer, _ := s.(operations.RunClaimer)
 	keeper, _ := s.(operations.ClaimKeeper)
+	passer, _ := s.(operations.PassReader)
 	return &Monitor{
 		store:    s,
 		claimer:  claimer,
 		keeper:   keeper,
+		passer:   passer,
 		resolver: r,
 		cfg:      cfg,
 		wake:     make(chan struct{}, 1),
@@ -199,6 +202,35 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 	if err != nil {
 		return PollResult{}, 0, err
 	}
+	return m.pollOps(ctx, run, ops, nil)
+}
+
+// pollRead is poll for a run that a pass read with the store's PassReader: it claims
+// the run (under session when it is not nil), then polls the operations the pass read,
+// without reading the run again, and writes what changed on condition that the run is
+// as read (see writeBatch).
+func (m *Monitor) pollRead(ctx context.Context, pr operations.PassRun, session operations.ClaimSession) (PollResult, int, error) {
+	release, ok, err := m.claim(ctx, pr.Run.Owner, session)
+	if err != nil {
+		return PollResult{}, 0, fmt.Errorf("claim run %s: %w", pr.Run.Owner, err)
+	} else if !ok {
+		return PollResult{Phase: pr.Run.Phase, Skipped: true}, 0, nil
+	}
+	defer release()
+	return m.pollOps(ctx, pr.Run, pr.Operations, &pr)
+}
+
+// pollOps polls ops, the unfinished operations of run, a waiting run whose claim the
+// Monitor holds, writes what changed (see writeBatch; pr is the run as a pass read
+// it, or nil) and moves the run. It returns what poll returns.
+//
+// The run is moved only when it may need to be: when an operation failed in this poll,
+// or none is left running, or its cancel was requested. Otherwise phase.AfterPoll keeps
+// the phase, and the poll neither reads the run's failed operations nor writes the
+// run; a failure that another Monitor wrote without counting it (it stopped between
+// the two writes) is counted by the next poll that moves the run.
+func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operations.Operation, pr *operations.PassRun) (PollResult, int, error) {
+	o := run.Owner
 	timeout := run.OperationTimeout
 	if timeout <= 0 {
 		timeout = m.cfg.operationTimeout
@@ -265,19 +297,38 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 			batch = append(batch, *op)
 		}
 	}
-	err = m.putBatch(ctx, o, batch)
+	err = m.writeBatch(ctx, o, pr, batch)
 	if m.cfg.policies {
 		m.lost.written(keyOf(o), lost, err)
 	}
 	if err != nil {
 		return PollResult{}, 0, err
 	}
-	if run.CancelRequested() {
+	switch {
+	case run.CancelRequested():
 		res.NewErrors, res.Phase, err = m.failCancelled(ctx, run)
-	} else {
+	case res.Running > 0 && res.Failed == 0:
+		res.Phase = run.Phase
+	default:
 		res.NewErrors, res.Phase, err = m.advance(ctx, run, res.Running, first)
 	}
 	return res, fresh, err
+}
+
+// writeBatch writes the operations a poll changed. When a pass read the run with the
+// store's PassReader (pr is not nil), it writes them with CommitPass, on condition that
+// the run is as the pass read it; when the run changed since (operations.ErrStale), or
+// without pr, it writes them as putBatch does, which reads what is stored first.
+func (m *Monitor) writeBatch(ctx context.Context, o operations.Owner, pr *operations.PassRun, batch []operations.Operation) error {
+	if pr != nil && len(batch) > 0 {
+		for i := range batch {
+			fitTexts(&batch[i])
+		}
+		if err := m.passer.CommitPass(ctx, *pr, batch); !errors.Is(err, operations.ErrStale) {
+			return err
+		}
+	}
+	return m.putBatch(ctx, o, batch)
 }
 
 // check checks ops, asking each plugin for progress, or, when cancelReason is set,
