@@ -14,16 +14,27 @@ import (
 // processes), the suites run on it check the contract across them: a read through one
 // sees the writes made through another, and writers racing through several lose
 // nothing. The store returned is an [operations.RunStarter] when every store given is
-// one. It is safe for concurrent use as far as the stores are; a nil store fails each
-// call sent to it with an error wrapping [operations.ErrInvalid].
+// one, and an [operations.PassReader] when every store given is one: a CommitPass goes
+// to the store whose ReadPass read its run, as only that store can commit on its read.
+// It is safe for concurrent use as far as the stores are; a nil store fails each call
+// sent to it with an error wrapping [operations.ErrInvalid].
 func Alternate(first operations.Store, more ...operations.Store) operations.Store {
 	a := &alternating{stores: append([]operations.Store{first}, more...)}
+	starters, passers := true, true
 	for _, s := range a.stores {
-		if _, ok := s.(operations.RunStarter); !ok {
-			return a
-		}
+		_, st := s.(operations.RunStarter)
+		_, ps := s.(operations.PassReader)
+		starters, passers = starters && st, passers && ps
 	}
-	return alternatingStarter{a}
+	switch {
+	case starters && passers:
+		return alternatingStarterPasser{a, alternatingStarter{a}, alternatingPasser{a}}
+	case starters:
+		return alternatingStarter{a}
+	case passers:
+		return alternatingPasser{a}
+	}
+	return a
 }
 
 // alternating is the store of Alternate, without CreateRunWithOperations.
@@ -114,4 +125,57 @@ func (a alternatingStarter) CreateRunWithOperations(ctx context.Context, r opera
 		return err
 	}
 	return s.(operations.RunStarter).CreateRunWithOperations(ctx, r, ops)
+}
+
+// alternatingPasser is the store of Alternate over PassReaders.
+type alternatingPasser struct{ *alternating }
+
+// alternatingStarterPasser is the store of Alternate over stores that are both. Its
+// Store methods are those of the alternating it embeds at the shallowest depth.
+type alternatingStarterPasser struct {
+	*alternating
+	starter alternatingStarter
+	passer  alternatingPasser
+}
+
+func (a alternatingStarterPasser) CreateRunWithOperations(ctx context.Context, r operations.Run, ops []operations.Operation) error {
+	return a.starter.CreateRunWithOperations(ctx, r, ops)
+}
+
+func (a alternatingStarterPasser) ReadPass(ctx context.Context, f operations.RunFilter, fn func([]operations.PassRun) error) error {
+	return a.passer.ReadPass(ctx, f, fn)
+}
+
+func (a alternatingStarterPasser) CommitPass(ctx context.Context, r operations.PassRun, ops []operations.Operation) error {
+	return a.passer.CommitPass(ctx, r, ops)
+}
+
+// altSnapshot is the Snapshot of a PassRun that the store of Alternate read: the store
+// that read it, and its own Snapshot.
+type altSnapshot struct {
+	store operations.PassReader
+	inner any
+}
+
+func (a alternatingPasser) ReadPass(ctx context.Context, f operations.RunFilter, fn func([]operations.PassRun) error) error {
+	s, err := a.pick()
+	if err != nil {
+		return err
+	}
+	p := s.(operations.PassReader)
+	return p.ReadPass(ctx, f, func(page []operations.PassRun) error {
+		for i := range page {
+			page[i].Snapshot = altSnapshot{store: p, inner: page[i].Snapshot}
+		}
+		return fn(page)
+	})
+}
+
+func (a alternatingPasser) CommitPass(ctx context.Context, r operations.PassRun, ops []operations.Operation) error {
+	snap, ok := r.Snapshot.(altSnapshot)
+	if !ok {
+		return fmt.Errorf("storetest: the run was not read by the ReadPass of this Alternate: %w", operations.ErrInvalid)
+	}
+	r.Snapshot = snap.inner
+	return snap.store.CommitPass(ctx, r, ops)
 }

@@ -51,6 +51,18 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	// withoutRunStarter: the store is not meant to be an operations.RunStarter.
 	withoutRunStarter bool
+	// withoutPassReader: the store is not meant to be an operations.PassReader.
+	withoutPassReader bool
+}
+
+// WithoutPassReader tells [Run] that the store is not an [operations.PassReader], so
+// that a Monitor's pass reads each run with calls of its own: the group Pass then holds
+// the one check Pass/NotAPassReader, that it is indeed not one. Without this option, a
+// store that is not a PassReader fails every check of the group Pass: a decorator that
+// embeds the operations.Store it wraps hides the PassReader of that store (build
+// decorators with [decorate.Store], which keeps it).
+func WithoutPassReader() Option {
+	return optionFunc(func(c *config) { c.withoutPassReader = true })
 }
 
 // WithoutRunStarter tells [Run] that the store is not an [operations.RunStarter], so
@@ -67,7 +79,8 @@ func WithoutRunStarter() Option {
 
 // Run checks a store against the storage contract of [operations.Store], and checks that
 // it is an [operations.RunStarter] (unless [WithoutRunStarter] says it is not meant to
-// be). newStore is called once per subtest, must return an empty store, and registers
+// be) and an [operations.PassReader] that keeps the contract of one (unless
+// [WithoutPassReader] says it is not meant to be). newStore is called once per subtest, must return an empty store, and registers
 // its own cleanup (with t.Cleanup); a subtest is one check, two levels below t
 // (Runs/CreateExisting), and the cases of a table inside a check share its store. Run
 // uses only the Store's methods and reports every broken rule as a failure of a named
@@ -124,6 +137,7 @@ func groups(cfg config) []group {
 		{"Context", contextChecks()},
 		{"Concurrency", concurrencyChecks()},
 		{"Scale", scaleChecks()},
+		{"Pass", passChecks(cfg)},
 	}
 }
 

@@ -51,7 +51,7 @@ const (
 func TestSimpleStore(t *testing.T) {
 	t.Parallel()
 	f := fault(os.Getenv(faultEnv))
-	storetest.Run(t, func(*testing.T) operations.Store { return newSimpleStore(f) }, storetest.WithoutRunStarter())
+	storetest.Run(t, func(*testing.T) operations.Store { return newSimpleStore(f) }, storetest.WithoutRunStarter(), storetest.WithoutPassReader())
 }
 
 func TestSuiteCatchesFaults(t *testing.T) {
