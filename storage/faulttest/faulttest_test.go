@@ -113,6 +113,14 @@ func (h *halfBatch) PutOperations(ctx context.Context, o operations.Owner, ops [
 	return h.Store.PutOperations(ctx, o, ops)
 }
 
+// staleCommit writes a pass's batch whatever happened to its run since the pass read
+// it.
+type staleCommit struct{ *memstore.Store }
+
+func (s staleCommit) CommitPass(ctx context.Context, r operations.PassRun, ops []operations.Operation) error {
+	return s.Store.PutOperations(ctx, r.Run.Owner, ops)
+}
+
 // TestBrokenStoresFail shows that the harness catches a store that breaks the contract:
 // each of these stores fails it, on every seed tried.
 func TestBrokenStoresFail(t *testing.T) {
@@ -122,6 +130,7 @@ func TestBrokenStoresFail(t *testing.T) {
 			return &stale{Store: s, last: make(map[operations.Owner]operations.Run)}
 		},
 		"batch written in part": func(s *memstore.Store) operations.Store { return &halfBatch{Store: s} },
+		"pass committed on a stale read": func(s *memstore.Store) operations.Store { return staleCommit{s} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			for seed := range int64(3) {
@@ -221,11 +230,17 @@ func (g *gatedServer) Restart() error {
 }
 
 // pass makes a store call through the gate, taking 10 ms, as a call to a server would.
+// A ReadPass waits at the gate but does not hold it: its call spans the calls that its
+// function makes, which would wait behind a pause for a gate the ReadPass holds.
 func (g *gatedServer) pass(s operations.Store) operations.Store {
-	return decorate.Store(s, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
+	return decorate.Store(s, func(ctx context.Context, c decorate.Call, call func(context.Context) error) error {
 		g.gate.RLock()
-		defer g.gate.RUnlock()
 		time.Sleep(10 * time.Millisecond)
+		if c.Method == "ReadPass" {
+			g.gate.RUnlock()
+			return call(ctx)
+		}
+		defer g.gate.RUnlock()
 		return call(ctx)
 	})
 }

@@ -85,12 +85,13 @@ type input struct {
 	runFilter operations.RunFilter
 	opFilter  operations.OperationFilter
 	updates   []invocation // UpdateRun: each call of its update function
+	read      *state       // CommitPass: the run and its unfinished operations as ReadPass read them
 }
 
 // write reports whether the method writes.
 func (in *input) write() bool {
 	switch in.method {
-	case "CreateRun", "CreateRunWithOperations", "UpdateRun", "DeleteRun", "PutOperations":
+	case "CreateRun", "CreateRunWithOperations", "UpdateRun", "DeleteRun", "PutOperations", "CommitPass":
 		return true
 	}
 	return false
@@ -154,6 +155,22 @@ func (s *state) put(ops []opRec) (*state, bool) {
 
 var empty = &state{}
 
+// unfinished returns the operations of s that are New or InProgress, in order.
+func (s *state) unfinished() []opRec {
+	var out []opRec
+	for _, o := range s.ops {
+		if !o.op.Status.Phase.Finished() {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// sameOps reports whether a and b hold equal operations in one order.
+func sameOps(a, b []opRec) bool {
+	return slices.EqualFunc(a, b, func(x, y opRec) bool { return x.key == y.key })
+}
+
 // step returns the states a call may lead s to, none when the call's answer is not one
 // the contract allows in s.
 func step(s *state, in *input, out *output) []any {
@@ -209,6 +226,31 @@ func step(s *state, in *input, out *output) []any {
 			return same
 		case out.result == unknown:
 			return []any{s, next}
+		}
+	case "ReadPass": // one run of a page: out.run and out.ops, its unfinished operations
+		if s.run != nil && s.run.key == out.run.key && sameOps(s.unfinished(), out.ops) {
+			return same
+		}
+	case "CommitPass":
+		// A commit is made only on the run and unfinished operations it was read with
+		// (a write between them that left them as they were may still make it stale).
+		if s.run == nil || in.read == nil {
+			if out.result != ok {
+				return same
+			}
+			return nil
+		}
+		asRead := in.read.run.key == s.run.key && sameOps(s.unfinished(), in.read.ops)
+		next, valid := s.put(in.ops)
+		switch {
+		case out.result == ok && asRead && valid:
+			return []any{next}
+		case out.result == conflict, out.result == refused:
+			return same
+		case out.result == unknown && asRead && valid:
+			return []any{s, next}
+		case out.result == unknown:
+			return same
 		}
 	case "GetOperation":
 		i := s.find(in.id)
@@ -304,7 +346,7 @@ func describe(in *input, out *output) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s(%s", in.method, in.owner.Name)
 	switch in.method {
-	case "CreateRun", "CreateRunWithOperations", "PutOperations":
+	case "CreateRun", "CreateRunWithOperations", "PutOperations", "CommitPass":
 		for _, o := range in.ops {
 			fmt.Fprintf(&b, " %s=%s", o.op.ID, o.op.Status.Phase)
 		}
@@ -326,7 +368,7 @@ func describe(in *input, out *output) string {
 	if out.run != nil {
 		fmt.Fprintf(&b, " %s", out.run.run.Phase)
 	}
-	if in.method == "ListOperations" || in.method == "GetOperation" {
+	if in.method == "ListOperations" || in.method == "GetOperation" || in.method == "ReadPass" {
 		for _, o := range out.ops {
 			fmt.Fprintf(&b, " %s=%s", o.op.ID, o.op.Status.Phase)
 		}

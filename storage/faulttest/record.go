@@ -111,6 +111,7 @@ func classify(err error, updates []invocation) result {
 type recorder struct {
 	s      operations.Store
 	starts operations.RunStarter
+	passer operations.PassReader
 	client int
 	h      *history
 }
@@ -118,6 +119,7 @@ type recorder struct {
 var (
 	_ operations.Store      = (*recorder)(nil)
 	_ operations.RunStarter = (*recorder)(nil)
+	_ operations.PassReader = (*recorder)(nil)
 	_ operations.RunClaimer = claimingRecorder{}
 )
 
@@ -126,15 +128,20 @@ type claimingRecorder struct {
 	claimer operations.RunClaimer
 }
 
-// record returns s recording its calls in h as client's. s must be a RunStarter, as
-// every store of storage/kv is, so that operations.StartRun writes a run and its first
-// operations at once; its claims are kept when it is a RunClaimer.
+// record returns s recording its calls in h as client's. s must be a RunStarter and a
+// PassReader, as every store of storage/kv is, so that operations.StartRun writes a
+// run and its first operations at once and the Monitors' passes read and write as they
+// do in production; its claims are kept when it is a RunClaimer.
 func record(s operations.Store, client int, h *history) (operations.Store, error) {
 	starts, ok := s.(operations.RunStarter)
 	if !ok {
 		return nil, fmt.Errorf("the store %T is not an operations.RunStarter", s)
 	}
-	r := &recorder{s: s, starts: starts, client: client, h: h}
+	passer, ok := s.(operations.PassReader)
+	if !ok {
+		return nil, fmt.Errorf("the store %T is not an operations.PassReader", s)
+	}
+	r := &recorder{s: s, starts: starts, passer: passer, client: client, h: h}
 	if c, ok := s.(operations.RunClaimer); ok {
 		return claimingRecorder{r, c}, nil
 	}
@@ -285,6 +292,50 @@ func (r *recorder) ListOperations(ctx context.Context, o operations.Owner, f ope
 	}
 	r.h.add(c, err)
 	return ops, err
+}
+
+// ReadPass records each run of each page as a read of its owner (method ReadPass)
+// that began when the page's read began (when ReadPass was called, or when fn returned
+// the page before) and ended when fn got the page. Each PassRun's Snapshot then holds
+// the run and operations read, for CommitPass to record.
+func (r *recorder) ReadPass(ctx context.Context, f operations.RunFilter, fn func([]operations.PassRun) error) error {
+	start := r.h.clock.Add(1)
+	err := r.passer.ReadPass(ctx, f, func(page []operations.PassRun) error {
+		for i := range page {
+			pr := &page[i]
+			c := call{client: r.client, start: start, in: input{method: "ReadPass", owner: pr.Run.Owner, runFilter: f}}
+			read := &state{run: normalRun(pr.Run), ops: normalOps(pr.Operations)}
+			c.out.run, c.out.ops = read.run, read.ops
+			if !f.Match(pr.Run) {
+				r.h.problem("ReadPass(%+v) by client %d gives %s in phase %s, which the filter does not select", f, r.client, pr.Run.Owner, pr.Run.Phase)
+			}
+			r.h.add(c, nil)
+			pr.Snapshot = recordedSnapshot{inner: pr.Snapshot, read: read}
+		}
+		err := fn(page)
+		start = r.h.clock.Add(1)
+		return err
+	})
+	return err
+}
+
+// recordedSnapshot is the Snapshot of a PassRun that a recorder's ReadPass gave: the
+// store's own, and the run and operations read.
+type recordedSnapshot struct {
+	inner any
+	read  *state
+}
+
+// CommitPass records a write of ops on condition that the run is as it was read
+// (method CommitPass).
+func (r *recorder) CommitPass(ctx context.Context, pr operations.PassRun, ops []operations.Operation) error {
+	c := r.begin(input{method: "CommitPass", owner: pr.Run.Owner, ops: normalOps(ops)})
+	if snap, ok := pr.Snapshot.(recordedSnapshot); ok {
+		c.in.read, pr.Snapshot = snap.read, snap.inner
+	}
+	err := r.passer.CommitPass(ctx, pr, ops)
+	r.h.add(c, err)
+	return err
 }
 
 func (r claimingRecorder) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
