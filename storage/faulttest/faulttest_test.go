@@ -129,7 +129,7 @@ func TestBrokenStoresFail(t *testing.T) {
 		"stale read": func(s *memstore.Store) operations.Store {
 			return &stale{Store: s, last: make(map[operations.Owner]operations.Run)}
 		},
-		"batch written in part": func(s *memstore.Store) operations.Store { return &halfBatch{Store: s} },
+		"batch written in part":          func(s *memstore.Store) operations.Store { return &halfBatch{Store: s} },
 		"pass committed on a stale read": func(s *memstore.Store) operations.Store { return staleCommit{s} },
 	} {
 		t.Run(name, func(t *testing.T) {
