@@ -157,18 +157,22 @@ func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, r
 	case v == nil || rec != nil && !bytes.Equal(v, rec):
 		return operations.PassRun{}, fmt.Errorf("run %s: its record and the one its scan found differ in one snapshot: %w", o, operations.ErrCorrupt)
 	}
-	meta, metaVer, err := readMeta(ctx, r, opsKey(prefix, opsMeta))
-	if err != nil {
-		return operations.PassRun{}, fmt.Errorf("run %s: %w", o, err)
-	}
-	if meta.staged != 0 {
-		return operations.PassRun{}, errStaged
-	}
-	snap := &passSnapshot{s: s, o: o, runVer: runVer, metaVer: metaVer, meta: meta, found: make(map[string]idEntry)}
-	var ops []operations.Operation
-	start := opsKey(prefix, opsUnfinished)
-	err = r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
-		if len(k) != len(start)+8 {
+	// One Scan reads the metadata ('m'), any staged chunks ('t') and the unfinished
+	// operations ('u'), which sort in that order: one request on a remote backend.
+	metaKey, start := opsKey(prefix, opsMeta), opsKey(prefix, opsUnfinished)
+	snap := &passSnapshot{s: s, o: o, runVer: runVer, found: make(map[string]idEntry)}
+	var (
+		ops     []operations.Operation
+		rawMeta []byte
+	)
+	err = r.Scan(ctx, metaKey, end(start), func(k, v []byte, ver Version) error {
+		switch {
+		case bytes.Equal(k, metaKey):
+			rawMeta, snap.metaVer = bytes.Clone(v), ver
+			return nil
+		case !bytes.HasPrefix(k, start):
+			return nil // a staged chunk, which the metadata names
+		case len(k) != len(start)+8:
 			return fmt.Errorf("operation record key %q: %w", k, operations.ErrCorrupt)
 		}
 		op, err := record.DecodeOperation(o, v)
@@ -187,6 +191,12 @@ func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, r
 	})
 	if err != nil {
 		return operations.PassRun{}, fmt.Errorf("run %s: %w", o, err)
+	}
+	if snap.meta, err = parseOpsMeta(rawMeta); err != nil {
+		return operations.PassRun{}, fmt.Errorf("run %s: %w", o, err)
+	}
+	if snap.meta.staged != 0 {
+		return operations.PassRun{}, errStaged
 	}
 	if _, ok := s.b.(PassBackend); ok {
 		snap.r = r
