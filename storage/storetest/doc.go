@@ -21,7 +21,7 @@
 //
 // Run it under the race detector (go test -race): several subtests write from many
 // goroutines at once. Every check is a named subtest, grouped as Runs, Operations,
-// Isolation, Context, Concurrency and Scale, so a failure reads as, for example,
+// Isolation, Context, Concurrency, Scale and Pass, so a failure reads as, for example,
 // TestConformance/Operations/InvalidBatchWritesNothing/500th_operation_invalid, and
 // go test -run with that name reruns it alone. Its message is a sentence that says which
 // call returned what and what the contract wants instead, with a go-cmp diff (-want +got)
@@ -34,7 +34,9 @@
 // [operations.StartRun] atomic: Runs/AtomicStart fails for a store without it, and in
 // particular for a decorator type that embeds the operations.Store it wraps, which hides
 // that method of the store. [decorate.Store] builds decorators that keep it (and
-// [operations.RunClaimer] and [operations.ClaimKeeper]). [RunClaims] checks the claim
+// [operations.RunClaimer], [operations.ClaimKeeper] and [operations.PassReader]). Run
+// expects an operations.PassReader too: the group Pass checks its contract, and fails
+// for a store without it unless [WithoutPassReader] says it is not meant to have it. [RunClaims] checks the claim
 // sessions of a ClaimKeeper, and fails every check for a store that is not one.
 // [RunReplicas] checks a store that several replicas share, through the Monitors of
 // several replicas at once: the runs are shared evenly, a replica that stops leaves no
