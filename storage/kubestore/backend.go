@@ -195,8 +195,8 @@ func (b *backend) ReadPartition(ctx context.Context, p kv.Partition, fn func(kv.
 // goes on to the keys kept in every run's object (not in its chunks), read by one LIST,
 // which is enough to tell whether the namespace holds any run.
 //
-// A reader that ScanPartitions makes holds too the object it read the keys from, from,
-// on which CommitRead conditions its write; that of ReadPartition has none.
+// A reader made by ScanPartitions also holds, in from, the object its keys were read
+// from, on which CommitRead conditions its write; one made by ReadPartition has none.
 type reader struct {
 	b    *backend
 	p    kv.Partition
@@ -258,16 +258,19 @@ func (b *backend) list(ctx context.Context, fn func(p kv.Partition, s stored) er
 // snapshot the API server no longer holds when the next page is asked for (410 Gone:
 // its continue token expired, etcd having compacted that revision) does not fail
 // listPages then: it LISTs again from the start, from a new snapshot, and skips the
-// objects the pages before gave, which it tells by their names, the LIST's order.
+// objects the pages before gave, which it tells by their names, the LIST's order. A
+// LIST begun again that expires before it gives an object it had not given fails
+// listPages, so that a server that keeps no snapshot for long does not keep it LISTing.
 func (b *backend) listPages(ctx context.Context, fn func(p kv.Partition, s stored) error, page func() error) error {
 	client := b.dyn.Resource(runsResource).Namespace(b.ns)
 	opts := metav1.ListOptions{Limit: listPage}
 	marked := false
-	passed := "" // the name of the last object that a page before gave; "" when none
+	passed := ""   // the name of the last object that a page before gave; "" when none
+	again := false // whether the LIST began again and has given no new object since
 	for {
 		l, err := client.List(ctx, opts)
-		if page != nil && opts.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
-			opts.Continue = ""
+		if page != nil && opts.Continue != "" && !again && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+			opts.Continue, again = "", true
 			continue
 		}
 		if err != nil {
@@ -278,6 +281,7 @@ func (b *backend) listPages(ctx context.Context, fn func(p kv.Partition, s store
 			if passed != "" && obj.GetName() <= passed {
 				continue // given before the LIST began again
 			}
+			again = false
 			if obj.GetName() == formatName {
 				if err := b.checkRunsMarkerObject(obj); err != nil {
 					return err
