@@ -31,8 +31,9 @@ import (
 // whatever happened to the commit's context.
 const deleteTimeout = 10 * time.Second
 
-// listPage is how many objects one LIST request of ScanRuns asks for.
-const listPage = 500
+// listPage is how many objects one LIST request of ScanRuns and ScanPartitions asks
+// for. It is a variable for the tests, which make it smaller to LIST in several pages.
+var listPage int64 = 500
 
 // commitAttempts is how many times CommitPartition reads the object again and redoes a
 // commit whose write found the object changed since its read, before it leaves the
@@ -65,7 +66,10 @@ type backend struct {
 	markerUID types.UID
 }
 
-var _ kv.PartitionedBackend = (*backend)(nil)
+var (
+	_ kv.PartitionedBackend = (*backend)(nil)
+	_ kv.PassBackend        = (*backend)(nil)
+)
 
 // target returns the resource, its client and the name of the object of p.
 func (b *backend) target(p kv.Partition) (schema.GroupVersionResource, dynamic.ResourceInterface, string) {
@@ -82,21 +86,28 @@ func locate(p kv.Partition) (schema.GroupVersionResource, string) {
 }
 
 // get reads the object of p and the chunks it names; an absent object gives a stored
-// with no keys. A chunk that is gone is one that a later commit replaced, and get reads
-// the object again, up to commitAttempts times; a chunk gone while the object that names
-// it is unchanged is damage (operations.ErrCorrupt).
+// with no keys. It reads the chunks as withChunks does.
 func (b *backend) get(ctx context.Context, p kv.Partition) (stored, error) {
 	res, client, name := b.target(p)
-	absent := stored{keys: map[string]item{}}
+	obj, err := b.getObject(ctx, client, res, name)
+	if err != nil || obj == nil {
+		return stored{keys: map[string]item{}}, err
+	}
+	s, err := decodeObject(res, p, obj, b.identity)
+	if err != nil {
+		return stored{}, err
+	}
+	return b.withChunks(ctx, p, s)
+}
+
+// withChunks returns s, what the object of p holds as read (by a GET or a LIST), with
+// the keys of the chunks it names. A chunk that is gone is one that a later commit
+// replaced, and withChunks reads the object again and returns what that holds, up to
+// commitAttempts times; an absent object gives a stored with no keys. A chunk gone
+// while the object that names it is unchanged is damage (operations.ErrCorrupt).
+func (b *backend) withChunks(ctx context.Context, p kv.Partition, s stored) (stored, error) {
+	res, client, name := b.target(p)
 	for range commitAttempts {
-		obj, err := b.getObject(ctx, client, res, name)
-		if err != nil || obj == nil {
-			return absent, err
-		}
-		s, err := decodeObject(res, p, obj, b.identity)
-		if err != nil {
-			return stored{}, err
-		}
 		gone, err := b.getChunks(ctx, &s)
 		if err != nil || gone == "" {
 			return s, err
@@ -104,9 +115,12 @@ func (b *backend) get(ctx context.Context, p kv.Partition) (stored, error) {
 		again, err := b.getObject(ctx, client, res, name)
 		switch {
 		case err != nil || again == nil:
-			return absent, err
-		case again.GetResourceVersion() == obj.GetResourceVersion():
+			return stored{keys: map[string]item{}}, err
+		case again.GetResourceVersion() == s.obj.GetResourceVersion():
 			return stored{}, corrupt(res.Resource, b.ns, name, "chunk %s is missing", gone)
+		}
+		if s, err = decodeObject(res, p, again, b.identity); err != nil {
+			return stored{}, err
 		}
 	}
 	return stored{}, fmt.Errorf("kubestore: %s %s/%s changed under %d reads: %w", res.Resource, b.ns, name, commitAttempts, operations.ErrConflict)
@@ -180,10 +194,14 @@ func (b *backend) ReadPartition(ctx context.Context, p kv.Partition, fn func(kv.
 // chunks that object names, found them; a Scan of the global partition with no bounds
 // goes on to the keys kept in every run's object (not in its chunks), read by one LIST,
 // which is enough to tell whether the namespace holds any run.
+//
+// A reader made by ScanPartitions also holds, in from, the object its keys were read
+// from, on which CommitRead conditions its write; one made by ReadPartition has none.
 type reader struct {
 	b    *backend
 	p    kv.Partition
 	keys map[string]item
+	from *stored
 }
 
 func (r reader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error) {
@@ -229,18 +247,41 @@ func scanKeys(ctx context.Context, m map[string]item, start, end []byte, fn func
 // each object is checked against its sum before its labels are believed. An object
 // that does not hold the run its name stands for fails it with operations.ErrCorrupt;
 // so does, once the store is open, a LIST without the runs' marker of the store's
-// identity (see identity.go), which the LIST reads and list does not pass to fn.
+// identity (see identity.go), which the LIST reads and list does not pass to fn. A page
+// whose snapshot the API server no longer holds (410 Gone) fails list with that error.
 func (b *backend) list(ctx context.Context, fn func(p kv.Partition, s stored) error) error {
+	return b.listPages(ctx, fn, nil)
+}
+
+// listPages is list, which calls page, when it is not nil, after fn has seen the objects
+// of each page and before it asks for the next. Since page may take long, a LIST whose
+// snapshot the API server no longer holds when the next page is asked for (410 Gone:
+// its continue token expired, etcd having compacted that revision) does not fail
+// listPages then: it LISTs again from the start, from a new snapshot, and skips the
+// objects the pages before gave, which it tells by their names, the LIST's order. A
+// LIST begun again that expires before it gives an object it had not given fails
+// listPages, so that a server that keeps no snapshot for long does not keep it LISTing.
+func (b *backend) listPages(ctx context.Context, fn func(p kv.Partition, s stored) error, page func() error) error {
 	client := b.dyn.Resource(runsResource).Namespace(b.ns)
 	opts := metav1.ListOptions{Limit: listPage}
 	marked := false
+	passed := ""   // the name of the last object that a page before gave; "" when none
+	again := false // whether the LIST began again and has given no new object since
 	for {
 		l, err := client.List(ctx, opts)
+		if page != nil && opts.Continue != "" && !again && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+			opts.Continue, again = "", true
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("kubestore: list %s in %s: %w", runsResource.Resource, b.ns, err)
 		}
 		for i := range l.Items {
 			obj := &l.Items[i]
+			if passed != "" && obj.GetName() <= passed {
+				continue // given before the LIST began again
+			}
+			again = false
 			if obj.GetName() == formatName {
 				if err := b.checkRunsMarkerObject(obj); err != nil {
 					return err
@@ -259,6 +300,14 @@ func (b *backend) list(ctx context.Context, fn func(p kv.Partition, s stored) er
 				return err
 			}
 			if err := fn(p, s); err != nil {
+				return err
+			}
+		}
+		if n := len(l.Items); n > 0 && l.Items[n-1].GetName() > passed {
+			passed = l.Items[n-1].GetName()
+		}
+		if page != nil {
+			if err := page(); err != nil {
 				return err
 			}
 		}
@@ -282,16 +331,95 @@ func (b *backend) ScanRuns(ctx context.Context, f operations.RunFilter, fn func(
 		return err
 	}
 	return b.list(ctx, func(p kv.Partition, s stored) error {
-		ph := phase.Phase(s.obj.GetLabels()[labelPhase])
-		if s.pending || f.Kind != "" && p.Kind != f.Kind || len(f.Phases) > 0 && !slices.Contains(f.Phases, ph) {
+		indexed, ok := selects(f, p, s)
+		if !ok {
 			return nil
-		}
-		var indexed phase.Phase
-		if len(f.Phases) > 0 {
-			indexed = ph
 		}
 		return fn(p, indexed, s.keys[s.recordKey].value)
 	})
+}
+
+// selects reports whether f selects the run of p that s holds, by what ScanRuns selects
+// by, and the phase it is indexed under for f (empty when f selects no phase). An
+// absent or pending object holds no run.
+func selects(f operations.RunFilter, p kv.Partition, s stored) (indexed phase.Phase, ok bool) {
+	if s.obj == nil || s.pending {
+		return "", false
+	}
+	ph := phase.Phase(s.obj.GetLabels()[labelPhase])
+	if f.Kind != "" && p.Kind != f.Kind || len(f.Phases) > 0 && !slices.Contains(f.Phases, ph) {
+		return "", false
+	}
+	if len(f.Phases) > 0 {
+		indexed = ph
+	}
+	return indexed, true
+}
+
+// ScanPartitions reads the runs that f selects from the LIST that ScanRuns makes,
+// checked and selected as ScanRuns does, and gives each run's keys, with those of the
+// chunks it names (fetched unless the chunk cache holds them), to read; it calls page
+// after the runs of each page of the LIST that gave any, before it asks for the next.
+// Each run is read as one object: a spilled run whose chunk is gone, replaced by a
+// commit since the LIST, is read again by a GET, and given as that read finds it if f
+// still selects it (a chunk gone from an unchanged object is damage, as for every
+// read). A LIST whose snapshot the API server no longer holds when the next page is
+// asked for, page having taken long, begins again from the start, and the runs given
+// before are not given again (see listPages). The Reader that read gets holds the
+// object it was read from, on which CommitRead conditions its write. A pass therefore
+// costs the API server one GET of the format marker and the pages of one LIST, and a
+// chunk it has not cached.
+func (b *backend) ScanPartitions(ctx context.Context, f operations.RunFilter, read func(p kv.Partition, indexed phase.Phase, record []byte, r kv.Reader) error, page func() error) error {
+	if err := b.checkMarker(ctx); err != nil {
+		return err
+	}
+	given := 0 // the runs given to read since the last page
+	return b.listPages(ctx, func(p kv.Partition, s stored) error {
+		if _, ok := selects(f, p, s); !ok {
+			return nil
+		}
+		s, err := b.withChunks(ctx, p, s)
+		if err != nil {
+			return err
+		}
+		indexed, ok := selects(f, p, s)
+		if !ok {
+			return nil // changed since the LIST, and f no longer selects it
+		}
+		given++
+		return read(p, indexed, s.keys[s.recordKey].value, reader{b: b, p: p, keys: s.keys, from: &s})
+	}, func() error {
+		if given == 0 {
+			return nil
+		}
+		given = 0
+		return page()
+	})
+}
+
+// CommitRead is CommitPartition for a commit planned on r, a Reader that ScanPartitions
+// made for p: it checks conds against r's keys and writes on condition that the object
+// is still the one r was read from, without reading it first. When the write finds the
+// object changed since (a 409 Conflict, or an object gone), or r is not such a Reader,
+// it is CommitPartition, which reads the object again and checks conds against that, so
+// that the outcome is always CommitPartition's. It fails as CommitPartition does: with
+// an error wrapping kv.ErrConditionFailed when a condition does not hold.
+func (b *backend) CommitRead(ctx context.Context, p kv.Partition, r kv.Reader, run kv.RunChange, conds []kv.Condition, writes []kv.Write) error {
+	rd, ok := r.(reader)
+	if !ok || rd.from == nil || rd.p != p || rd.b != b || rd.from.obj == nil {
+		return b.CommitPartition(ctx, p, run, conds, writes)
+	}
+	cur := *rd.from
+	for _, c := range conds {
+		if got := cur.keys[string(c.Key)].ver; got != c.Version {
+			return fmt.Errorf("kubestore: key %q has version %d, not %d: %w", c.Key, got, c.Version, kv.ErrConditionFailed)
+		}
+	}
+	err := b.write(ctx, p, cur, run, writes)
+	if !errors.Is(err, errRaced) {
+		return err
+	}
+	return b.CommitPartition(ctx, p, run, conds, writes)
 }
 
 func (b *backend) CommitPartition(ctx context.Context, p kv.Partition, run kv.RunChange, conds []kv.Condition, writes []kv.Write) error {

@@ -98,8 +98,9 @@
 // resourceVersion, which the API leaves opaque, is never parsed or ordered: the store
 // only tells whether two are equal, and sends one back as the precondition of a write.
 //
-// Every read of a run GETs its object: the store keeps no copy of the runs' objects (no
-// informer), so a read sees every write that ended before it began, in any process.
+// Every call that reads a run GETs its object: the store keeps no copy of the runs'
+// objects (no informer), so a read sees every write that ended before it began, in any
+// process.
 // ListRuns is one LIST of every run's object of the namespace, read in pages of 500 of
 // one consistent snapshot, whatever runs it selects: the store checks each object
 // against its sum, then selects by its kind and phase. A LIST by label selector would
@@ -110,6 +111,23 @@
 // needs. A snapshot that the API server no longer
 // holds when the next page is asked for (410 Gone) fails ListRuns with that error,
 // wrapped.
+//
+// A Monitor's pass reads its runs from that LIST alone (operations.PassReader, which the
+// engine implements on the store): ReadPass gives each LIST page's waiting runs, each
+// with its operations as the page's objects hold them, and the chunks they name from the
+// Store's chunk cache or fetched; only a run whose chunk a commit replaced since the LIST
+// is read again, by a GET of its object. CommitPass writes a run's object with no read
+// before it: the engine checks its conditions against the object as the LIST gave it,
+// and the PUT is conditional on that object's resourceVersion. A PUT that finds the
+// object changed (409 Conflict) reads it again and checks the conditions on what it
+// finds, as every commit does, so that a run changed since the pass read it fails its
+// CommitPass with operations.ErrStale and is left as it was. A pass thus costs the API
+// server one GET of the format marker, the pages of the LIST, and one PUT per run whose
+// operations changed (with, for a spilled run, the creation of the chunks it changes and
+// the deletion of those they replace), and nothing for a run with no change:
+// BenchmarkPass measures it. Since the Monitor works between the pages of a pass, a page
+// whose snapshot the API server no longer holds (410 Gone) does not fail ReadPass as it
+// fails ListRuns: the pass LISTs again from the start, and skips the runs it has given.
 //
 // A run whose keys take more than [Options.InlineBytes] of gzip spills: its object keeps
 // the run's record, and the other keys go to ItemopsChunks of at most

@@ -9,3 +9,11 @@ func SetPendingGrace(d time.Duration) (restore func()) {
 	pendingGrace = d
 	return func() { pendingGrace = old }
 }
+
+// SetListPage sets how many objects one LIST request of a Store asks for, and returns a
+// function that sets it back.
+func SetListPage(n int64) (restore func()) {
+	old := listPage
+	listPage = n
+	return func() { listPage = old }
+}
