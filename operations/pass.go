@@ -33,7 +33,10 @@ import (
 // r.Operations'), as PutOperations would, in one atomic write, if the run, the set of
 // its operations and every operation the batch replaces are still as r shows them.
 // Otherwise it writes nothing and fails with an error wrapping [ErrStale]: the caller
-// reads that run again (GetRun, ListOperations) and decides anew. It also fails,
+// reads that run again (GetRun, ListOperations) and decides anew. A store that sends a
+// write again after its answer was lost (the Kubernetes client does) may find its own
+// first sending applied and take it for another's: ErrStale then comes for a write
+// that was made, which the caller's new read shows. It also fails,
 // writing nothing, with the errors of [ValidateBatch] and [ValidateOperationUpdate], with
 // an error wrapping [ErrInvalid] when an operation of ops is not one of r's unfinished
 // operations or r was not given by this store's ReadPass, and with ctx.Err() or the
@@ -63,5 +66,6 @@ type PassRun struct {
 
 // ErrStale is returned by [PassReader.CommitPass] when the run it would write changed
 // since the pass read it (a write of another Monitor, a cancel request, new
-// operations): nothing was written. It wraps [ErrConflict].
+// operations): nothing was written, unless the change was the call's own write sent
+// twice (see PassReader). It wraps [ErrConflict].
 var ErrStale = fmt.Errorf("run changed since it was read: %w", ErrConflict)

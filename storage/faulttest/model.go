@@ -245,11 +245,13 @@ func step(s *state, in *input, out *output) []any {
 		switch {
 		case out.result == ok && asRead && valid:
 			return []any{next}
-		case out.result == conflict, out.result == refused:
+		case out.result == refused:
 			return same
-		case out.result == unknown && asRead && valid:
+		case (out.result == unknown || out.result == conflict) && asRead && valid:
+			// ErrStale may answer the call's own write sent twice (see
+			// operations.PassReader), so it is an unknown outcome too.
 			return []any{s, next}
-		case out.result == unknown:
+		case out.result == unknown, out.result == conflict:
 			return same
 		}
 	case "GetOperation":

@@ -169,6 +169,12 @@ func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, r
 		switch {
 		case bytes.Equal(k, metaKey):
 			rawMeta, snap.metaVer = bytes.Clone(v), ver
+			if m, err := parseOpsMeta(rawMeta); err == nil {
+				// Room for every operation the run was ever given, up to a bound, saves
+				// the copies of growing the list and the map one doubling at a time.
+				room := int(min(max(m.next, 1)-1, 1024))
+				ops, snap.found = make([]operations.Operation, 0, room), make(map[string]idEntry, room)
+			}
 			return nil
 		case !bytes.HasPrefix(k, start):
 			return nil // a staged chunk, which the metadata names
