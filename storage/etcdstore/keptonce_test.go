@@ -130,3 +130,31 @@ func halves(byA, byB, names []string) bool {
 	slices.Sort(all)
 	return len(byA) == len(names)/2 && len(byB) == len(names)/2 && slices.Equal(all, names)
 }
+
+// TestStoreCloseEndsRunOnceSession closes the store of a Monitor with WithKeptClaims
+// whose Close was never called: the store's Close leaves no claim or replica key, and
+// the Monitor's Close afterwards writes nothing. (That the store's Close stops the
+// session's watch, which would otherwise last as long as the etcd client, is the test
+// of claims.Claimer.Close: here the client ends with the test.)
+func TestStoreCloseEndsRunOnceSession(t *testing.T) {
+	const runs = 3
+	srv := etcdstore.StartServer(t)
+	c := etcdstore.NewClient(t, srv)
+	prefix := etcdstore.NewPrefix()
+	s := etcdstore.OpenStore(t, c, prefix, nil)
+	seed(t, s, runs, 1)
+	m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return forever{}, nil }),
+		monitor.WithKeptClaims())
+	st, err := m.RunOnce(bg)
+	require.NoError(t, err)
+	require.Equal(t, runs, st.Runs, "runs polled")
+	require.Len(t, rawKeys(t, c, prefix+"claims/"), runs, "claims kept after the pass")
+	require.NotEmpty(t, rawKeys(t, c, prefix+"replicas/"), "replica keys of the session")
+
+	require.NoError(t, s.Close())
+	require.Empty(t, rawKeys(t, c, prefix+"claims/"), "claims left after the store's Close")
+	require.Empty(t, rawKeys(t, c, prefix+"replicas/"), "replica keys left after the store's Close")
+	before := revision(t, c)
+	m.Close()
+	require.Equal(t, before, revision(t, c), "revisions written by the Monitor's Close after the store's")
+}
