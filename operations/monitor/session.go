@@ -43,7 +43,9 @@ func (m *Monitor) beginOnce(ctx context.Context) (operations.ClaimSession, func(
 //
 // Close does not fail, does nothing when no session is under way (a Monitor without
 // WithKeptClaims, or whose store keeps no claims), and is safe for concurrent use and
-// to call more than once. It does not touch the session of [Monitor.Run], which Run ends
+// to call more than once. A store's own Close (storage/etcdstore's, storage/kubestore's)
+// ends the sessions of its Monitors too, and gives their claims up with its own; a
+// Monitor's Close after it has nothing left to give up. It does not touch the session of [Monitor.Run], which Run ends
 // itself when its context ends.
 func (m *Monitor) Close() {
 	m.once.passMu.Lock()
