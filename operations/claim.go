@@ -30,9 +30,10 @@ type RunClaimer interface {
 }
 
 // A ClaimKeeper is an optional ability of a [RunClaimer]: it keeps the claims of a
-// Monitor's Run from one pass to the next, in a [ClaimSession], so that a replica goes on
-// working on the runs it holds without asking its backend for each of them in every pass,
-// and the replicas that share the store can balance the runs among them. The Run of a
+// Monitor's Run (or of its RunOnce passes, given monitor.WithKeptClaims) from one pass
+// to the next, in a [ClaimSession], so that a replica goes on working on the runs it
+// holds without asking its backend for each of them in every pass, and the replicas
+// that share the store can balance the runs among them. The Run of a
 // Monitor (package operations/monitor) finds it by a type assertion on its store, as it
 // finds the RunClaimer; storage/etcdstore has it, and stores used by one process need
 // not.

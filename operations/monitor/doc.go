@@ -58,7 +58,8 @@
 //
 // # Watching a Monitor
 //
-// [Monitor.RunOnce] makes one pass of Run, for tests on a fake clock. Two things watch a
+// [Monitor.RunOnce] makes one pass of Run, for tests on a fake clock and for programs
+// that schedule the passes themselves (see "Several Monitors" for their claims). Two things watch a
 // Monitor: its logger ([WithLogger]), and an [Observer] ([WithObserver]), whose
 // functions it calls with each pass, each run a pass changed (to wake a controller's
 // reconcile), each plugin call, each operation that timed out and each finalizer call,
@@ -74,8 +75,13 @@
 // is), [Monitor.Run] keeps its claims in an [operations.ClaimSession] and holds the runs
 // it claimed until it returns, and the store balances them among the replicas after each
 // pass and as soon as one joins (it may start a pass early, as [Monitor.Wake] does, when
-// a run handed over to its replica becomes free); [Monitor.RunOnce], Poll and Finalize
-// claim a run for the call only.
+// a run handed over to its replica becomes free); Poll and Finalize claim a run for the
+// call only, and so does [Monitor.RunOnce] by default. A program that drives a Monitor
+// by calling RunOnce in a loop, rather than by Run, gives it [WithKeptClaims]: its
+// RunOnce then keeps the claims in a session of its own from one call to the next, as
+// Run does (a pass over runs no other replica wants makes no claim requests, where it
+// would claim and give up each run), until [Monitor.Close] ends the session and gives
+// the claims up.
 //
 // Time comes from a [clock.Clock] ([WithClock]), so tests can move it by hand with the
 // fake of package clock/clocktest.

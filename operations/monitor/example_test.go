@@ -89,3 +89,27 @@ func ExampleMonitor_RunOnce() {
 	// WaitingForPluginOperations
 	// Completed
 }
+
+// A program that schedules the Monitor's passes itself calls RunOnce in a loop. Given
+// WithKeptClaims, a Monitor on a store that replicas share (storage/etcdstore,
+// storage/kubestore; a memstore here, which keeps no claims) keeps its claims from one
+// pass to the next, as Run does, and Close gives them up once the loop is over.
+func ExampleWithKeptClaims() {
+	const interval = 10 * time.Second
+	var store operations.Store = memstore.New()
+	resolver := operationstest.Resolver(map[string]operations.Tracker{})
+	m := monitor.New(store, resolver, monitor.WithKeptClaims(), monitor.WithInterval(interval))
+	defer m.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for ctx.Err() == nil {
+		if _, err := m.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			fmt.Println("pass:", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(interval):
+		}
+	}
+}

@@ -201,3 +201,95 @@ func TestRunLogsWhatKeepsClaimsUnshared(t *testing.T) {
 		require.Contains(t, w, forbidden.Error())
 	}
 }
+
+// TestRunOnceKeepsClaims drives a Monitor with WithKeptClaims by RunOnce on a store that
+// keeps claims: the first RunOnce starts one session with the Monitor's interval, every
+// pass claims its runs under it and tells it how many runs it listed, and Close ends it,
+// once. A RunOnce after Close starts another session. Without the option RunOnce starts
+// none, and Close does nothing.
+func TestRunOnceKeepsClaims(t *testing.T) {
+	const interval = 3 * time.Second
+	for _, tc := range []struct {
+		name       string
+		opts       []monitor.Option
+		wantEvents []string
+		wantKept   []bool
+	}{{
+		name:       "kept",
+		opts:       []monitor.Option{monitor.WithKeptClaims()},
+		wantEvents: []string{"KeepClaims(3s)", "EndPass(2)", "EndPass(2)", "End", "KeepClaims(3s)", "EndPass(2)", "End"},
+		wantKept:   []bool{true, true, true, true, true, true},
+	}, {
+		name:     "default",
+		wantKept: []bool{false, false, false, false, false, false},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &keepingStore{claimingStore: newClaimingStore()}
+			e := &env{t: t, store: s.Store, clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
+			running := operations.Progress{NCompleted: 1, NTotal: 2}
+			e.trackers["p"] = scripted(map[string]operations.Progress{"a": running, "b": running}, nil)
+			e.run(phase.Backup, "one", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+			e.run(phase.Backup, "two", phase.WaitingForPluginOperations, phase.Profile{}, ops("b")...)
+			m := monitor.New(s, operationstest.Resolver(e.trackers), append([]monitor.Option{
+				monitor.WithClock(e.clock), monitor.WithInterval(interval)}, tc.opts...)...)
+			for range 2 {
+				st, err := m.RunOnce(context.Background())
+				require.NoError(t, err)
+				require.Equal(t, 2, st.Runs, "runs polled")
+			}
+			m.Close()
+			m.Close()
+			_, err := m.RunOnce(context.Background())
+			require.NoError(t, err)
+			m.Close()
+
+			s.kmu.Lock()
+			defer s.kmu.Unlock()
+			if d := cmp.Diff(tc.wantEvents, s.events); d != "" {
+				t.Errorf("sessions started and what RunOnce and Close told them (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.wantKept, s.kept); d != "" {
+				t.Errorf("claims made under a session (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestRunOnceSessionOnePassAtATime makes two RunOnce passes at once, with WithKeptClaims:
+// the first uses the session, the second claims without it (and skips the run the first
+// holds). Close, called while the first pass goes on, waits for it: the session ends
+// after the pass has told it how it ended.
+func TestRunOnceSessionOnePassAtATime(t *testing.T) {
+	s := &keepingStore{claimingStore: newClaimingStore()}
+	e := &env{t: t, store: s.Store, clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
+	started, proceed := make(chan struct{}), make(chan struct{})
+	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+		started <- struct{}{}
+		<-proceed
+		return operations.Progress{NCompleted: 1, NTotal: 2}, nil
+	}}
+	e.run(phase.Backup, "one", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+	m := monitor.New(s, operationstest.Resolver(e.trackers), monitor.WithClock(e.clock), monitor.WithKeptClaims())
+
+	first := make(chan error, 1)
+	go func() { _, err := m.RunOnce(context.Background()); first <- err }()
+	<-started
+	st, err := m.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, monitor.PassStats{Skipped: 1}, monitor.PassStats{Runs: st.Runs, Skipped: st.Skipped},
+		"a pass while another uses the session")
+	closed := make(chan struct{})
+	go func() { m.Close(); close(closed) }()
+	close(proceed)
+	require.NoError(t, <-first)
+	<-closed
+
+	s.kmu.Lock()
+	defer s.kmu.Unlock()
+	if d := cmp.Diff([]string{"KeepClaims(10s)", "EndPass(1)", "End"}, s.events); d != "" {
+		t.Errorf("sessions started and what RunOnce and Close told them (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]bool{true, false}, s.kept); d != "" {
+		t.Errorf("claims made under a session (-want +got):\n%s", d)
+	}
+}

@@ -114,11 +114,27 @@ func (m *Monitor) Wake() {
 // so errors.Is(err, operations.ErrCorrupt) tells whether any of them met a damaged
 // store, after which [Monitor.Run] would stop. It is safe to call concurrently with other
 // methods, Run included, and several Monitors may make passes over one store at once.
+//
+// When the store is an [operations.RunClaimer], RunOnce claims each run before it works
+// on it. By default it gives each claim up when it is done with the run, so that a pass
+// leaves no claim behind. With [WithKeptClaims], on a store that is an
+// [operations.ClaimKeeper], it keeps them instead, as Run does: the first RunOnce starts
+// a claim session (with the Monitor's interval, and no wake), which holds the claims
+// from one call to the next and balances the runs with the other replicas at the end of
+// each pass, until [Monitor.Close] ends it; a pass over runs that no other replica
+// wants then makes no claim requests. Only one pass at a time uses the session: a
+// RunOnce called while another's pass uses it claims each run and gives it up, as
+// without the option. The session is not Run's: a Monitor that makes passes both ways
+// has two sessions, and the replicas count it twice when they share the runs. When
+// ctx ends during a pass, the session keeps the claims it holds for the next pass (or
+// for Close to give up).
 func (m *Monitor) RunOnce(ctx context.Context) (PassStats, error) {
 	if err := m.cfg.invalid; err != nil {
 		return PassStats{}, err
 	}
-	return m.runOnce(ctx, nil)
+	session, done := m.beginOnce(ctx)
+	defer done()
+	return m.runOnce(ctx, session)
 }
 
 // runOnce is RunOnce, with the claims of the pass made under session when it is not nil

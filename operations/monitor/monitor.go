@@ -56,6 +56,8 @@ type Monitor struct {
 	lost    lostWrites
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
 	wake chan struct{}
+	// once is the claim session of RunOnce (see WithKeptClaims).
+	once onceSession
 }
 
 // runKey names a run in the Monitor's maps.

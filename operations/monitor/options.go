@@ -47,6 +47,7 @@ type config struct {
 	finalizeTimeout  time.Duration
 	storeWork        int // 0: workers
 	observer         Observer
+	keepClaims       bool // RunOnce keeps its claims in a session (WithKeptClaims)
 
 	// defaults is the policy of every plugin that has none of its own in actions.
 	// actionSet holds what the options set for single plugins, which newConfig
@@ -139,6 +140,25 @@ func WithInterval(d time.Duration) Option {
 			c.interval = max(d, MinInterval)
 		}
 	})
+}
+
+// WithKeptClaims makes the passes of [Monitor.RunOnce] keep their claims from one pass
+// to the next, as those of [Monitor.Run] do, when the store is an
+// [operations.ClaimKeeper] (storage/etcdstore and storage/kubestore are): give it to a
+// Monitor that a program drives by calling RunOnce in a loop, once per interval (set
+// the interval of the loop with [WithInterval]: the session hands runs over to other
+// replicas an interval after its last pass over them). The first RunOnce starts a
+// claim session, with the Monitor's interval, that the later calls use, so that a
+// pass over runs no other replica wants makes no claim requests, and the replicas
+// balance the runs among them as Runs do; [Monitor.Close] ends it. See RunOnce.
+//
+// Without it (the default), each pass of RunOnce claims each run it works on and gives
+// the claim up when it is done with the run: a pass leaves no claim behind, and needs no
+// Close, but on a store that keeps claims it costs a claim and a release (two requests
+// to the backend) per run per pass. On a store that keeps no claims the option does
+// nothing.
+func WithKeptClaims() Option {
+	return optionFunc(func(c *config) { c.keepClaims = true })
 }
 
 // WithWorkers bounds how many operations a Monitor checks at once (a Progress call, and

@@ -126,7 +126,9 @@
 // goes to whichever Monitor claims it first.
 // Outside Run ([github.com/itemops/itemops/operations/monitor.Monitor.RunOnce], Poll,
 // Finalize), a Monitor claims a run for the call and gives the claim up after it; a run
-// that a Run of the same store keeps is lent to the call and goes back to the Run.
+// that a Run of the same store keeps is lent to the call and goes back to the Run. A
+// Monitor given [github.com/itemops/itemops/operations/monitor.WithKeptClaims] keeps the
+// claims of its RunOnce passes in a session, as Run does, until its Close.
 //
 // When a replica dies, or loses etcd for longer than the TTL, its lease expires and its
 // claims go with it; until then the runs it was polling wait. A claim whose release could

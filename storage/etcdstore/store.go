@@ -167,9 +167,10 @@ func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then []clientv3.Op
 }
 
 // Close gives up the runs this store has claimed (it revokes the lease that holds its
-// claims) and makes every later call fail with [ErrClosed]. It does not close the etcd
-// client, which is the caller's. Only the first call does anything; later calls return
-// what it returned. Close waits at most [Options.RequestTimeout] for etcd; when etcd does
+// claims, and ends the claim sessions of [Store.KeepClaims] that their Monitors have not
+// ended, their watches of the members included) and makes every later call fail with
+// [ErrClosed]. It does not close the etcd client, which is the caller's. Only the first
+// call does anything; later calls return what it returned. Close waits at most [Options.RequestTimeout] for etcd; when etcd does
 // not answer, the claims end by themselves after [Options.ClaimTTL].
 func (s *Store) Close() error {
 	if s.Store == nil {
@@ -177,6 +178,7 @@ func (s *Store) Close() error {
 	}
 	s.closeOnce.Do(func() {
 		s.b.closed.Store(true)
+		s.claims.Close() // the claim sessions a Monitor did not end: revoking the lease ends their keys
 		s.sessMu.Lock()
 		sess := s.sess
 		s.sess = nil

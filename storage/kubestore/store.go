@@ -187,9 +187,10 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake fun
 	return s.claims.KeepClaims(ctx, interval, wake)
 }
 
-// Close gives up the runs this store has claimed: it stops renewing its session, and
-// deletes the session's Lease and every claim and member Lease bound to it (one
-// deletecollection). Later claims fail with [ErrClosed]; the methods of operations.Store
+// Close gives up the runs this store has claimed: it ends the claim sessions of
+// [Store.KeepClaims] that their Monitors have not ended (their watches of the members
+// included), stops renewing its session, and deletes the session's Lease and every
+// claim and member Lease bound to it (one deletecollection). Later claims fail with [ErrClosed]; the methods of operations.Store
 // go on working, as the store holds no other resource. Only the first call does
 // anything; later calls return what it returned. Close waits at most
 // [Options.RequestTimeout] for each request; when the API server does not answer, the
@@ -197,6 +198,7 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake fun
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.claims.Close() // the claim sessions a Monitor did not end: their Leases go below
 		s.sessMu.Lock()
 		ss := s.sess
 		s.sess = nil

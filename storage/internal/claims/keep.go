@@ -55,6 +55,9 @@ func (c *Claimer) KeepClaims(ctx context.Context, interval time.Duration, wake f
 	c.keepMu.Lock()
 	c.keepers[k] = true
 	c.keepMu.Unlock()
+	if c.b.Ready(context.Background()) != nil {
+		k.end(false) // the store closed meanwhile, and its Close may have missed k
+	}
 	return k
 }
 
@@ -511,7 +514,32 @@ func Share(runs, n, rank int64) int {
 }
 
 // End ends the session (see KeepClaims).
-func (k *keeper) End() {
+func (k *keeper) End() { k.end(true) }
+
+// Close ends every claim session of c that has not ended, as End does but without a
+// request: its store calls it as it closes, having given up, or about to give up, all
+// that its sessions keep (their claims, hand-overs and members are bound to the store's
+// session). It waits for the sessions' watches of the members to end, so that no
+// session outlives its store, whether or not its Monitor ended it: a Monitor that makes
+// its passes with RunOnce and whose Close was never called, in particular.
+func (c *Claimer) Close() {
+	if c == nil {
+		return // the zero Store's
+	}
+	c.keepMu.Lock()
+	keepers := make([]*keeper, 0, len(c.keepers))
+	for k := range c.keepers {
+		keepers = append(keepers, k)
+	}
+	c.keepMu.Unlock()
+	for _, k := range keepers {
+		k.end(false)
+	}
+}
+
+// end ends the session; with give, it gives up what the session keeps, waiting for the
+// backend at most its Timeout, and otherwise only forgets it (see Claimer.Close).
+func (k *keeper) end(give bool) {
 	k.c.keepMu.Lock()
 	delete(k.c.keepers, k)
 	k.c.keepMu.Unlock()
@@ -547,9 +575,11 @@ func (k *keeper) End() {
 		stopWatch()
 		<-watching
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), k.c.b.Timeout())
-	defer cancel()
-	k.c.b.Apply(ctx, changes)
+	if give {
+		ctx, cancel := context.WithTimeout(context.Background(), k.c.b.Timeout())
+		defer cancel()
+		k.c.b.Apply(ctx, changes)
+	}
 	for _, ch := range changes {
 		k.c.forget(ch.Key, ch.Version)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,5 +206,73 @@ func TestMayTakeWithTheLongestInterval(t *testing.T) {
 		if got := k.mayTake("other", free, oneSession{}, now); got != tc.want {
 			t.Errorf("interval %v: a full session may take a run free for an hour: %t, want %t", tc.interval, got, tc.want)
 		}
+	}
+}
+
+// watchingBackend is a failingBackend whose watches of the members last until they are
+// stopped, and which counts its Apply calls and the watches under way.
+type watchingBackend struct {
+	failingBackend
+	watches atomic.Int64  // under way
+	started chan struct{} // a send for each watch that starts
+	applied atomic.Int64  // Apply calls
+	closed  atomic.Bool
+}
+
+func (b *watchingBackend) WatchMembers(ctx context.Context, _ string, _ func()) error {
+	b.watches.Add(1)
+	defer b.watches.Add(-1)
+	b.started <- struct{}{}
+	<-ctx.Done()
+	return nil
+}
+
+func (b *watchingBackend) Apply(context.Context, []Change) []string {
+	b.applied.Add(1)
+	return nil
+}
+
+func (b *watchingBackend) Ready(ctx context.Context) error {
+	if b.closed.Load() {
+		return errors.New("closed")
+	}
+	return ctx.Err()
+}
+
+// TestCloseEndsSessions closes a Claimer (as its store closes) under two claim sessions
+// that their Monitors never ended, one holding a claim: Close stops their watches of the
+// members before it returns and makes no request, the store giving up what they keep.
+// Ending a session afterwards does nothing, and a session started after Close keeps
+// nothing and watches nothing.
+func TestCloseEndsSessions(t *testing.T) {
+	b := &watchingBackend{started: make(chan struct{}, 8)}
+	c := New(b)
+	ctx := context.Background()
+	s1 := c.KeepClaims(ctx, time.Second, nil)
+	s2 := c.KeepClaims(ctx, time.Second, nil)
+	release, ok, err := s1.ClaimRun(ctx, operations.Owner{Kind: phase.Backup, Name: "a", UID: "1"})
+	if err != nil || !ok {
+		t.Fatalf("ClaimRun = %v, %v; want a claim", ok, err)
+	}
+	release()
+	<-b.started
+	<-b.started
+	if n := b.watches.Load(); n != 2 {
+		t.Fatalf("watches under way before Close: %d, want 2", n)
+	}
+	b.closed.Store(true)
+	c.Close()
+	if n := b.watches.Load(); n != 0 {
+		t.Errorf("watches under way after Close: %d, want 0", n)
+	}
+	s1.End()
+	s2.End()
+	s3 := c.KeepClaims(ctx, time.Second, nil)
+	s3.End()
+	if n := b.applied.Load(); n != 0 {
+		t.Errorf("Apply calls: %d, want 0", n)
+	}
+	if n := b.watches.Load(); n != 0 {
+		t.Errorf("watches under way at the end: %d, want 0", n)
 	}
 }
