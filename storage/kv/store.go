@@ -268,15 +268,9 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 	}
 	out := []operations.Run{}
 	err := s.b.ScanRuns(ctx, f, func(p Partition, indexed phase.Phase, v []byte) error {
-		o := p.owner()
-		run, err := record.DecodeRun(o, v)
-		switch {
-		case err != nil && indexed == "":
-			return fmt.Errorf("run %s: %w", o, err)
-		case err != nil:
-			return fmt.Errorf("phase index entry of run %s: %w", o, err)
-		case indexed != "" && run.Phase != indexed:
-			return fmt.Errorf("phase index entry of run %s in %s holds phase %s: %w", o, indexed, run.Phase, operations.ErrCorrupt)
+		run, err := decodeListed(p, indexed, v)
+		if err != nil {
+			return err
 		}
 		if f.Match(run) {
 			out = append(out, run)
