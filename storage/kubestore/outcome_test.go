@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/client-go/rest"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
@@ -97,6 +98,41 @@ func (c *cutBody) Read(p []byte) (int, error) {
 
 func (c *cutBody) Close() error { return c.r.Close() }
 
+// lostAnswerModes are the outcomes of the write of a run's object that
+// TestLostAnswerKeepsRun and TestPassLostAnswer give a lostAnswer client, and whether
+// the API server applied the write.
+var lostAnswerModes = []struct {
+	name    string
+	mode    int
+	applied bool
+}{
+	{"Reset", answerReset, true},
+	{"BodyCut", answerCut, true},
+	{"GatewayTimeout", answerTimeout, true},
+	{"ConflictAfterApplied", answerConflict, true},
+	{"NeverSent", neverSent, false},
+	{"Refused", refused, false},
+}
+
+// spilledBehindLostAnswer opens a store (InlineBytes 1 KiB, ChunkBytes 16 KiB) in a
+// namespace of its own through a lostAnswer client of the given mode, not armed yet, and
+// stores through it a waiting run of 300 operations, which spills. It returns the
+// namespace with an administrator's configuration, the client, the store, the run's
+// owner and its operations.
+func spilledBehindLostAnswer(t *testing.T, mode int) (*rest.Config, string, *lostAnswer, *kubestore.Store, operations.Owner, []operations.Operation) {
+	t.Helper()
+	opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
+	_, cfg, ns := newStoreIn(t, opts)
+	l := &lostAnswer{mode: mode}
+	w := openIn(t, ns, opts, func(rt http.RoundTripper) http.RoundTripper { l.next = rt; return l })
+	o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
+	ops := testOps(o, 300, operations.OperationInProgress)
+	if err := w.CreateRunWithOperations(context.Background(), waitingRun(t, o), ops); err != nil {
+		t.Fatalf("CreateRunWithOperations: %v", err)
+	}
+	return cfg, ns, l, w, o, ops
+}
+
 // TestLostAnswerKeepsRun changes a spilled run (InlineBytes 1 KiB, ChunkBytes 16 KiB,
 // 300 operations) through a client that loses the outcome of the write of the run's
 // object, its commit point: the API server applies the write and the answer is lost
@@ -108,29 +144,10 @@ func (c *cutBody) Close() error { return c.r.Close() }
 // the same sequence number) is read back after a sweep, and the sweep leaves only the
 // chunks the run's object names. A Monitor's pass over the store goes on.
 func TestLostAnswerKeepsRun(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		mode    int
-		applied bool
-	}{
-		{"Reset", answerReset, true},
-		{"BodyCut", answerCut, true},
-		{"GatewayTimeout", answerTimeout, true},
-		{"ConflictAfterApplied", answerConflict, true},
-		{"NeverSent", neverSent, false},
-		{"Refused", refused, false},
-	} {
+	for _, tc := range lostAnswerModes {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
-			_, cfg, ns := newStoreIn(t, opts)
-			l := &lostAnswer{mode: tc.mode}
-			w := openIn(t, ns, opts, func(rt http.RoundTripper) http.RoundTripper { l.next = rt; return l })
-			o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
-			ops := testOps(o, 300, operations.OperationInProgress)
-			if err := w.CreateRunWithOperations(ctx, waitingRun(t, o), ops); err != nil {
-				t.Fatalf("CreateRunWithOperations: %v", err)
-			}
+			cfg, ns, l, w, o, ops := spilledBehindLostAnswer(t, tc.mode)
 			chunks := count(t, cfg, chunksGVR, ns)
 			changed := testOps(o, 300, operations.OperationInProgress)
 			for i := range changed {

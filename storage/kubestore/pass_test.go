@@ -424,29 +424,10 @@ func TestPassReadsChunks(t *testing.T) {
 // write was not applied and fails with ErrStale where it was; either way a fresh Store
 // then reads the change, and a sweep leaves only the chunks the run's object names.
 func TestPassLostAnswer(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		mode    int
-		applied bool
-	}{
-		{"Reset", answerReset, true},
-		{"BodyCut", answerCut, true},
-		{"GatewayTimeout", answerTimeout, true},
-		{"ConflictAfterApplied", answerConflict, true},
-		{"NeverSent", neverSent, false},
-		{"Refused", refused, false},
-	} {
+	for _, tc := range lostAnswerModes {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			opts := &kubestore.Options{InlineBytes: 1 << 10, ChunkBytes: 16 << 10}
-			_, cfg, ns := newStoreIn(t, opts)
-			l := &lostAnswer{mode: tc.mode}
-			w := openIn(t, ns, opts, func(rt http.RoundTripper) http.RoundTripper { l.next = rt; return l })
-			o := operations.Owner{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"}
-			ops := testOps(o, 300, operations.OperationInProgress)
-			if err := w.CreateRunWithOperations(ctx, waitingRun(t, o), ops); err != nil {
-				t.Fatalf("CreateRunWithOperations: %v", err)
-			}
+			cfg, ns, l, w, o, ops := spilledBehindLostAnswer(t, tc.mode)
 			chunks := count(t, cfg, chunksGVR, ns)
 			runs, _ := readPass(t, w)
 			changed := advanced(ops, 5000)
