@@ -100,17 +100,26 @@ func (s *stale) GetRun(ctx context.Context, o operations.Owner) (operations.Run,
 	return r, err
 }
 
-// halfBatch writes only the first operation of every fifth batch of more than one.
+// halfBatch writes only the first operation of every third batch of more than one,
+// whether the batch comes by PutOperations or by a pass's CommitPass.
 type halfBatch struct {
 	*memstore.Store
 	n atomic.Int64
 }
 
-func (h *halfBatch) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
-	if len(ops) > 1 && h.n.Add(1)%5 == 0 {
-		ops = ops[:1]
+func (h *halfBatch) cut(ops []operations.Operation) []operations.Operation {
+	if len(ops) > 1 && h.n.Add(1)%3 == 0 {
+		return ops[:1]
 	}
-	return h.Store.PutOperations(ctx, o, ops)
+	return ops
+}
+
+func (h *halfBatch) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
+	return h.Store.PutOperations(ctx, o, h.cut(ops))
+}
+
+func (h *halfBatch) CommitPass(ctx context.Context, r operations.PassRun, ops []operations.Operation) error {
+	return h.Store.CommitPass(ctx, r, h.cut(ops))
 }
 
 // staleCommit writes a pass's batch whatever happened to its run since the pass read
