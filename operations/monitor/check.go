@@ -17,7 +17,7 @@ type checks struct {
 	m       *Monitor
 	ctx     context.Context
 	ops     []operations.Operation // each replaced by what its check found
-	changed []bool                 // whether the check changed ops[i]
+	changed []change               // how the check changed ops[i]
 	timeout time.Duration
 	// known, under a policy, holds how the checks changed the Monitor state of
 	// ops[i], by i, for the poll to keep should the store miss its write (see
@@ -62,7 +62,7 @@ func (w *worker) check(i int) bool {
 				return false
 			}
 		}
-		c.ops[i], c.changed[i] = c.cancelled(next, msg, err), true
+		c.ops[i], c.changed[i] = c.cancelled(next, msg, err), moved
 		return true
 	}
 	var p operations.Progress
@@ -92,7 +92,7 @@ func (w *worker) check(i int) bool {
 		}
 		next = c.cancelled(next, end.msg, cancelErr)
 	}
-	c.ops[i], c.changed[i] = next, changed(op, next)
+	c.ops[i], c.changed[i] = next, changeOf(op, next)
 	c.know(i, op, next)
 	return true
 }
@@ -134,9 +134,35 @@ func (c *checks) observeEnd(op operations.Operation, end ending) {
 	}
 }
 
-// changed reports whether a check changed op into next: what is written of it.
-func changed(op, next operations.Operation) bool {
-	return next.Status != op.Status || next.Monitor != op.Monitor
+// A change is how a check changed an operation, which decides when a poll writes it
+// (see WithProgressWriteInterval).
+type change uint8
+
+const (
+	unchanged change = iota
+	// progressed: only the plugin's report of progress changed (its counts, units,
+	// description and times) and, with it, the Monitor's record of when the report
+	// last moved (MonitorState's ProgressAt and MaxCompleted).
+	progressed
+	// moved: anything else changed too: the phase, the error, or the Monitor's retry
+	// state.
+	moved
+)
+
+// changeOf returns how a check changed op into next.
+func changeOf(op, next operations.Operation) change {
+	if next.Status == op.Status && next.Monitor == op.Monitor {
+		return unchanged
+	}
+	if next.Status.Phase != op.Status.Phase || next.Status.Error != op.Status.Error {
+		return moved
+	}
+	was := op.Monitor
+	was.ProgressAt, was.MaxCompleted = next.Monitor.ProgressAt, next.Monitor.MaxCompleted
+	if was != next.Monitor {
+		return moved
+	}
+	return progressed
 }
 
 // The states of a plugin call.
@@ -294,7 +320,7 @@ func (p *pending) giveUp() {
 		c.observeCall(p, CallTimedOut)
 		err := fmt.Errorf("%s: %w", p.what(), c.m.noAnswer())
 		if p.cancel {
-			c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, p.msg, err), true
+			c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, p.msg, err), moved
 		} else {
 			next, end := c.progressFailed(p.i, p.op, p.now, err)
 			if end.msg != "" {
@@ -303,7 +329,7 @@ func (p *pending) giveUp() {
 				c.observeEnd(next, end)
 				next = c.cancelled(next, end.msg, c.notCalled(p, next, true))
 			}
-			c.ops[p.i], c.changed[p.i] = next, changed(p.op, next)
+			c.ops[p.i], c.changed[p.i] = next, changeOf(p.op, next)
 			c.know(p.i, p.op, next)
 		}
 	}

@@ -193,6 +193,9 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 		stats.OperationsNew += fresh
 		stats.OperationsInProgress += res.Running - fresh
 		stats.OperationsDeferred += res.Deferred
+		if res.ProgressHeld {
+			stats.ProgressHeld++
+		}
 		stats.NextDue = earliest(stats.NextDue, res.NextDue)
 		stats.Completed += res.Completed
 		stats.Failed += res.Failed
@@ -246,6 +249,9 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 	if err != nil {
 		fail(fmt.Errorf("list finalizing runs: %w", err))
 		complete = false
+	}
+	if complete {
+		m.progress.keep(runs)
 	}
 	stats.RunPhases = countPhases(runs, fin)
 	each(ctx, m.cfg.storeWork, fin, func(r operations.Run) {

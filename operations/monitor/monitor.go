@@ -49,11 +49,12 @@ type Monitor struct {
 	resolver operations.Resolver
 	cfg      config
 	// queueMu guards queue and busy, the Monitor's workers (see check).
-	queueMu sync.Mutex
-	queue   []*checks // the polls with operations no worker has taken, first come first
-	busy    int       // the operations the workers hold, at most cfg.workers
-	hung    hungCalls
-	lost    lostWrites
+	queueMu  sync.Mutex
+	queue    []*checks // the polls with operations no worker has taken, first come first
+	busy     int       // the operations the workers hold, at most cfg.workers
+	hung     hungCalls
+	lost     lostWrites
+	progress progressWrites // when each run was last written (WithProgressWriteInterval)
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
 	wake chan struct{}
 	// once is the claim session of RunOnce (see WithKeptClaims).
@@ -94,6 +95,7 @@ func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 		passer:   passer,
 		resolver: r,
 		cfg:      cfg,
+		progress: progressWrites{every: cfg.progressEvery},
 		wake:     make(chan struct{}, 1),
 	}
 }
@@ -110,12 +112,16 @@ func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 // write. NextDue is the earliest time one of the running operations waits for: its next
 // poll, or, when sooner, the end of its stall window or of its timeout, at which it is
 // checked whatever its wait; the zero time when none waits.
+//
+// ProgressHeld is true when the poll changed nothing but progress and, under
+// [WithProgressWriteInterval], left it for a later poll to write: the run was not written.
 type PollResult struct {
 	Running, Completed, Failed, NewErrors int
 	Phase                                 phase.Phase
 	Skipped                               bool
 	Deferred                              int
 	NextDue                               time.Time
+	ProgressHeld                          bool
 }
 
 // Poll makes one pass over the unfinished operations (New or InProgress) of the run of o,
@@ -260,12 +266,13 @@ func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operati
 		batch = ops[:0]             // the changed operations, moved to the front of ops
 		first *operations.Operation // the first operation that failed in this poll
 		lost  map[string]lostWrite  // what the batch is to record, should its write fail
+		moves bool                  // whether the batch changes more than progress
 	)
 	for i := range ops {
 		op := &ops[i]
 		// An operation whose state the store missed is written too, checked or not.
 		stored, stale := recalled[i]
-		changed := i < due && c.changed[i] || stale
+		changed := i < due && c.changed[i] != unchanged || stale
 		if m.cfg.policies {
 			if w, ok := c.knew(i, op, stored, stale); ok {
 				if lost == nil {
@@ -297,9 +304,16 @@ func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operati
 		}
 		if changed {
 			batch = append(batch, *op)
+			moves = moves || stale || c.changed[i] == moved
 		}
 	}
+	if len(batch) > 0 && !moves && !m.progress.due(keyOf(o), m.cfg.clock.Now()) {
+		res.ProgressHeld, batch = true, nil
+	}
 	err = m.writeBatch(ctx, o, pr, batch)
+	if err == nil && len(batch) > 0 {
+		m.progress.wrote(keyOf(o), m.cfg.clock.Now())
+	}
 	if m.cfg.policies {
 		m.lost.written(keyOf(o), lost, err)
 	}
@@ -313,6 +327,9 @@ func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operati
 		res.Phase = run.Phase
 	default:
 		res.NewErrors, res.Phase, err = m.advance(ctx, run, res.Running, first)
+	}
+	if res.Phase != run.Phase {
+		m.progress.forget(keyOf(o))
 	}
 	return res, fresh, err
 }
@@ -356,7 +373,7 @@ func (m *Monitor) writeBatch(ctx context.Context, o operations.Owner, pr *operat
 // goroutine the plugin hangs in leaves when it returns, and a new worker takes its place
 // (see pending.giveUp).
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
-	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]bool, len(ops)), timeout: timeout, cancelReason: cancelReason}
+	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]change, len(ops)), timeout: timeout, cancelReason: cancelReason}
 	if len(ops) == 0 {
 		return c, ctx.Err()
 	}
@@ -461,7 +478,7 @@ func (m *Monitor) cancelOperations(ctx context.Context, o operations.Owner, reas
 	}
 	batch := ops[:0]
 	for i := range ops {
-		if c.changed[i] {
+		if c.changed[i] != unchanged {
 			batch = append(batch, ops[i])
 		}
 	}

@@ -161,6 +161,9 @@ type PassStats struct {
 	// time one of those is due (see [PollResult]); the zero time when none waits.
 	OperationsDeferred int
 	NextDue            time.Time
+	// ProgressHeld counts the polled runs whose progress the pass did not write (see
+	// [WithProgressWriteInterval]).
+	ProgressHeld int
 	// Err joins what went wrong with the store or a finalizer; the pass went on
 	// regardless.
 	Err error

@@ -47,7 +47,8 @@ type config struct {
 	finalizeTimeout  time.Duration
 	storeWork        int // 0: workers
 	observer         Observer
-	keepClaims       bool // RunOnce keeps its claims in a session (WithKeptClaims)
+	keepClaims       bool          // RunOnce keeps its claims in a session (WithKeptClaims)
+	progressEvery    time.Duration // 0: progress is written at once (WithProgressWriteInterval)
 
 	// defaults is the policy of every plugin that has none of its own in actions.
 	// actionSet holds what the options set for single plugins, which newConfig
@@ -159,6 +160,36 @@ func WithInterval(d time.Duration) Option {
 // nothing.
 func WithKeptClaims() Option {
 	return optionFunc(func(c *config) { c.keepClaims = true })
+}
+
+// WithProgressWriteInterval makes the Monitor write a run whose poll changed nothing
+// but its operations' progress (their counts, units, description and times) at most
+// once every d, as Argo Workflows writes a workflow's progress, so that a pass over
+// many runs makes few writes: on a client limited to 20 requests a second, a pass of
+// storage/kubestore writes about one run in six with d a minute and a 10 s interval
+// (docs/BENCHMARKS.md, "A pass that reads once"). A poll that changes more is written
+// at once, with the progress it holds: an operation that started, completed, failed,
+// timed out, stalled or was cancelled, and a Progress error that a retry policy
+// counts or an answer that ends a row of them. Progress held back is not lost: every
+// poll asks the plugins again, and the next write records their latest reports.
+//
+// A run that the Monitor has not written yet (new, or met after a restart) has its
+// first progress written within d, at a point that its name sets, so that the runs met
+// in one pass are written over the passes of the next d rather than all at once. What
+// the Monitor keeps is one time per waiting run, in memory.
+//
+// What the store holds of an operation's progress is thus up to d old, and so is what
+// another Monitor that takes the run over starts from. Under a stall timeout
+// ([WithStallTimeout]), a stall is seen up to d late: the Monitor counts the stall
+// window from the last progress the store holds. [PollResult] and [PassStats] count the
+// runs held back. The default, 0, writes every change at once, as Velero does; a value
+// ≤ 0 keeps it.
+func WithProgressWriteInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.progressEvery = d
+		}
+	})
 }
 
 // WithWorkers bounds how many operations a Monitor checks at once (a Progress call, and
