@@ -47,6 +47,14 @@ func openStore(ctx context.Context, cfg *rest.Config, c client.Client, f storeFl
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
+	// The store's client has no client-side limit (QPS -1), as controller-runtime's
+	// GetConfig gives since it leaves the sharing of the API server to its priority and
+	// fairness (v0.25 does; v0.19 limits to 20 requests a second): a Monitor's pass
+	// writes each run that changed, and under such a limit a pass over 1,000 runs would
+	// take 50 s. An operator that must keep a limit gives its Monitor
+	// monitor.WithProgressWriteInterval instead (see kubestore's "Rate limits").
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = -1
 	return kubestore.Open(ctx, cfg, f.namespace, &kubestore.Options{
 		OwnerReference: func(run operations.Owner) *metav1.OwnerReference { return appBackupOwner(run, f.namespace) },
 	})

@@ -192,6 +192,33 @@
 // deletes no chunk that a run's object names, or that one that does not decode might
 // name. There is no salvage of a namespace: itemops salvage reads boltstore files only.
 //
+// # Rate limits
+//
+// Beside its writes, a Monitor's pass over this store makes a few requests: a LIST of
+// the waiting runs (a page per 500) and one of the finalizing runs, a GET of the format
+// marker before each, and, when the Monitor keeps its claims (its Run, or RunOnce given
+// monitor.WithKeptClaims), a LIST of the claim Leases and the renewals of its session's
+// Lease. It writes each run whose poll changed something with one PUT (and, for a run
+// whose keys spill into chunks, the writes of the chunks it replaces). Behind a client
+// limit of q requests a second with a burst of b, a pass that writes w runs takes at
+// least (w + 5 − b) / q seconds: under controller-runtime v0.19's default limit of 20
+// and 30, a pass that writes 1,000 runs takes about 49 s, five times the Monitor's
+// default interval (docs/BENCHMARKS.md, "A pass that reads once").
+//
+// [Open] keeps the limit of the rest.Config it is given, and sets [Options.QPS] and
+// [Options.Burst] (200 and 400 by default) only where the config leaves them 0. An
+// operator with a low client limit and hundreds of waiting runs has two ways out:
+//
+//   - give Open a config with no client limit (QPS −1, as the GetConfig of newer
+//     controller-runtime releases gives; v0.25's does), and leave the sharing of the
+//     API server to its priority and fairness, as examples/operator does (its
+//     store.go);
+//   - give the Monitor monitor.WithProgressWriteInterval (a minute, say), so that a run
+//     whose operations only progressed is written once per interval, while phase
+//     changes, failures and cancels are written at once: a pass over 1,000 such runs
+//     then writes about a sixth of them and fits in the default interval under 20 and
+//     30.
+//
 // # Rights
 //
 // A store needs the rights of the Role itemops-kubestore of [RBAC] (rbac/role.yaml), in

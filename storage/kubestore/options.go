@@ -15,7 +15,8 @@ import (
 type Options struct {
 	// QPS and Burst set the client's rate limit where the rest.Config given to Open
 	// leaves them 0 (client-go's own defaults, 5 and 10, would make a Monitor's pass over
-	// a hundred runs take minutes). The defaults are 200 and 400.
+	// a hundred runs take minutes). The defaults are 200 and 400. See "Rate limits" in
+	// the package documentation for what a pass needs.
 	QPS   float32
 	Burst int
 	// MaxObjectBytes is the largest JSON, in bytes, of an object the store writes: a

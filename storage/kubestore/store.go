@@ -59,7 +59,9 @@ var (
 
 // Open returns the store in namespace of the API server that cfg reaches. It copies cfg,
 // and sets its QPS and Burst from o where cfg leaves them 0; a nil o means the
-// defaults of [Options]. The resources of [InstallCRDs] must be installed.
+// defaults of [Options]. A client limit that cfg sets is kept: see "Rate limits" in the
+// package documentation for the limit a Monitor's pass needs. The resources of
+// [InstallCRDs] must be installed.
 //
 // The first Open of a namespace writes the store's markers: the ItemopsRun named
 // "itemops", which holds the store's identity, then the ItemopsChunk named "itemops",

@@ -199,3 +199,23 @@ func TestPauseAndRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"k": "v"}, got.Data, "an object written before etcd restarted")
 }
+
+// TestCPUTime checks that the processor time of the server's processes is counted and
+// grows with the work they do: 200 LISTs make kube-apiserver and etcd work.
+func TestCPUTime(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(disturbed.Config(t))
+	require.NoError(t, err)
+	api0, etcd0, err := disturbed.CPUTime()
+	require.NoError(t, err)
+	require.Positive(t, api0, "kube-apiserver's time since it started")
+	for range 200 {
+		_, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+	}
+	api1, etcd1, err := disturbed.CPUTime()
+	require.NoError(t, err)
+	require.Greater(t, api1, api0, "kube-apiserver's time after 200 requests")
+	require.GreaterOrEqual(t, etcd1, etcd0, "etcd's time never goes down")
+	_, _, err = New(Options{}).CPUTime()
+	require.ErrorContains(t, err, "did not start")
+}
