@@ -27,7 +27,9 @@ import (
 // they are still as read. ReadPass stops at the first error fn returns and returns it
 // as it is; it fails as ListRuns and ListOperations do (an error wrapping [ErrCorrupt]
 // for a record it cannot read, ctx.Err() when ctx ends first). Pages read later may
-// show writes made while fn ran.
+// show writes made while fn ran, but ReadPass gives each run once at most: a run that
+// moved, while fn ran, from a phase of f that a page read to another that a later page
+// reads is not given again.
 //
 // CommitPass writes ops, a batch of replacements of operations of r (each ID one of
 // r.Operations'), as PutOperations would, in one atomic write, if the run, the set of

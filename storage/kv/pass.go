@@ -78,6 +78,9 @@ func (s *Store) ReadPass(ctx context.Context, f operations.RunFilter, fn func(pa
 	var (
 		page   []operations.PassRun
 		staged []operations.Owner // runs of the page with a staged batch
+		// given holds the runs already read: a run that fn moved from one phase of f
+		// to another that a later page reads is not given again.
+		given = make(map[runName]bool)
 	)
 	fromUser := false // the error is fn's, returned as it is
 	err := pb.ScanPartitions(ctx, f, func(p Partition, indexed phase.Phase, rec []byte, r Reader) error {
@@ -85,6 +88,11 @@ func (s *Store) ReadPass(ctx context.Context, f operations.RunFilter, fn func(pa
 		if err != nil || !f.Match(run) {
 			return err
 		}
+		name := runName{run.Owner.Kind, run.Owner.Name}
+		if given[name] {
+			return nil
+		}
+		given[name] = true
 		pr, err := s.readPassRun(ctx, r, run, rec)
 		if errors.Is(err, errStaged) {
 			staged = append(staged, run.Owner)
@@ -118,6 +126,12 @@ func (s *Store) ReadPass(ctx context.Context, f operations.RunFilter, fn func(pa
 		return fmt.Errorf("read pass: %w", err)
 	}
 	return err
+}
+
+// A runName names a run within one ReadPass.
+type runName struct {
+	kind phase.Kind
+	name string
 }
 
 // errStaged is what readPassRun returns for a run with a staged batch left to apply;

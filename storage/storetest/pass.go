@@ -20,6 +20,7 @@ func passChecks(cfg config) []check {
 	}
 	return []check{
 		{"ReadsWhatIsStored", testPassReadsWhatIsStored},
+		{"RunMovedWhileReadComesOnce", testPassRunMoved},
 		{"CommitWrites", testPassCommitWrites},
 		{"CommitOfAStaleRunWritesNothing", testPassStale},
 		{"CommitRefusesWhatItWasNotGiven", testPassRefuses},
@@ -135,6 +136,36 @@ func testPassReadsWhatIsStored(t tb, s operations.Store) {
 		}
 		if len(got) != want {
 			t.Errorf("ReadPass(%+v) gave %d runs, want %d", f, len(got), want)
+		}
+	}
+}
+
+// testPassRunMoved: a run that moves, while ReadPass's function runs, from a phase
+// the filter selects to another that it selects (as a Monitor's poll moves a run to
+// WaitingForPluginOperationsPartiallyFailed) is given once, over more than a page of
+// 100 runs: every waiting run is moved while its page is polled.
+func testPassRunMoved(t tb, s operations.Store) {
+	p := passer(t, s)
+	waiting := passFixture(t, s, 105)
+	given := map[operations.Owner]int{}
+	err := p.ReadPass(bg, waitingRuns, func(page []operations.PassRun) error {
+		for _, r := range page {
+			o := r.Run.Owner
+			given[noUID(o)]++
+			if r.Run.Phase != phase.WaitingForPluginOperations {
+				continue
+			}
+			_, err := s.UpdateRun(bg, o, func(r *operations.Run) error {
+				return r.SetPhase(phase.WaitingForPluginOperationsPartiallyFailed, "an operation failed", at(40))
+			})
+			noError(t, err, "UpdateRun(%s)", o)
+		}
+		return nil
+	})
+	noError(t, err, "ReadPass")
+	for _, o := range waiting {
+		if n := given[noUID(o)]; n != 1 {
+			t.Errorf("ReadPass gave the run %s %d times, moved while it read, want once", o, n)
 		}
 	}
 }
