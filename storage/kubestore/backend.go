@@ -481,6 +481,17 @@ func (b *backend) write(ctx context.Context, p kv.Partition, cur stored, run kv.
 		}
 		rv, uid := cur.obj.GetResourceVersion(), cur.obj.GetUID()
 		err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
+		if err == nil {
+			// The chunks of a deleted object are named by none: they go at once, rather
+			// than when the garbage collector gets to them. A delete whose outcome is
+			// unknown leaves them, as the object may still name them; the collector
+			// or the next sweep deletes them once it is gone.
+			names := make([]string, len(cur.chunks))
+			for i, c := range cur.chunks {
+				names[i] = c.ref.name
+			}
+			b.deleteChunks(names)
+		}
 		return b.writeError("delete", res, name, err)
 	}
 	if run.Record != nil {

@@ -131,8 +131,10 @@
 //
 // A run whose keys take more than [Options.InlineBytes] of gzip spills: its object keeps
 // the run's record, and the other keys go to ItemopsChunks of at most
-// [Options.ChunkBytes] each, owned by the run's object (so the garbage collector deletes
-// them with it), which the object names with the SHA-256 of each. A chunk is never
+// [Options.ChunkBytes] each, owned by the run's object, which the object names with the
+// SHA-256 of each. DeleteRun deletes them once it has deleted the object (the garbage
+// collector, through the ownerReference, and the sweep of the next Open delete those
+// that a delete whose answer was lost leaves behind). A chunk is never
 // changed: a commit creates new chunks for the keys it changes, keeps the others, writes
 // the run's object naming them, and only then deletes the chunks it replaced. A commit
 // whose write of the run's object the API server refuses (a status it sends only for a

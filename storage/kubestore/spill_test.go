@@ -566,3 +566,60 @@ func TestSweepLeavesDamagedRuns(t *testing.T) {
 		t.Errorf("Sweep with its context cancelled: %v, want context.Canceled", err)
 	}
 }
+
+// TestDeleteRunDeletesChunks deletes spilled runs. DeleteRun deletes a run's chunks
+// itself once the run's object is gone (the test's API server runs no garbage
+// collector, so nothing else does), and none of another run. When the object's DELETE
+// fails without an answer, the object may still be there and name them: the chunks
+// stay, and the run reads as before.
+func TestDeleteRunDeletesChunks(t *testing.T) {
+	ctx := context.Background()
+	small := &kubestore.Options{InlineBytes: 8 << 10, ChunkBytes: 16 << 10}
+	s, cfg, ns := newStoreIn(t, small)
+	f := &failing{fail: func(req *http.Request) bool { return isWrite(req, http.MethodDelete, "itemopsruns") }}
+	lossy := openIn(t, ns, small, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
+	defer lossy.Close()
+	owners := []operations.Owner{
+		{Kind: phase.Backup, Name: "spilled", UID: "uid-spilled"},
+		{Kind: phase.Backup, Name: "kept", UID: "uid-kept"},
+	}
+	for _, o := range owners {
+		if err := s.CreateRunWithOperations(ctx, waitingRun(t, o), testOps(o, 2_000, operations.OperationInProgress)); err != nil {
+			t.Fatalf("CreateRunWithOperations(%s): %v", o, err)
+		}
+	}
+	all := count(t, cfg, chunksGVR, ns)
+	if all < 5 { // the format marker and at least two chunks of each run
+		t.Fatalf("the namespace holds %d ItemopsChunks, want the marker and each run's chunks", all)
+	}
+
+	f.armed.Store(true)
+	err := lossy.DeleteRun(ctx, owners[0])
+	f.armed.Store(false)
+	if !f.isInjected(err) {
+		t.Fatalf("DeleteRun with its DELETE failed: %v, want the injected failure", err)
+	}
+	if n := count(t, cfg, chunksGVR, ns); n != all {
+		t.Fatalf("after a DELETE that got no answer: %d ItemopsChunks, want the %d there were", n, all)
+	}
+	if got := listOps(t, s, owners[0]); len(got) != 2_000 {
+		t.Fatalf("after a DELETE that got no answer: %d operations, want 2,000", len(got))
+	}
+
+	if err := s.DeleteRun(ctx, owners[0]); err != nil {
+		t.Fatalf("DeleteRun: %v", err)
+	}
+	left := count(t, cfg, chunksGVR, ns)
+	if left >= all || left < 3 {
+		t.Fatalf("after DeleteRun: %d ItemopsChunks of %d, want those of the other run and the marker", left, all)
+	}
+	if got := listOps(t, s, owners[1]); len(got) != 2_000 {
+		t.Fatalf("the other run after DeleteRun: %d operations, want 2,000", len(got))
+	}
+	if err := s.DeleteRun(ctx, owners[1]); err != nil {
+		t.Fatalf("DeleteRun: %v", err)
+	}
+	if n := count(t, cfg, chunksGVR, ns); n != 1 {
+		t.Fatalf("after both runs were deleted: %d ItemopsChunks, want the format marker alone", n)
+	}
+}
