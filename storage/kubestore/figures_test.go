@@ -22,7 +22,6 @@ import (
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/kubestore"
-	"github.com/itemops/itemops/storage/memstore"
 )
 
 // counter counts the requests a client sends through it and the bytes of their bodies
@@ -65,29 +64,6 @@ func counted(cfg *rest.Config, c *counter) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c })
 	return cfg
-}
-
-// BenchmarkMonitorScale is the Monitor pass at scale of package operations/monitor (the
-// workload and metrics of internal/testutil/scalebench) on a store in a namespace of
-// the test's API server, beside memstore in the same process: 100 waiting backups of
-// 100 InProgress operations unless ITEMOPS_SCALE_RUNS says otherwise. It reports too the
-// API requests of a pass and the bytes of their bodies each way, as the client sent and
-// read them.
-//
-//	cd storage/kubestore && go test -run '^$' -bench MonitorScale -benchtime 5x .
-func BenchmarkMonitorScale(b *testing.B) {
-	c := &counter{}
-	scalebench.Run(b, scalebench.Runs(b, 100),
-		scalebench.Store{Name: "memstore", Open: func(*testing.B) operations.Store { return memstore.New() }},
-		scalebench.Store{Name: "kubestore", Count: c.counts, Open: func(b *testing.B) operations.Store {
-			cfg := config(b)
-			ns := newNamespace(b, cfg)
-			s, err := kubestore.Open(context.Background(), counted(cfg, c), ns, nil)
-			if err != nil {
-				b.Fatalf("Open: %v", err)
-			}
-			return s
-		}})
 }
 
 // BenchmarkObjectsAndMemory measures what a store puts on the API server, once whatever
