@@ -20,6 +20,7 @@ import (
 
 	"github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/decorate"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 )
@@ -43,6 +44,8 @@ type Monitor struct {
 	passMu  sync.Mutex
 	passEnd chan struct{}
 	running bool
+
+	blocked blocked // the errors that keep runs from moving, for RunBlocked
 
 	// queuesMu guards queues: the workqueues of the started sources, by kind.
 	queuesMu sync.Mutex
@@ -193,6 +196,7 @@ func newMonitor(store operations.Store, resolver operations.Resolver, log logr.L
 		log:       log,
 		recovered: make(chan struct{}),
 		passEnd:   make(chan struct{}),
+		blocked:   blocked{runs: make(map[blockedKey]*BlockedError)},
 		queues:    make(map[phase.Kind][]*queue),
 		unheard:   make(map[phase.Kind]bool),
 	}
@@ -200,7 +204,9 @@ func newMonitor(store operations.Store, resolver operations.Resolver, log logr.L
 		monitor.WithLogger(slog.New(logr.ToSlogHandler(log))),
 		monitor.WithObserver(monitor.Observer{RunChanged: m.enqueue, Pass: m.passEnded}),
 	}
-	m.Monitor = monitor.New(store, resolver, append(base, opts...)...)
+	// The Monitor's calls go through m.around, which records the errors that keep runs
+	// from moving (RunBlocked); decorate.Store keeps the store's optional abilities.
+	m.Monitor = monitor.New(decorate.Store(store, m.around), resolver, append(base, opts...)...)
 	return m
 }
 
