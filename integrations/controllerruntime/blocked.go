@@ -55,6 +55,7 @@ type BlockedError struct {
 	Err    error
 }
 
+// Error says which call of the Monitor failed, for which run, and the store's error.
 func (e *BlockedError) Error() string {
 	if e.Owner == (operations.Owner{}) {
 		return fmt.Sprintf("the Monitor's %s failed: %v", e.Method, e.Err)
@@ -62,6 +63,7 @@ func (e *BlockedError) Error() string {
 	return fmt.Sprintf("the Monitor's %s of run %s failed: %v", e.Method, e.Owner, e.Err)
 }
 
+// Unwrap returns the store's error, for errors.Is and errors.As.
 func (e *BlockedError) Unwrap() error { return e.Err }
 
 // blocked records the errors of the Monitor's calls to its store, by run, for
