@@ -144,7 +144,9 @@ func TestAPIServerDeletionWhileOwnPassPolls(t *testing.T) {
 	})
 	require.NoError(t, err)
 	m, err := New(mgr, store, operationstest.Resolver(map[string]operations.Tracker{"p": tracker}),
-		WithRegistry(nil), WithMonitorOptions(monitor.WithInterval(20*time.Millisecond)))
+		// The held Progress call must outlast a slow machine's reconcile: the default
+		// call timeout (30 s) would give it up, and the pass would let the claim go.
+		WithRegistry(nil), WithMonitorOptions(monitor.WithInterval(20*time.Millisecond), monitor.WithCallTimeout(time.Hour)))
 	require.NoError(t, err)
 
 	kind := Kind{Name: phase.Backup}
