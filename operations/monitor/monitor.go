@@ -237,6 +237,9 @@ func (m *Monitor) pollRead(ctx context.Context, pr operations.PassRun, session o
 // the phase, and the poll neither reads the run's failed operations nor writes the
 // run; a failure that another Monitor wrote without counting it (it stopped between
 // the two writes) is counted by the next poll that moves the run.
+//
+// Under WithProgressWriteInterval, a batch that changes nothing but progress is not
+// written until the run is due (see progressWrites); the poll then reports ProgressHeld.
 func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operations.Operation, pr *operations.PassRun) (PollResult, int, error) {
 	o := run.Owner
 	timeout := run.OperationTimeout
