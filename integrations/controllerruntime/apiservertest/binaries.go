@@ -25,29 +25,25 @@ type binaries struct {
 	apiServer, etcd string
 }
 
-// directory returns a directory in which envtest finds b as kube-apiserver and etcd: the
-// one that holds them under those names, else a new one with symbolic links to them,
-// which the caller removes after use (its path is links).
-func (b binaries) directory() (dir, links string, err error) {
-	dir = filepath.Dir(b.apiServer)
-	if filepath.Base(b.apiServer) == "kube-apiserver" && b.etcd == filepath.Join(dir, "etcd") {
-		return dir, "", nil
-	}
-	links, err = os.MkdirTemp("", "apiservertest-")
-	if err == nil {
-		err = errors.Join(os.Symlink(b.apiServer, filepath.Join(links, "kube-apiserver")), os.Symlink(b.etcd, filepath.Join(links, "etcd")))
-	}
+// directory returns a new directory in which envtest finds b as kube-apiserver and
+// etcd, through launchers that [writeLauncher] writes; the caller removes it after use.
+func (b binaries) directory() (string, error) {
+	dir, err := os.MkdirTemp("", "apiservertest-")
 	if err != nil {
-		os.RemoveAll(links)
-		return "", "", fmt.Errorf("link kube-apiserver and etcd into one directory for envtest: %w", err)
+		return "", fmt.Errorf("make a directory of kube-apiserver and etcd for envtest: %w", err)
 	}
-	return links, links, nil
+	err = errors.Join(writeLauncher(filepath.Join(dir, "kube-apiserver"), b.apiServer), writeLauncher(filepath.Join(dir, "etcd"), b.etcd))
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("make a directory of kube-apiserver and etcd for envtest: %w", err)
+	}
+	return dir, nil
 }
 
 // findBinaries looks for kube-apiserver and etcd as the package comment says. It returns
 // a *missingError when they are not there to be found, and another error when they are
 // but cannot be used (an archive whose checksum is wrong, a cache directory it cannot
-// write).
+// write, an etcd in KUBEBUILDER_ASSETS older than 3.5).
 func findBinaries() (binaries, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		b := binaries{apiServer: filepath.Join(dir, "kube-apiserver"), etcd: filepath.Join(dir, "etcd")}
@@ -55,6 +51,9 @@ func findBinaries() (binaries, error) {
 			if _, err := os.Stat(path); err != nil {
 				return binaries{}, &missingError{looked: fmt.Sprintf("KUBEBUILDER_ASSETS=%s: %v", dir, err)}
 			}
+		}
+		if err := checkEtcd(b.etcd); err != nil {
+			return binaries{}, fmt.Errorf("KUBEBUILDER_ASSETS=%s: %w", dir, err)
 		}
 		return b, nil
 	}
@@ -176,44 +175,88 @@ func checksum(path, name string) (string, error) {
 	return "", fmt.Errorf("%s gives no SHA-256 for %s", path, name)
 }
 
-// findEtcd returns the path of etcd: the one on PATH, else one in cache built at the
-// version of etcd's server module that the checkout's storage/etcdstore/go.mod
-// requires, building it first when the cache lacks it.
+// findEtcd returns the path of an etcd that kube-apiserver can use, 3.5 or later, for
+// a checkout whose root is root: the one that storage/etcdstore/go.mod pins, built in
+// cache, else the one on PATH, as [chooseEtcd] prefers them. It returns a *missingError
+// when no such etcd can be had, and another error when the pin cannot be read.
 func findEtcd(root, cache string) (string, error) {
-	if path, err := exec.LookPath("etcd"); err == nil {
-		return path, nil
-	}
 	pins := filepath.Join(root, "storage", "etcdstore", "go.mod")
 	version, err := requiredVersion(pins, etcdModule)
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(cache, "etcd-"+version)
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
+	built := filepath.Join(cache, "etcd-"+version)
+	return chooseEtcd(version, built, func() error { return buildEtcd(version, cache, built) })
+}
+
+// chooseEtcd returns the path of the etcd to start, preferring the version that the
+// repository pins, and an etcd older than [minEtcd] never. In order it takes the etcd
+// at built, when there is one; the one on PATH, when it is the pinned version; the one
+// that build makes at built; and last the one on PATH when it is [minEtcd] or later.
+// When none fits it returns a *missingError that says what it found and what to do.
+func chooseEtcd(version, built string, build func() error) (string, error) {
+	if _, err := os.Stat(built); err == nil {
+		if err := checkEtcd(built); err != nil {
+			return "", fmt.Errorf("%w; remove it to build it again", err)
+		}
+		return built, nil
 	}
+	onPath, lookErr := exec.LookPath("etcd")
+	var pathErr error // why the etcd on PATH cannot be used, when there is one
+	if lookErr == nil {
+		got, err := etcdVersion(onPath)
+		switch {
+		case err != nil:
+			pathErr = err
+		case "v"+got.String() == version:
+			return onPath, nil
+		case !got.atLeast(minEtcd):
+			pathErr = tooOld(onPath, got)
+		}
+	}
+	buildErr := build()
+	if buildErr == nil {
+		if err := checkEtcd(built); err != nil {
+			return "", err
+		}
+		return built, nil
+	}
+	if lookErr == nil && pathErr == nil {
+		return onPath, nil
+	}
+	found := "no etcd is on PATH"
+	if lookErr == nil {
+		found = "the etcd on PATH cannot be used: " + pathErr.Error()
+	}
+	return "", &missingError{looked: fmt.Sprintf("KUBEBUILDER_ASSETS is not set, %s, and %v", found, buildErr)}
+}
+
+// buildEtcd builds etcd's server command at version with the go command, into a
+// temporary module under cache, and renames it to path. It fails when the go command
+// does, most often for want of the Go module proxy, with the command's output.
+func buildEtcd(version, cache, path string) error {
 	// A module of its own requires etcd's server module, whose go.mod holds replace
 	// directives that go install pkg@version refuses.
 	mod, err := os.MkdirTemp(cache, "etcd-build-*")
 	if err != nil {
-		return "", fmt.Errorf("build etcd: %w", err)
+		return fmt.Errorf("build etcd: %w", err)
 	}
 	defer os.RemoveAll(mod)
 	goMod := fmt.Sprintf("module etcdbuild\n\ngo 1.23.0\n\nrequire %s %s\n", etcdModule, version)
 	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(goMod), 0o644); err != nil {
-		return "", fmt.Errorf("build etcd: %w", err)
+		return fmt.Errorf("build etcd: %w", err)
 	}
 	tmp := filepath.Join(mod, "etcd")
 	cmd := exec.Command("go", "build", "-o", tmp, etcdModule)
 	cmd.Dir = mod
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=auto")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &missingError{looked: fmt.Sprintf("KUBEBUILDER_ASSETS is not set, no etcd is on PATH, and go build %s@%s failed: %v: %s", etcdModule, version, err, out)}
+		return fmt.Errorf("go build %s@%s failed: %v: %s", etcdModule, version, err, out)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("build etcd: %w", err)
+		return fmt.Errorf("build etcd: %w", err)
 	}
-	return path, nil
+	return nil
 }
 
 // requiredVersion returns the version of module that the go.mod file at path requires.

@@ -13,6 +13,6 @@ func (e *missingError) Error() string {
 		"to a directory that holds both (setup-envtest use -p path prints one; see "+
 		"sigs.k8s.io/controller-runtime/tools/setup-envtest), or, in a checkout of "+
 		"github.com/itemops/itemops, put kube-apiserver.xz and SHA256SUMS in ../shared/kube "+
-		"beside the checkout, with xz installed, and etcd on PATH (or let the tests build "+
-		"it, which needs the Go module proxy)", e.looked)
+		"beside the checkout, with xz installed, and let the tests build etcd, which "+
+		"needs the Go module proxy, or put etcd 3.5 or later on PATH", e.looked)
 }

@@ -66,7 +66,8 @@ func (s *Server) RestartEtcd() error {
 	if isChild(pid) {
 		return fmt.Errorf("apiservertest: etcd (process %d) still runs 5s after SIGKILL", pid)
 	}
-	if err := etcd.Start(); err != nil {
+	s.thread.do(func() { err = etcd.Start() })
+	if err != nil {
 		return fmt.Errorf("apiservertest: start etcd again: %w", err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -39,7 +40,8 @@ type Server struct {
 	startOnce sync.Once
 	env       *envtest.Environment // nil until the server started
 	usersMu   sync.Mutex           // guards env's AddUser, which signs a certificate with the server's CA
-	links     string               // a directory to remove after the server stops, or ""
+	launchers string               // the directory of the launchers that envtest starts, removed after the server stops
+	thread    *lockedThread        // the thread that starts the server's processes, until it stops
 	data      string               // etcd's data directory, removed after the server stops
 	etcdMu    sync.Mutex           // serializes RestartEtcd
 	cfg       *rest.Config         // nil when the start failed
@@ -97,7 +99,7 @@ func (s *Server) start() {
 		s.err = err
 		return
 	}
-	dir, links, err := bins.directory()
+	launchers, err := bins.directory()
 	if err != nil {
 		s.err = err
 		return
@@ -107,21 +109,24 @@ func (s *Server) start() {
 	data, err := os.MkdirTemp("", "apiservertest-etcd-")
 	if err != nil {
 		s.err = err
-		os.RemoveAll(links)
+		os.RemoveAll(launchers)
 		return
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	env := &envtest.Environment{BinaryAssetsDirectory: launchers}
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: data}
-	cfg, err := env.Start()
+	thread := startLockedThread()
+	var cfg *rest.Config
+	thread.do(func() { cfg, err = startEnv(env, launchers) })
 	if err != nil {
+		thread.stop()
 		// envtest stops etcd itself when kube-apiserver fails to start; its Stop would
 		// dereference the kube-apiserver that never ran.
 		s.err = fmt.Errorf("start kube-apiserver (%s) and etcd (%s) with envtest: %w", bins.apiServer, bins.etcd, err)
-		os.RemoveAll(links)
+		os.RemoveAll(launchers)
 		os.RemoveAll(data)
 		return
 	}
-	s.env, s.links, s.data = env, links, data
+	s.env, s.launchers, s.data, s.thread = env, launchers, data, thread
 	// The CRDs are installed once the server runs, so that a failure stops it.
 	if len(s.opts.CRDDirectoryPaths) > 0 {
 		_, err = envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: s.opts.CRDDirectoryPaths, ErrorIfPathMissing: true})
@@ -131,6 +136,29 @@ func (s *Server) start() {
 		}
 	}
 	s.cfg = cfg
+}
+
+// envMu serializes [startEnv]'s changes of the environment.
+var envMu sync.Mutex
+
+// startEnv starts env with the kube-apiserver and etcd of the launchers directory.
+// envtest takes them from KUBEBUILDER_ASSETS when that is set, before the directory it
+// is given, and first from TEST_ASSET_KUBE_APISERVER and TEST_ASSET_ETCD, so these
+// name the launchers while env starts, and are then as they were.
+func startEnv(env *envtest.Environment, launchers string) (*rest.Config, error) {
+	envMu.Lock()
+	defer envMu.Unlock()
+	for name, file := range map[string]string{"TEST_ASSET_KUBE_APISERVER": "kube-apiserver", "TEST_ASSET_ETCD": "etcd"} {
+		if old, ok := os.LookupEnv(name); ok {
+			defer os.Setenv(name, old)
+		} else {
+			defer os.Unsetenv(name)
+		}
+		if err := os.Setenv(name, filepath.Join(launchers, file)); err != nil {
+			return nil, err
+		}
+	}
+	return env.Start()
 }
 
 // StopAfter returns an M whose Run runs m's tests and then stops the server, if a test
@@ -147,10 +175,8 @@ func (s *Server) StopAfter(m M) M {
 		}
 		_ = s.ResumeAPIServer() // a test that failed within a pause leaves it stopped
 		err := s.env.Stop()
-		if s.links != "" {
-			err = errors.Join(err, os.RemoveAll(s.links))
-		}
-		err = errors.Join(err, os.RemoveAll(s.data))
+		s.thread.stop()
+		err = errors.Join(err, os.RemoveAll(s.launchers), os.RemoveAll(s.data))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "apiservertest: stop kube-apiserver and etcd: %v\n", err)
 			if code == 0 {
