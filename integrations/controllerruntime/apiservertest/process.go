@@ -154,8 +154,11 @@ func cpuTimeOf(arg string) (time.Duration, error) {
 	// The fields after the command's name, which is in parentheses and may hold
 	// spaces, start with the 3rd: utime is the 12th of them, stime the 13th.
 	i := bytes.LastIndexByte(stat, ')')
-	f := bytes.Fields(stat[i+1:])
-	if i < 0 || len(f) < 13 {
+	var f [][]byte
+	if i >= 0 {
+		f = bytes.Fields(stat[i+1:])
+	}
+	if len(f) < 13 {
 		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, stat)
 	}
 	var ticks int64
