@@ -9,6 +9,7 @@ require (
 	github.com/stretchr/testify v1.10.0
 	go.etcd.io/bbolt v1.4.3
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.10.0
 	k8s.io/apimachinery v0.31.0
 )
 

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
@@ -214,20 +216,23 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 		// of a page start as slots free up, and the next page is read once the last of
 		// them has started: the pages' polls follow each other without a pause, and a
 		// page is read at most cfg.storeWork polls before its runs are polled.
-		l := newLimiter(m.cfg.storeWork)
+		var polls errgroup.Group
+		polls.SetLimit(m.cfg.storeWork)
 		err := m.passer.ReadPass(ctx, waiting, func(page []operations.PassRun) error {
 			for _, pr := range page {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 				runs = append(runs, pr.Run)
-				if !l.do(ctx, func() {
+				polls.Go(func() error {
 					res, fresh, err := m.pollRead(ctx, pr, session)
 					polled(pr.Run, res, fresh, err)
-				}) {
-					return ctx.Err()
-				}
+					return nil
+				})
 			}
 			return nil
 		})
-		l.wait()
+		_ = polls.Wait() // each poll's error went to polled
 		if err != nil {
 			fail(fmt.Errorf("read waiting runs: %w", err))
 			complete = false
@@ -293,45 +298,16 @@ func gone(err error) bool {
 // each calls work for every item, n at a time, and returns when all calls have
 // returned. Once ctx ends it starts no more.
 func each[T any](ctx context.Context, n int, items []T, work func(T)) {
-	l := newLimiter(n)
+	var g errgroup.Group
+	g.SetLimit(n)
 	for _, it := range items {
-		if !l.do(ctx, func() { work(it) }) {
+		if ctx.Err() != nil {
 			break
 		}
+		g.Go(func() error { work(it); return nil })
 	}
-	l.wait()
+	_ = g.Wait()
 }
-
-// A limiter runs functions on goroutines of their own, at most n at a time.
-type limiter struct {
-	wg    sync.WaitGroup
-	slots chan struct{}
-}
-
-func newLimiter(n int) *limiter { return &limiter{slots: make(chan struct{}, n)} }
-
-// do starts f once fewer than n functions of l run, and reports true; when ctx ends
-// first, it reports false without starting f.
-func (l *limiter) do(ctx context.Context, f func()) bool {
-	select {
-	case l.slots <- struct{}{}:
-	case <-ctx.Done():
-		return false
-	}
-	if ctx.Err() != nil {
-		<-l.slots
-		return false
-	}
-	l.wg.Add(1)
-	go func() {
-		defer func() { <-l.slots; l.wg.Done() }()
-		f()
-	}()
-	return true
-}
-
-// wait returns when every function that do started has returned.
-func (l *limiter) wait() { l.wg.Wait() }
 
 // countPhases counts the waiting runs and the finalizing runs fin that are not among them
 // (a poll moved those), by kind and phase, sorted; nil when there are none.
