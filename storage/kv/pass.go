@@ -175,18 +175,19 @@ func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, r
 	// operations ('u'), which sort in that order: one request on a remote backend.
 	metaKey, start := opsKey(prefix, opsMeta), opsKey(prefix, opsUnfinished)
 	snap := &passSnapshot{s: s, o: o, runVer: runVer, found: make(map[string]idEntry)}
+	snap.meta, _ = parseOpsMeta(nil) // a run without metadata has had no operation
 	var (
 		ops     []operations.Operation
-		rawMeta []byte
+		metaErr error // the metadata's, reported once the scan has ended
 	)
 	err = r.Scan(ctx, metaKey, end(start), func(k, v []byte, ver Version) error {
 		switch {
 		case bytes.Equal(k, metaKey):
-			rawMeta, snap.metaVer = bytes.Clone(v), ver
-			if m, err := parseOpsMeta(rawMeta); err == nil {
+			snap.metaVer = ver
+			if snap.meta, metaErr = parseOpsMeta(v); metaErr == nil {
 				// Room for every operation the run was ever given, up to a bound, saves
 				// the copies of growing the list and the map one doubling at a time.
-				room := int(min(max(m.next, 1)-1, 1024))
+				room := int(min(max(snap.meta.next, 1)-1, 1024))
 				ops, snap.found = make([]operations.Operation, 0, room), make(map[string]idEntry, room)
 			}
 			return nil
@@ -212,8 +213,8 @@ func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, r
 	if err != nil {
 		return operations.PassRun{}, fmt.Errorf("run %s: %w", o, err)
 	}
-	if snap.meta, err = parseOpsMeta(rawMeta); err != nil {
-		return operations.PassRun{}, fmt.Errorf("run %s: %w", o, err)
+	if metaErr != nil {
+		return operations.PassRun{}, fmt.Errorf("run %s: %w", o, metaErr)
 	}
 	if snap.meta.staged != 0 {
 		return operations.PassRun{}, errStaged
