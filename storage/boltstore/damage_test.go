@@ -90,7 +90,7 @@ var damages = []struct {
 func useDamaged(t *testing.T, path string, opts *boltstore.Options) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := boltstore.Open(path, opts)
+	s, err := boltstore.Open(path, noSync(opts))
 	if err != nil {
 		require.Truef(t, errors.Is(err, boltstore.ErrCorrupt) || errors.Is(err, boltstore.ErrNotStore),
 			"Open of a damaged file: %v, want ErrCorrupt or ErrNotStore", err)
@@ -166,6 +166,18 @@ func baseFiles(t testing.TB) []struct {
 		name string
 		b    []byte
 	}{{"schema 2", storeFile(t)}, {"schema 1", schema1}}
+}
+
+// noSync returns opts with NoSync set, for the tests that use thousands of damaged
+// copies of a file: what they test is what reads and writes find, not what reaches the
+// disk, and a sync per write made them take many times longer on a slow disk.
+func noSync(opts *boltstore.Options) *boltstore.Options {
+	o := boltstore.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.NoSync = true
+	return &o
 }
 
 // useDamagedBytes writes b, a damaged store file, twice: it reads one copy through a

@@ -155,7 +155,7 @@ func useDamagedAsMonitor(t testing.TB, dir, what string, b []byte, opts *boltsto
 	path := filepath.Join(dir, "damaged.db")
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 	defer os.Remove(path)
-	s, err := boltstore.Open(path, opts)
+	s, err := boltstore.Open(path, noSync(opts))
 	if err != nil {
 		// A changed byte of the meta bucket's format or version makes the file another
 		// file, or a store of another schema (see the package documentation, "Damage").
