@@ -106,18 +106,18 @@ func TestAPIServerDeletionWhileOwnPassPolls(t *testing.T) {
 	var armed atomic.Bool
 	held := make(chan struct{}) // closed when the pass's poll is held inside Progress
 	gate := make(chan struct{}) // closed to let it go on
-	var holdOnce sync.Once
-	var cancelled sync.Map // operation ID → true
+	var holding atomic.Bool     // set by the one Progress call that is held
+	var cancelled sync.Map      // operation ID → true
 	tracker := &operationstest.Tracker{
 		ProgressFunc: func(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-			if armed.Load() {
-				holdOnce.Do(func() {
-					close(held)
-					select {
-					case <-gate:
-					case <-ctx.Done():
-					}
-				})
+			// Only the first call after armed is held: the pass's other calls go on,
+			// so that its workers are not all taken by calls waiting for the gate.
+			if armed.Load() && holding.CompareAndSwap(false, true) {
+				close(held)
+				select {
+				case <-gate:
+				case <-ctx.Done():
+				}
 			}
 			return operations.Progress{}, nil
 		},
@@ -161,6 +161,12 @@ func TestAPIServerDeletionWhileOwnPassPolls(t *testing.T) {
 	}
 	r := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		err := func() error {
+			// Only the test's object has a run: the API server makes other ConfigMaps
+			// (kube-root-ca.crt in every namespace), whose runs' polls would meet the
+			// held call instead of the run's.
+			if req.Namespace != ns || req.Name != "big" {
+				return nil
+			}
 			var got corev1.ConfigMap
 			if err := c.Get(ctx, req.NamespacedName, &got); err != nil {
 				return client.IgnoreNotFound(err)
@@ -206,7 +212,13 @@ func TestAPIServerDeletionWhileOwnPassPolls(t *testing.T) {
 		return err == nil && run.Phase == phase.WaitingForPluginOperations
 	})
 	armed.Store(true)
-	guard(held, "pass polling the run") // the pass holds the run's claim now
+	guard(held, "pass polling the run")
+	// The test's premise: the pass that polls the run holds its claim while the call
+	// is held.
+	store.mu.Lock()
+	inUse := store.inUse[fmt.Sprint(owner.Kind, "/", owner.Name)]
+	store.mu.Unlock()
+	require.True(t, inUse, "the run's claim is not held while its pass polls it")
 
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(obj), obj))
 	require.NoError(t, c.Delete(ctx, obj))
