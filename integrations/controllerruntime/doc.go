@@ -37,6 +37,9 @@
 // by the Monitor's clock, and wakes the Monitor so that the run's operations are polled
 // at once; it refuses an owner without a UID, and cancels the stale run of a deleted
 // object of the same name before starting the new object's.
+// A claim on the run held by a pass of the operator's own Monitor is no error:
+// HandleDeletion and SubmitRun wait for the pass to end; only a claim another Monitor
+// holds gives an error wrapping [ErrClaimed].
 //
 // # Names
 //
@@ -54,4 +57,19 @@
 // not shown yet, through the events.EventRecorder of a manager's GetEventRecorder (in
 // controller-runtime v0.24 and later); [RecordPhaseChangesFor] does the same through the
 // record.EventRecorder of GetEventRecorderFor, which the managers of v0.19 to v0.21 give.
+//
+// # Blocked runs
+//
+// An error of the store, or of the Monitor's claims, that keeps a run from moving (the
+// operator lacks the update right on the store's objects, its backend does not answer)
+// is shown on the user's resource, not only in the operator's log.
+// [Monitor.RunBlocked] returns it, a [BlockedError] that errors.Is and errors.As see
+// through to the store's error; the Monitor records it for each run its calls name,
+// forgets it when its calls for the run succeed again, and asks a reconcile of the
+// object (through [Monitor.Source]) each time. [RunStatus.SetBlocked] shows it as the
+// condition [ConditionBlocked]: True with reason [ReasonStoreError] or
+// [ReasonClaimError] and the error's text, cut to 1,024 bytes, as message; False with
+// reason [ReasonNotBlocked] once the run is blocked no more; absent on an object whose
+// run never was. [RecordBlocked] and [RecordBlockedFor] emit a Warning Event when the
+// run becomes blocked or its error changes, and a Normal Event when it heals.
 package controllerruntime

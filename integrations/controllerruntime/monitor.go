@@ -20,6 +20,7 @@ import (
 
 	"github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/operations/decorate"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 )
@@ -35,6 +36,16 @@ type Monitor struct {
 
 	recovered   chan struct{} // closed once Recover has succeeded
 	recoverOnce sync.Once
+
+	// passMu guards passEnd and running: passEnd is closed, and replaced, when a pass
+	// of the Monitor's Run ends, and running says whether Run is under way (Start has
+	// called it and it has not returned), so that endRun can tell a claim held by the
+	// Monitor's own pass from one held by another Monitor.
+	passMu  sync.Mutex
+	passEnd chan struct{}
+	running bool
+
+	blocked blocked // the errors that keep runs from moving, for RunBlocked
 
 	// queuesMu guards queues: the workqueues of the started sources, by kind.
 	queuesMu sync.Mutex
@@ -184,14 +195,18 @@ func newMonitor(store operations.Store, resolver operations.Resolver, log logr.L
 		store:     store,
 		log:       log,
 		recovered: make(chan struct{}),
+		passEnd:   make(chan struct{}),
+		blocked:   blocked{runs: make(map[blockedKey]*BlockedError)},
 		queues:    make(map[phase.Kind][]*queue),
 		unheard:   make(map[phase.Kind]bool),
 	}
 	base := []monitor.Option{
 		monitor.WithLogger(slog.New(logr.ToSlogHandler(log))),
-		monitor.WithObserver(monitor.Observer{RunChanged: m.enqueue}),
+		monitor.WithObserver(monitor.Observer{RunChanged: m.enqueue, Pass: m.passEnded}),
 	}
-	m.Monitor = monitor.New(store, resolver, append(base, opts...)...)
+	// The Monitor's calls go through m.around, which records the errors that keep runs
+	// from moving (RunBlocked); decorate.Store keeps the store's optional abilities.
+	m.Monitor = monitor.New(decorate.Store(store, m.around), resolver, append(base, opts...)...)
 	return m
 }
 
@@ -210,11 +225,41 @@ func (m *Monitor) Start(ctx context.Context) error {
 		return fmt.Errorf("itemops: recover: %w", err)
 	}
 	m.recoverOnce.Do(func() { close(m.recovered) })
+	m.setRunning(true)
 	err := m.Run(ctx)
+	m.setRunning(false)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
 	return err
+}
+
+// setRunning records whether the Monitor's Run is under way, and wakes those who wait
+// for the end of a pass when it stops: no pass will end then.
+func (m *Monitor) setRunning(on bool) {
+	m.passMu.Lock()
+	defer m.passMu.Unlock()
+	m.running = on
+	if !on {
+		close(m.passEnd)
+		m.passEnd = make(chan struct{})
+	}
+}
+
+// passEnded is the Monitor's Pass observer: it wakes those who wait for the end of a pass.
+func (m *Monitor) passEnded(monitor.PassStats) {
+	m.passMu.Lock()
+	defer m.passMu.Unlock()
+	close(m.passEnd)
+	m.passEnd = make(chan struct{})
+}
+
+// nextPassEnd returns a channel closed when the Monitor's next pass ends (or its Run
+// stops), and whether its Run is under way now.
+func (m *Monitor) nextPassEnd() (<-chan struct{}, bool) {
+	m.passMu.Lock()
+	defer m.passMu.Unlock()
+	return m.passEnd, m.running
 }
 
 // Recovered returns a channel closed once the Monitor has applied the restart rules.

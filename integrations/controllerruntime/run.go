@@ -33,7 +33,9 @@ const Finalizer = "itemops.io/cancel-operations"
 //
 // It fails as [operations.StartRun] does, with an error wrapping
 // [operations.ErrUIDMismatch] when the stale run's operations could not all be cancelled
-// yet (another Monitor holds its claim; a later reconcile tries again), and with ctx.Err().
+// yet (another Monitor holds its claim, [ErrClaimed]; a later reconcile tries again), and
+// with ctx.Err(). Like HandleDeletion, it waits for a pass of the Monitor's own Run that
+// holds the stale run's claim.
 func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
 	o := template.Owner
 	if o.UID == "" {
@@ -70,10 +72,12 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 // a store that is not an [operations.RunStarter]) has no operation the Monitor watches:
 // it is deleted with whatever operations it recorded, uncancelled. HandleDeletion fails
 // with an error wrapping [operations.ErrInvalid] for an obj without a UID, with c's
-// errors, the store's errors (an error wrapping [operations.ErrClaimed] when another Monitor
-// holds the run's claim: that Monitor cancels the operations, and a later reconcile
-// finishes), and ctx.Err(); the finalizer then stays, and the next reconcile tries
-// again. It is safe for concurrent use, for distinct objects.
+// errors, the store's errors, an error wrapping [ErrClaimed] when another Monitor holds
+// the run's claim (that Monitor cancels the operations, and a later reconcile finishes),
+// and ctx.Err(); the finalizer then stays, and the next reconcile tries again. A claim
+// held by a pass of this Monitor's own Run is no error: HandleDeletion waits for the pass
+// to end (a few passes at most), or for ctx. It is safe for concurrent use, for distinct
+// objects.
 func (m *Monitor) HandleDeletion(ctx context.Context, c client.Client, obj client.Object, k Kind) (deleted bool, err error) {
 	o := k.Owner(obj)
 	if o.UID == "" {
@@ -103,11 +107,22 @@ func (m *Monitor) HandleDeletion(ctx context.Context, c client.Client, obj clien
 }
 
 // ErrClaimed is the error (wrapped) of [Monitor.HandleDeletion] and [Monitor.SubmitRun]
-// when the run to cancel is claimed by another Monitor (see [operations.RunClaimer]).
+// when the run to cancel is claimed by another Monitor (see [operations.RunClaimer]):
+// its claim stayed held while the passes of this Monitor's own Run ended, or this
+// Monitor's Run is not under way.
 var ErrClaimed = errors.New("run claimed by another Monitor")
+
+// ownPassRounds is how many tries endRun makes, each after a pass of the Monitor's own
+// Run has ended, while the claim of the run to cancel is held: the pass that held it
+// at the first try ends before the second, and a pass that the cancel request woke and
+// that claimed the run again before the second try ends before the third.
+const ownPassRounds = 3
 
 // endRun cancels the run of o, if there is one and it has not ended, waits for its
 // operations to be cancelled, and deletes it. o may have no UID (any run of its name).
+// When a pass of the Monitor's own Run holds the run's claim, endRun waits for the pass
+// to end and tries again (see ownPassRounds); it fails with an error wrapping
+// ErrClaimed only for a claim that another Monitor holds.
 func (m *Monitor) endRun(ctx context.Context, o operations.Owner, reason string) error {
 	run, err := m.store.GetRun(ctx, o)
 	switch {
@@ -122,26 +137,40 @@ func (m *Monitor) endRun(ctx context.Context, o operations.Owner, reason string)
 		if err != nil && !errors.Is(err, operations.ErrRunEnded) {
 			return err
 		}
-		switch {
-		case phase.IsWaiting(run.Phase):
-			res, err := m.Poll(ctx, o)
-			if err != nil {
+		for round := 1; ; round++ {
+			// Taken before the step, so that a pass that ends during it counts.
+			passEnd, running := m.nextPassEnd()
+			switch {
+			case phase.IsWaiting(run.Phase):
+				if _, err := m.Poll(ctx, o); err != nil {
+					return err
+				}
+			case phase.IsFinalizing(run.Phase):
+				if _, err := m.Finalize(ctx, o); err != nil {
+					return err
+				}
+			}
+			if run, err = m.store.GetRun(ctx, o); err != nil {
 				return err
 			}
-			if res.Skipped {
-				return fmt.Errorf("cancel run %s: %w", o, ErrClaimed)
+			// A run still before or in its main run has no operation monitored yet.
+			if !phase.IsWaiting(run.Phase) && !phase.IsFinalizing(run.Phase) {
+				break
 			}
-		case phase.IsFinalizing(run.Phase):
-			if _, err := m.Finalize(ctx, o); err != nil {
-				return err
+			// Still waiting or finalizing: the claim is held, by a pass of this
+			// Monitor's Run (it polls the run now, and gives the claim back, or cancels
+			// the operations itself, when its poll ends) or by another Monitor. Wait
+			// for this Monitor's passes to end, and try again; a claim that outlasts
+			// ownPassRounds of them, or that is held while Run is not under way, is
+			// another Monitor's.
+			if !running || round >= ownPassRounds {
+				return fmt.Errorf("cancel run %s: still %s: %w", o, run.Phase, ErrClaimed)
 			}
-		}
-		if run, err = m.store.GetRun(ctx, o); err != nil {
-			return err
-		}
-		// A run still before or in its main run has no operation monitored yet.
-		if phase.IsWaiting(run.Phase) || phase.IsFinalizing(run.Phase) {
-			return fmt.Errorf("cancel run %s: still %s: %w", o, run.Phase, ErrClaimed)
+			select {
+			case <-passEnd:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	err = m.store.DeleteRun(ctx, o)
