@@ -788,6 +788,7 @@ func (b *backend) object(p kv.Partition, cur, next stored, run kv.RunChange, dat
 	if res == runsResource {
 		lbls[labelRole] = roleRun
 		lbls[labelKind] = string(p.Kind)
+		setOwnerLabels(lbls, p.Name)
 		if err := setSummary(obj, next.ops, run); err != nil {
 			return nil, corrupt(res.Resource, b.ns, name, "status: %v", err)
 		}

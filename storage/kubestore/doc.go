@@ -24,7 +24,15 @@
 // tells of each commit ([kv.RunChange]), and sum covers them, so that an edit of them
 // is damage. The labels itemops.io/role, itemops.io/kind and itemops.io/phase are for
 // people (kubectl get -l): sum covers them too, and the store reads none before it has
-// checked it against sum. The resource has no status subresource, so that one write of
+// checked it against sum. The labels itemops.io/namespace and itemops.io/name name the
+// run's owner, so that kubectl get itemopsruns -l itemops.io/namespace=orders,itemops.io/name=db
+// finds the run of the object orders/db: a run named namespace/name (the form of
+// integrations/controllerruntime's OwnerOf) carries both, a run of another name
+// itemops.io/name alone, and a part that is not a valid label value (over 63 bytes, or
+// other characters than letters, digits, '-', '_' and '.') gets no label. They derive
+// from spec.owner, which is immutable, and sum leaves them out, so that objects written
+// before them read; a run's next write adds them. One removed by hand is no damage; one
+// that names another owner is. The resource has no status subresource, so that one write of
 // a run's object changes its status, labels and keys together, and the store needs no
 // right on a subresource. The ItemopsChunk named "itemops" holds the store's format
 // marker, and the ItemopsRun named "itemops" (whose spec names no run) the store's

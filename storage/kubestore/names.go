@@ -3,7 +3,11 @@ package kubestore
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/kv"
@@ -78,4 +82,55 @@ func escape(b *strings.Builder, s string) {
 		b.WriteByte(hex[c>>4])
 		b.WriteByte(hex[c&0xf])
 	}
+}
+
+// ownerLabels returns the labels that name the owner of the run called name, so that
+// kubectl get itemopsruns -l finds a run by its owner: for a name of the form
+// namespace/name (the form of integrations/controllerruntime's OwnerOf),
+// itemops.io/namespace and itemops.io/name; for another name, itemops.io/name. A label
+// whose value would not be a valid label value (more than 63 bytes, or characters other
+// than letters, digits, '-', '_' and '.') is left out, and a namespace/name whose name
+// part cannot be a label gets neither. The store never selects by them.
+func ownerLabels(name string) map[string]string {
+	if ns, n, ok := strings.Cut(name, "/"); ok && !strings.Contains(n, "/") {
+		if validLabel(ns) && validLabel(n) {
+			return map[string]string{labelNS: ns, labelName: n}
+		}
+		return nil
+	}
+	if validLabel(name) {
+		return map[string]string{labelName: name}
+	}
+	return nil
+}
+
+func validLabel(v string) bool { return len(validation.IsValidLabelValue(v)) == 0 && v != "" }
+
+// setOwnerLabels sets in lbls, the labels of the object of the run called name, its
+// owner labels (see ownerLabels), and removes those the name does not give.
+func setOwnerLabels(lbls map[string]string, name string) {
+	want := ownerLabels(name)
+	for _, k := range []string{labelNS, labelName} {
+		if v, ok := want[k]; ok {
+			lbls[k] = v
+		} else {
+			delete(lbls, k)
+		}
+	}
+}
+
+// checkOwnerLabels returns an error when a label of obj, the object of the run called
+// name, that names the run's owner says otherwise than the name (see ownerLabels). The
+// labels derive from spec.owner, which the API server keeps immutable, and the sum does
+// not cover them, so that objects written before them still read: a label that is
+// absent is no error (the object's next write adds it), but one changed by hand would
+// make kubectl get -l find the wrong run, and is damage.
+func checkOwnerLabels(obj *unstructured.Unstructured, name string) error {
+	want, got := ownerLabels(name), obj.GetLabels()
+	for _, k := range []string{labelNS, labelName} {
+		if v, ok := got[k]; ok && v != want[k] {
+			return fmt.Errorf("label %s is %q, which does not name the run's owner %q", k, v, name)
+		}
+	}
+	return nil
 }

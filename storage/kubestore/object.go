@@ -38,6 +38,8 @@ const (
 	labelPhase  = "itemops.io/phase"
 	labelRun    = "itemops.io/run"
 	labelStore  = "itemops.io/store"
+	labelNS     = "itemops.io/namespace"
+	labelName   = "itemops.io/name"
 	roleRun     = "run"
 	rolePending = "pending"
 	roleChunk   = "chunk"
@@ -159,6 +161,9 @@ func decodeObject(resource schema.GroupVersionResource, p kv.Partition, obj *uns
 			return stored{}, bad("the record key %q holds no value", raw)
 		}
 		s.recordKey = string(raw)
+		if err := checkOwnerLabels(obj, p.Name); err != nil {
+			return stored{}, bad("%v", err)
+		}
 		if s.ops, err = decodeSummary(obj); err != nil {
 			return stored{}, bad("%v", err)
 		}
