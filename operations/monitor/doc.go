@@ -69,10 +69,10 @@
 //
 // Several Monitors, in one process or in several replicas, may share a store. Its atomic
 // updates keep a run from being advanced twice whatever they do; when the store is also
-// an [operations.RunClaimer] (storage/etcdstore is), each run is polled and finalized by
+// an [operations.RunClaimer] (storage/etcdstore and storage/kubestore are), each run is polled and finalized by
 // one Monitor at a time, and the runs of a replica that died are taken over once its
 // claims expire. When the store is also an [operations.ClaimKeeper] (storage/etcdstore
-// is), [Monitor.Run] keeps its claims in an [operations.ClaimSession] and holds the runs
+// and storage/kubestore are), [Monitor.Run] keeps its claims in an [operations.ClaimSession] and holds the runs
 // it claimed until it returns, and the store balances them among the replicas after each
 // pass and as soon as one joins (it may start a pass early, as [Monitor.Wake] does, when
 // a run handed over to its replica becomes free); Poll and Finalize claim a run for the
@@ -83,6 +83,10 @@
 // would claim and give up each run), until [Monitor.Close] ends the session and gives
 // the claims up.
 //
-// Time comes from a [clock.Clock] ([WithClock]), so tests can move it by hand with the
-// fake of package clock/clocktest.
+// The Monitor's time comes from a [clock.Clock] ([WithClock]): the stamps of records,
+// operation timeouts, stall windows, retries and the pace of Run, so tests can move it
+// by hand with the fake of package clock/clocktest. Two bounds are measured in real time
+// instead, as they guard against a plugin or finalizer that hangs: the call timeout
+// ([WithCallTimeout]) and the finalize timeout ([WithFinalizeTimeout]); so are the
+// durations of calls and finalizers that the Observer is told.
 package monitor
