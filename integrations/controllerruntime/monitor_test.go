@@ -86,9 +86,12 @@ func TestGateHoldsReconcilesUntilRecovered(t *testing.T) {
 	go func() { started <- m.Start(ctx) }()
 
 	<-store.entered // Recover has begun and is held
-	for range 100 {
-		time.Sleep(100 * time.Microsecond) // room for an ungated reconcile to run
-	}
+	// Another reconcile, whose context ends while Recover is held, returns the context's
+	// error without reconciling; an ungated one would reconcile at once.
+	early, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err := r.Reconcile(early, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "fresh"}})
+	stop()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.False(t, reconciled.Load(), "a reconcile ran before Recover ended")
 	close(store.release)
 	require.NoError(t, <-reconcileDone)
