@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/itemops/itemops/internal/testutil/scalebench"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
@@ -28,24 +29,6 @@ func (s *countingStore) UpdateRun(ctx context.Context, o operations.Owner, f fun
 	s.updates.Add(1)
 	return s.Store.UpdateRun(ctx, o, f)
 }
-
-// slowTracker answers every Progress after latency with a report that has moved on, so
-// that every pass writes every operation.
-type slowTracker struct {
-	latency time.Duration
-	calls   atomic.Int64
-	slept   atomic.Int64 // nanoseconds the calls really took: Sleep overshoots
-}
-
-func (t *slowTracker) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-	start := time.Now()
-	time.Sleep(t.latency)
-	t.slept.Add(int64(time.Since(start)))
-	n := t.calls.Add(1)
-	return operations.Progress{NCompleted: n, NTotal: 1 << 62, OperationUnits: "Bytes", Started: t0}, nil
-}
-
-func (t *slowTracker) Cancel(context.Context, operations.Operation) error { return nil }
 
 // benchStore holds runs × perRun operations, all waiting.
 func benchStore(b *testing.B, runs, perRun int) (*countingStore, []operations.Owner) {
@@ -92,11 +75,11 @@ func BenchmarkMonitorPass(b *testing.B) {
 	// of-ideal compares with workers / 2 ms; of-ideal-measured with workers / the mean
 	// time the plugin's calls really took, which time.Sleep makes longer than asked.
 	// The store's writes are counted when there is one.
-	report := func(b *testing.B, s *countingStore, tr *slowTracker, elapsed time.Duration) {
+	report := func(b *testing.B, s *countingStore, tr *scalebench.Moving, elapsed time.Duration) {
 		perSec := total * float64(b.N) / elapsed.Seconds()
 		b.ReportMetric(perSec, "ops/s")
 		b.ReportMetric(perSec/ideal, "of-ideal")
-		mean := time.Duration(tr.slept.Load() / tr.calls.Load())
+		mean := tr.Slept() / time.Duration(tr.Calls())
 		b.ReportMetric(perSec/(float64(workers)/mean.Seconds()), "of-ideal-measured")
 		if s == nil {
 			return
@@ -106,7 +89,7 @@ func BenchmarkMonitorPass(b *testing.B) {
 	}
 	b.Run("impl=monitor-64", func(b *testing.B) {
 		s, owners := benchStore(b, runs, perRun)
-		tr := &slowTracker{latency: latency}
+		tr := &scalebench.Moving{Latency: latency}
 		m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil }),
 			monitor.WithWorkers(workers))
 		ctx, cancel := context.WithCancel(context.Background())
@@ -145,7 +128,7 @@ func BenchmarkMonitorPass(b *testing.B) {
 			name += fmt.Sprintf("+%dus-work", work.Microseconds())
 		}
 		b.Run(name, func(b *testing.B) {
-			tr := &slowTracker{latency: latency}
+			tr := &scalebench.Moving{Latency: latency}
 			ctx := context.Background()
 			b.ResetTimer()
 			start := time.Now()
@@ -175,7 +158,7 @@ func BenchmarkMonitorPass(b *testing.B) {
 	}
 	b.Run("impl=sequential", func(b *testing.B) {
 		s, owners := benchStore(b, runs, perRun)
-		tr := &slowTracker{latency: latency}
+		tr := &scalebench.Moving{Latency: latency}
 		ctx := context.Background()
 		b.ReportAllocs()
 		b.ResetTimer()

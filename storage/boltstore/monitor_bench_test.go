@@ -4,31 +4,16 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/itemops/itemops/internal/testutil/cputime"
+	"github.com/itemops/itemops/internal/testutil/scalebench"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/boltstore"
 )
-
-// movingTracker answers every Progress after latency with a report that has moved on,
-// so that every pass writes every operation.
-type movingTracker struct {
-	latency time.Duration
-	calls   atomic.Int64
-}
-
-func (t *movingTracker) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-	time.Sleep(t.latency)
-	n := t.calls.Add(1)
-	return operations.Progress{NCompleted: n % 1000, NTotal: 1000, OperationUnits: "Bytes", Started: time.Unix(1e9, 0)}, nil
-}
-
-func (t *movingTracker) Cancel(context.Context, operations.Operation) error { return nil }
 
 // BenchmarkMonitorPass is the Monitor benchmark of storage/etcdstore (and
 // operations/monitor) on a boltstore with the default options, every commit synced, so
@@ -72,7 +57,7 @@ func BenchmarkMonitorPass(b *testing.B) {
 		}
 		owners[i] = o
 	}
-	tr := &movingTracker{latency: latency}
+	tr := &scalebench.Moving{Latency: latency}
 	m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil }),
 		monitor.WithWorkers(workers))
 	cputime.PerOp(b)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/itemops/itemops/internal/testutil/contend"
 	"github.com/itemops/itemops/internal/testutil/cputime"
+	"github.com/itemops/itemops/internal/testutil/scalebench"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
@@ -192,21 +192,6 @@ func BenchmarkWritesOfOneRun(b *testing.B) {
 	}
 }
 
-// slowTracker answers every Progress after latency with a report that has moved on, so
-// that every pass writes every operation.
-type slowTracker struct {
-	latency time.Duration
-	calls   atomic.Int64
-}
-
-func (t *slowTracker) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
-	time.Sleep(t.latency)
-	n := t.calls.Add(1)
-	return operations.Progress{NCompleted: n % 1000, NTotal: 1000, OperationUnits: "Bytes", Started: time.Unix(1e9, 0)}, nil
-}
-
-func (t *slowTracker) Cancel(context.Context, operations.Operation) error { return nil }
-
 // BenchmarkMonitorPass is the Monitor benchmark of package operations/monitor on etcdstore: 100
 // waiting runs of 100 InProgress operations each, a plugin that takes 2 ms per Progress
 // call, a Monitor with 64 workers; one op polls every run once, concurrently, so 10,000
@@ -231,7 +216,7 @@ func BenchmarkMonitorPass(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			tr := &slowTracker{latency: latency}
+			tr := &scalebench.Moving{Latency: latency}
 			m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return tr, nil }),
 				monitor.WithWorkers(workers))
 			done := measure(b, runs*perRun)

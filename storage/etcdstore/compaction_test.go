@@ -2,26 +2,17 @@ package etcdstore_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/itemops/itemops/internal/testutil/scalebench"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/storage/etcdstore"
 	"github.com/itemops/itemops/storage/etcdstore/internal/etcdtest"
 )
-
-// moving is a plugin whose operations never end and report new progress at every call,
-// so that every pass writes every operation.
-type moving struct{ calls atomic.Int64 }
-
-func (p *moving) Progress(context.Context, operations.Operation) (operations.Progress, error) {
-	return operations.Progress{NCompleted: p.calls.Add(1), NTotal: 1 << 40, OperationUnits: "Bytes"}, nil
-}
-func (*moving) Cancel(context.Context, operations.Operation) error { return nil }
 
 // TestDatabaseStaysFlat runs Monitor passes that write every operation of 20 runs, again
 // and again, on an etcd set up as the package documentation recommends (periodic
@@ -40,7 +31,7 @@ func TestDatabaseStaysFlat(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	s := etcdstore.OpenStore(t, c, etcdstore.NewPrefix(), nil)
 	seed(t, s, runs, perRun)
-	plugin := &moving{}
+	plugin := &scalebench.Moving{}
 	m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return plugin, nil }))
 
 	status := func() (rev, inUse int64) {

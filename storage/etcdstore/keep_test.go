@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/itemops/itemops/internal/testutil/scalebench"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/decorate"
 	"github.com/itemops/itemops/operations/monitor"
@@ -39,7 +40,7 @@ func TestKeptClaimsWriteOnlyChanges(t *testing.T) {
 		plugin  operations.Tracker
 		perPass int64
 	}{
-		{"every operation moves", &moving{}, runs},
+		{"every operation moves", &scalebench.Moving{}, runs},
 		{"nothing moves", forever{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -74,7 +74,7 @@ func Run(b *testing.B, runs int, stores ...Store) {
 			start := time.Now()
 			Load(b, s, runs)
 			loaded := time.Since(start)
-			plugin := &instant{}
+			plugin := &Moving{}
 			m := monitor.New(s, operations.ResolverFunc(func(string) (operations.Tracker, error) { return plugin, nil }),
 				monitor.WithWorkers(64), monitor.WithKeptClaims())
 			defer m.Close()
@@ -137,16 +137,41 @@ func pass(b *testing.B, m *monitor.Monitor, runs int) {
 	}
 }
 
-// instant answers every Progress at once with progress that has moved on, so that every
-// pass writes every operation.
-type instant struct{ calls atomic.Int64 }
-
-func (p *instant) Progress(context.Context, operations.Operation) (operations.Progress, error) {
-	n := p.calls.Add(1)
-	return operations.Progress{NCompleted: n, NTotal: 1 << 62, OperationUnits: "Bytes"}, nil
+// Moving is the plugin of the Monitor's benchmarks and of the tests that need every pass
+// to write every operation: its operations never end, and each Progress call reports
+// progress that has moved on (NCompleted counts the calls), after Latency, slept as a
+// remote call of that length would hold its worker. The zero value answers at once. Its
+// methods are safe for concurrent use.
+type Moving struct {
+	Latency      time.Duration
+	calls, slept atomic.Int64
 }
 
-func (p *instant) Cancel(context.Context, operations.Operation) error { return nil }
+// movingStart is the Started time of every report of Moving, fixed so that reports
+// differ only in their counts.
+var movingStart = time.Unix(1e9, 0).UTC()
+
+// Progress sleeps Latency, when it is set, and reports one more completed unit than
+// the call before it.
+func (p *Moving) Progress(context.Context, operations.Operation) (operations.Progress, error) {
+	if p.Latency > 0 {
+		start := time.Now()
+		time.Sleep(p.Latency)
+		p.slept.Add(int64(time.Since(start)))
+	}
+	n := p.calls.Add(1)
+	return operations.Progress{NCompleted: n, NTotal: 1 << 62, OperationUnits: "Bytes", Started: movingStart}, nil
+}
+
+// Cancel does nothing.
+func (*Moving) Cancel(context.Context, operations.Operation) error { return nil }
+
+// Calls returns how many Progress calls were made.
+func (p *Moving) Calls() int64 { return p.calls.Load() }
+
+// Slept returns how long the Progress calls slept in all: time.Sleep overshoots, so
+// that it may exceed Calls times Latency.
+func (p *Moving) Slept() time.Duration { return time.Duration(p.slept.Load()) }
 
 // Load writes runs waiting backups of PerRun InProgress operations each, from 16
 // goroutines at once, in one CreateRunWithOperations each where the store has it. It
