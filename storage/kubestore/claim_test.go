@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/itemops/itemops/operations"
@@ -104,18 +105,15 @@ func TestDeadReplicaJudgedByObservedTime(t *testing.T) {
 		}
 	}
 	claim(t, b, o, false, "b, right after a died")
-	for began := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-		release, ok, err := b.ClaimRun(bg, o)
-		if err != nil {
-			t.Fatalf("ClaimRun by b: %v", err)
-		}
+	err := wait.PollUntilContextTimeout(bg, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		release, ok, err := b.ClaimRun(ctx, o)
 		if ok {
 			release()
-			break
 		}
-		if time.Since(began) > time.Minute {
-			t.Fatalf("b could not claim the run of a, dead with a renewTime in 2100, for a minute")
-		}
+		return ok, err
+	})
+	if err != nil {
+		t.Fatalf("b could not claim the run of a, dead with a renewTime in 2100, within a minute: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -348,19 +349,24 @@ func claimTwo(ctx context.Context, session operations.ClaimSession) error {
 
 // handedOver returns nil once a claim's Lease in the namespace of leases is handed
 // over, and errKeptAll when none is within wait.
-func handedOver(ctx context.Context, leases coordclient.LeaseInterface, wait time.Duration) error {
-	for began := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+func handedOver(ctx context.Context, leases coordclient.LeaseInterface, within time.Duration) error {
+	claims := 0
+	// Each List has ctx, not the poll's context, which has ended at once when within is 0.
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, within, true, func(context.Context) (bool, error) {
 		list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: "itemops.io/role=claim"})
 		if err != nil {
-			return err
+			return false, err
 		}
+		claims = len(list.Items)
 		for _, l := range list.Items {
 			if _, ok := l.Annotations["itemops.io/free-from"]; ok {
-				return nil
+				return true, nil
 			}
 		}
-		if time.Since(began) >= wait {
-			return fmt.Errorf("%w: %d claims, none handed over", errKeptAll, len(list.Items))
-		}
+		return false, nil
+	})
+	if wait.Interrupted(err) {
+		return fmt.Errorf("%w: %d claims, none handed over", errKeptAll, claims)
 	}
+	return err
 }

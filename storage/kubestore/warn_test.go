@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/itemops/itemops/internal/testutil/logrec"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
@@ -39,9 +41,10 @@ func TestMonitorWarnsWithoutLeaseRights(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	go func() { stopped <- m.Run(ctx) }()
-	for deadline := time.Now().Add(time.Minute); len(logs.At(slog.LevelWarn)) < 2 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Two warnings, or a minute; the assertions below say which.
+	_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return len(logs.At(slog.LevelWarn)) >= 2, nil
+	})
 	cancel()
 	<-stopped
 	close(passes)

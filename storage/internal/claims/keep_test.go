@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
@@ -54,10 +56,8 @@ func TestEndPassReports(t *testing.T) {
 	}
 
 	b.set(nil, forbidden) // the session may count now, and starts a watch, which fails
-	deadline := time.Now().Add(time.Minute)
-	for err = session.EndPass(0); err == nil && time.Now().Before(deadline); err = session.EndPass(0) {
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { err = session.EndPass(0); return err != nil }, time.Minute, time.Millisecond,
+		"no EndPass reported the refused watch")
 	if !errors.Is(err, forbidden) || !strings.Contains(err.Error(), "watch the members") || strings.Contains(err.Error(), "count") {
 		t.Fatalf("EndPass after a refused watch = %v, want only the watch's error", err)
 	}
@@ -66,9 +66,8 @@ func TestEndPassReports(t *testing.T) {
 	// at a time, so once one has ended so, the refused ones have been reported: the
 	// next EndPass may still return them, and the ones after it nothing.
 	b.set(nil, nil)
-	for session.EndPass(0); b.endedWatches() == 0 && time.Now().Before(deadline); session.EndPass(0) {
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { session.EndPass(0); return b.endedWatches() > 0 }, time.Minute, time.Millisecond,
+		"no watch ended")
 	session.EndPass(0)
 	for i := range 3 {
 		if err := session.EndPass(0); err != nil {
