@@ -87,3 +87,32 @@ type ClaimSession interface {
 	EndIncompletePass()
 	End()
 }
+
+// A ClaimTaker is an optional ability of a [ClaimKeeper]: it ends the claims of every
+// other holder at once, so that a Monitor that has just become the only one at work
+// (a leader newly elected, whose predecessor was killed) polls the runs its
+// predecessor held without waiting for their claims to end by themselves. A caller
+// finds it by a type assertion on its store; storage/etcdstore and storage/kubestore
+// have it, and package operations/decorate keeps it.
+//
+// TakeOverClaims ends the session of every other store that shares this one's backend
+// (what keeps a store's claims alive: its etcd lease, or its session Lease), never this
+// store's own. Their claims, hand-overs and claim sessions end with them, and every run
+// they held is free for whoever claims it next. It returns how many sessions it ended
+// (none when no other store had one). Call it only when no other Monitor should be at
+// work, as with a leader-elected operator's Monitor before its first pass: it takes the
+// runs of live holders as well as of dead ones. A holder that is alive loses its
+// session, finds so at its next renewal or claim (within a third of its claim time to
+// live), and starts another; a poll it has under way finishes without a claim, which is
+// harmless (claims are for efficiency, not safety: the store's atomic updates keep
+// every write correct).
+//
+// TakeOverClaims fails with the store's errors (a backend that does not answer, a
+// closed store) or with ctx.Err(); then it may have ended some of the others'
+// sessions (counted in ended) and not the rest, whose claims end by themselves, as
+// every claim of a RunClaimer does. It is safe for concurrent use, and calling it again
+// ends what the first call did not.
+type ClaimTaker interface {
+	ClaimKeeper
+	TakeOverClaims(ctx context.Context) (ended int, err error)
+}

@@ -18,8 +18,9 @@
 // never moves back, a finished operation is never revived, and a batch is written whole
 // or not at all. A store may have optional abilities, found by type assertion: a
 // [RunStarter] creates a run with its first operations in one atomic write, a
-// [RunClaimer] lets the Monitors of several processes share its runs, and a
-// [ClaimKeeper] keeps a Monitor's claims from pass to pass in a [ClaimSession].
+// [RunClaimer] lets the Monitors of several processes share its runs, a [ClaimKeeper]
+// keeps a Monitor's claims from pass to pass in a [ClaimSession], and a [ClaimTaker]
+// frees at once the runs of the other replicas for a Monitor newly elected.
 //
 // # Plugins
 //

@@ -36,11 +36,14 @@ type Call struct {
 // function returned, or an error of its own. The results of the call are the method's.
 //
 // The store returned keeps the optional abilities of s: it is an
-// [operations.RunStarter], an [operations.RunClaimer], an [operations.ClaimKeeper] and
-// an [operations.PassReader] exactly when s is, so that [operations.StartRun] stays
-// atomic and Monitors keep their claims and read their passes in pages. Their calls pass through around too, and so do the ClaimRun calls of the
-// claim sessions that KeepClaims returns; KeepClaims itself, and a session's EndPass,
-// EndIncompletePass and End, which cannot fail, go straight to s and to its session. (A
+// [operations.RunStarter], an [operations.RunClaimer], an [operations.ClaimKeeper], an
+// [operations.ClaimTaker] and an [operations.PassReader] exactly when s is, so that
+// [operations.StartRun] stays atomic and Monitors keep their claims, take over those of
+// a dead leader and read their passes in pages. Their calls pass through around too,
+// and so do the ClaimRun calls of the claim sessions that KeepClaims returns;
+// KeepClaims itself, and a session's EndPass, EndIncompletePass and End, which cannot
+// fail, go straight to s and to its session, and so does TakeOverClaims, which names no
+// run. (A
 // decorator type that embeds the operations.Store it wraps hides those abilities
 // instead, as only the methods of the interface it embeds are promoted.)
 //
@@ -55,10 +58,15 @@ func Store(s operations.Store, around func(ctx context.Context, c Call, call fun
 	d.starter, _ = s.(operations.RunStarter)
 	d.claimer, _ = s.(operations.RunClaimer)
 	d.keeper, _ = s.(operations.ClaimKeeper)
+	d.taker, _ = s.(operations.ClaimTaker)
 	d.passer, _ = s.(operations.PassReader)
 	st, cl, ps := starts{d}, claims{d}, passes{d}
 	if d.passer == nil {
 		switch {
+		case d.starter != nil && d.taker != nil:
+			return starterTaker{d, st, takes{keeps{cl}}}
+		case d.taker != nil:
+			return taker{d, takes{keeps{cl}}}
 		case d.starter != nil && d.keeper != nil:
 			return starterKeeper{d, st, keeps{cl}}
 		case d.keeper != nil:
@@ -73,6 +81,10 @@ func Store(s operations.Store, around func(ctx context.Context, c Call, call fun
 		return d
 	}
 	switch {
+	case d.starter != nil && d.taker != nil:
+		return starterTakerPasser{d, st, takes{keeps{cl}}, ps}
+	case d.taker != nil:
+		return takerPasser{d, takes{keeps{cl}}, ps}
 	case d.starter != nil && d.keeper != nil:
 		return starterKeeperPasser{d, st, keeps{cl}, ps}
 	case d.keeper != nil:
@@ -88,7 +100,8 @@ func Store(s operations.Store, around func(ctx context.Context, c Call, call fun
 }
 
 // decorated is a store made by Store, with the eight methods of operations.Store. Each
-// optional ability has one type that adds its methods (starts, claims, keeps, passes),
+// optional ability has one type that adds its methods (starts, claims, keeps, takes,
+// passes),
 // and the store Store returns embeds the decorated store and those of the abilities s
 // has, so that a type assertion on it is truthful: one type for each combination.
 type decorated struct {
@@ -96,6 +109,7 @@ type decorated struct {
 	starter operations.RunStarter  // s, when it is one
 	claimer operations.RunClaimer  // s, when it is one
 	keeper  operations.ClaimKeeper // s, when it is one
+	taker   operations.ClaimTaker  // s, when it is one
 	passer  operations.PassReader  // s, when it is one
 	around  func(ctx context.Context, c Call, call func(ctx context.Context) error) error
 }
@@ -104,6 +118,7 @@ type (
 	starts struct{ d *decorated } // CreateRunWithOperations
 	claims struct{ d *decorated } // ClaimRun
 	keeps  struct{ claims }       // ClaimRun and KeepClaims: a ClaimKeeper is a RunClaimer
+	takes  struct{ keeps }        // and TakeOverClaims: a ClaimTaker is a ClaimKeeper
 	passes struct{ d *decorated } // ReadPass and CommitPass
 
 	starter struct {
@@ -159,6 +174,26 @@ type (
 		keeps
 		passes
 	}
+	taker struct {
+		*decorated
+		takes
+	}
+	starterTaker struct {
+		*decorated
+		starts
+		takes
+	}
+	takerPasser struct {
+		*decorated
+		takes
+		passes
+	}
+	starterTakerPasser struct {
+		*decorated
+		starts
+		takes
+		passes
+	}
 )
 
 var (
@@ -183,6 +218,14 @@ var (
 	_ operations.RunStarter  = starterKeeperPasser{}
 	_ operations.ClaimKeeper = starterKeeperPasser{}
 	_ operations.PassReader  = starterKeeperPasser{}
+	_ operations.ClaimTaker  = taker{}
+	_ operations.RunStarter  = starterTaker{}
+	_ operations.ClaimTaker  = starterTaker{}
+	_ operations.ClaimTaker  = takerPasser{}
+	_ operations.PassReader  = takerPasser{}
+	_ operations.RunStarter  = starterTakerPasser{}
+	_ operations.ClaimTaker  = starterTakerPasser{}
+	_ operations.PassReader  = starterTakerPasser{}
 )
 
 // do makes call through around.
@@ -309,6 +352,10 @@ func (cl claims) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool
 
 func (k keeps) KeepClaims(ctx context.Context, interval time.Duration, wake func()) operations.ClaimSession {
 	return session{ClaimSession: k.d.keeper.KeepClaims(ctx, interval, wake), d: k.d}
+}
+
+func (t takes) TakeOverClaims(ctx context.Context) (int, error) {
+	return t.d.taker.TakeOverClaims(ctx)
 }
 
 // session is a claim session of the store that d decorates, whose claims pass through

@@ -45,6 +45,14 @@ func (k *keeper) record(event string) {
 	k.events = append(k.events, event)
 }
 
+// taker is a keeper that is also a ClaimTaker, which records its takeovers.
+type taker struct{ *keeper }
+
+func (k taker) TakeOverClaims(context.Context) (int, error) {
+	k.record("TakeOverClaims")
+	return 1, nil
+}
+
 type keptSession struct{ k *keeper }
 
 func (s keptSession) ClaimRun(_ context.Context, o operations.Owner) (func(), bool, error) {
@@ -63,10 +71,10 @@ func (s keptSession) End()               { s.k.record("End") }
 type plain struct{ operations.Store }
 
 // The store decorate.Store returns has each optional ability exactly when the store it
-// decorates has it, in every combination a store can have them (a ClaimKeeper is a
-// RunClaimer).
+// decorates has it, in every combination a store can have them (a ClaimTaker is a
+// ClaimKeeper, which is a RunClaimer).
 func TestDecorateKeepsOptionalAbilities(t *testing.T) {
-	type abilities struct{ Starter, Claimer, Keeper, Passer bool }
+	type abilities struct{ Starter, Claimer, Keeper, Taker, Passer bool }
 	// Each store is built of the interfaces of its abilities alone, so that it has no
 	// other: a memstore has RunStarter and PassReader.
 	type (
@@ -77,7 +85,10 @@ func TestDecorateKeepsOptionalAbilities(t *testing.T) {
 	build := func(a abilities) operations.Store {
 		var c operations.RunClaimer
 		var k operations.ClaimKeeper
-		if a.Keeper {
+		var tk operations.ClaimTaker
+		if a.Taker {
+			tk = taker{&keeper{claimer: &claimer{}}}
+		} else if a.Keeper {
 			k = &keeper{claimer: &claimer{}}
 			c = k
 		} else if a.Claimer {
@@ -85,6 +96,30 @@ func TestDecorateKeepsOptionalAbilities(t *testing.T) {
 		}
 		s := operations.Store(plain{mem})
 		switch {
+		case a.Starter && a.Passer && tk != nil:
+			return struct {
+				operations.Store
+				starterOnly
+				operations.ClaimTaker
+				passerOnly
+			}{s, mem, tk, mem}
+		case a.Passer && tk != nil:
+			return struct {
+				operations.Store
+				operations.ClaimTaker
+				passerOnly
+			}{s, tk, mem}
+		case a.Starter && tk != nil:
+			return struct {
+				operations.Store
+				starterOnly
+				operations.ClaimTaker
+			}{s, mem, tk}
+		case tk != nil:
+			return struct {
+				operations.Store
+				operations.ClaimTaker
+			}{s, tk}
 		case a.Starter && a.Passer && k != nil:
 			return struct {
 				operations.Store
@@ -153,9 +188,9 @@ func TestDecorateKeepsOptionalAbilities(t *testing.T) {
 		return s
 	}
 	for _, starter := range []bool{false, true} {
-		for claims := range 3 { // none, RunClaimer, ClaimKeeper
+		for claims := range 4 { // none, RunClaimer, ClaimKeeper, ClaimTaker
 			for _, passer := range []bool{false, true} {
-				want := abilities{Starter: starter, Claimer: claims > 0, Keeper: claims == 2, Passer: passer}
+				want := abilities{Starter: starter, Claimer: claims > 0, Keeper: claims >= 2, Taker: claims == 3, Passer: passer}
 				s := build(want)
 				d := decorate.Store(s, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
 					return call(ctx)
@@ -164,11 +199,13 @@ func TestDecorateKeepsOptionalAbilities(t *testing.T) {
 				_, got.Starter = d.(operations.RunStarter)
 				_, got.Claimer = d.(operations.RunClaimer)
 				_, got.Keeper = d.(operations.ClaimKeeper)
+				_, got.Taker = d.(operations.ClaimTaker)
 				_, got.Passer = d.(operations.PassReader)
 				var have abilities // what s has, to check build
 				_, have.Starter = s.(operations.RunStarter)
 				_, have.Claimer = s.(operations.RunClaimer)
 				_, have.Keeper = s.(operations.ClaimKeeper)
+				_, have.Taker = s.(operations.ClaimTaker)
 				_, have.Passer = s.(operations.PassReader)
 				if have != want {
 					t.Fatalf("the test built a store with %+v, want %+v", have, want)
@@ -178,6 +215,22 @@ func TestDecorateKeepsOptionalAbilities(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TakeOverClaims of a decorated ClaimTaker reaches the store, and returns what it
+// returned.
+func TestDecorateTakeOverClaims(t *testing.T) {
+	inner := taker{&keeper{claimer: &claimer{Store: memstore.New()}}}
+	s := decorate.Store(inner, func(ctx context.Context, _ decorate.Call, call func(context.Context) error) error {
+		return call(ctx)
+	})
+	ended, err := s.(operations.ClaimTaker).TakeOverClaims(context.Background())
+	if err != nil || ended != 1 {
+		t.Fatalf("TakeOverClaims = %d, %v, want 1, nil", ended, err)
+	}
+	if diff := cmp.Diff([]string{"TakeOverClaims"}, inner.events); diff != "" {
+		t.Errorf("what the store was told (-want +got):\n%s", diff)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,6 +172,23 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake fun
 		return claims.Ended(ErrClosed)
 	}
 	return s.claims.KeepClaims(ctx, interval, wake)
+}
+
+// TakeOverClaims ends the session of every other store under the prefix, so that the
+// runs they held are free for this one at once, and returns how many it ended; it makes
+// the Store an [operations.ClaimTaker], which documents when to call it. It revokes the
+// lease of each store whose lease holds a key under claims/ or replicas/ (this store's
+// own excepted), and etcd deletes their claims, hand-overs and replica keys with it; a
+// store whose lease is revoked finds it gone at its next keep-alive or claim, and grants
+// another. Without it, another store's claims end only when its lease
+// expires, [Options.ClaimTTL] after its last renewal. It fails with [ErrClosed],
+// [ErrUnavailable] or ctx.Err(), having revoked the leases counted; each request waits
+// at most [Options.RequestTimeout].
+func (s *Store) TakeOverClaims(ctx context.Context) (ended int, err error) {
+	if s.Store == nil {
+		return 0, ErrClosed
+	}
+	return s.claims.TakeOverClaims(ctx)
 }
 
 // ready returns ErrClosed after Close (or for the zero Store), else ctx.Err().
@@ -375,6 +393,60 @@ func (cb claimBackend) WatchMembers(ctx context.Context, from string, joined fun
 		}
 	}
 	return nil
+}
+
+// EndOthers revokes the leases of the other stores' sessions, which it finds on the
+// keys under claims/ and replicas/ (a store whose session holds neither has nothing to
+// end), all but this store's own; etcd deletes every key bound to a lease it revokes.
+// A lease etcd no longer knows (it expired meanwhile) is not counted. Each request
+// waits at most Options.RequestTimeout.
+func (cb claimBackend) EndOthers(ctx context.Context) (int, error) {
+	s := cb.s
+	own := clientv3.NoLease
+	s.sessMu.Lock()
+	if s.sess != nil {
+		own = s.sess.id
+	}
+	s.sessMu.Unlock()
+	others := make(map[clientv3.LeaseID]bool)
+	err := s.b.rpc(ctx, func(ctx context.Context) error {
+		resp, err := s.b.client.Txn(ctx).Then(
+			clientv3.OpGet(s.prefix+"claims/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			clientv3.OpGet(s.prefix+"replicas/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		).Commit()
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				if id := clientv3.LeaseID(kv.Lease); id != clientv3.NoLease && id != own {
+					others[id] = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("etcdstore: read the other stores' sessions: %w", err)
+	}
+	ended := 0
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(others)) {
+		err := s.b.rpc(ctx, func(ctx context.Context) error {
+			_, err := s.b.client.Revoke(ctx, id)
+			return err
+		})
+		switch {
+		case err == nil:
+			ended++
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		case ctx.Err() != nil:
+			return ended, ctx.Err()
+		default:
+			errs = append(errs, fmt.Errorf("etcdstore: revoke the lease %s of another store: %w", leaseID(id), err))
+		}
+	}
+	return ended, errors.Join(errs...)
 }
 
 // markerPrefix begins the value of the claim key of a run handed over by a claim session;

@@ -131,9 +131,11 @@
 // claims of its RunOnce passes in a session, as Run does, until its Close.
 //
 // When a replica dies, or loses etcd for longer than the TTL, its lease expires and its
-// claims go with it; until then the runs it was polling wait. A claim whose release could
-// not reach etcd stays until then too, and the store's own next claim of that run adopts
-// it. Claims make the work efficient, not correct: a Monitor that loses its claim
+// claims go with it; until then the runs it was polling wait, unless a Monitor that
+// knows it is the only one at work (a leader newly elected) calls
+// [Store.TakeOverClaims], which revokes the other stores' leases. A claim whose release
+// could not reach etcd stays until its lease ends too, and the store's own next claim
+// of that run adopts it. Claims make the work efficient, not correct: a Monitor that loses its claim
 // mid-poll still writes, and the engine's conditional commits keep its writes from
 // undoing another's, as they keep a run from being advanced twice.
 package etcdstore

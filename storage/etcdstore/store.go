@@ -25,10 +25,11 @@ const (
 
 // A Store is an [operations.Store] kept in etcd under a key prefix, an
 // [operations.RunClaimer] that lets several Monitors, in several processes, share its
-// runs, and an [operations.ClaimKeeper] whose claim sessions keep a Monitor's claims
-// from pass to pass and balance the runs among the replicas ([Store.KeepClaims]). It is
-// safe for concurrent use; several Stores, in this process or others, may use the same
-// prefix at once. Get one from [Open] and release it with [Store.Close].
+// runs, an [operations.ClaimKeeper] whose claim sessions keep a Monitor's claims from
+// pass to pass and balance the runs among the replicas ([Store.KeepClaims]), and an
+// [operations.ClaimTaker] that frees at once the runs of the other replicas
+// ([Store.TakeOverClaims]). It is safe for concurrent use; several Stores, in this
+// process or others, may use the same prefix at once. Get one from [Open] and release it with [Store.Close].
 // The zero Store has no client, and its methods fail with [ErrClosed].
 //
 // The methods of operations.Store are the engine's (package kv), which documents them.
@@ -50,8 +51,8 @@ type Store struct {
 }
 
 var (
-	_ operations.Store       = (*Store)(nil)
-	_ operations.ClaimKeeper = (*Store)(nil)
+	_ operations.Store      = (*Store)(nil)
+	_ operations.ClaimTaker = (*Store)(nil)
 )
 
 // Open returns the store under prefix in the etcd cluster that client reaches. The client

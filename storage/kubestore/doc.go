@@ -351,6 +351,12 @@
 // work efficient, not correct: the conditional writes of the engine keep a run from
 // being advanced twice.
 //
+// A Monitor that knows it is the only one at work (a leader newly elected) need not
+// wait a ClaimTTL for a dead leader's claims: [Store.TakeOverClaims] deletes the session
+// Leases of the other stores, and the claims and members bound to them, so that every
+// run is free at once. The integrations/controllerruntime Monitor does so as it starts,
+// unless its replicas share the runs (its WithSharedClaims).
+//
 // The claims a replica keeps cost no request per run: a pass of its Monitor reads the
 // claims once (one LIST of the Leases), and at its end lists them again to count the
 // members; a run claimed anew costs a POST (and a GET of the Lease, and of its

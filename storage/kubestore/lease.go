@@ -603,6 +603,52 @@ func (l *leases) WatchMembers(ctx context.Context, from string, joined func()) e
 	}
 }
 
+// EndOthers ends the session of every other store of the namespace: it lists the
+// session Leases and, for each that is not this store's own, deletes the Lease, then
+// every claim and member Lease bound to it (one deletecollection), as Close deletes the
+// store's own. Its claims stop counting as soon as its Lease is gone, even if a delete
+// of its claims fails: a claim whose session's Lease is gone is dead (see Claim). A
+// store whose Lease is deleted finds it gone at its next renewal and loses its session
+// (see renew). A session counts as ended when this call deleted its Lease. Each request
+// waits at most Options.RequestTimeout, and none once ctx has ended.
+func (l *leases) EndOthers(ctx context.Context) (int, error) {
+	rctx, cancel := context.WithTimeout(ctx, l.timeout)
+	list, err := l.client.List(rctx, metav1.ListOptions{LabelSelector: labelRole + "=" + roleSession})
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("kubestore: list the session Leases in %s: %w", l.ns, err)
+	}
+	own := ""
+	if ss := l.own(); ss != nil {
+		own = ss.name
+	}
+	ended := 0
+	var errs []error
+	for _, lease := range list.Items {
+		if lease.Name == own {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return ended, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, l.timeout)
+		err := l.client.Delete(rctx, lease.Name, metav1.DeleteOptions{})
+		switch {
+		case err == nil:
+			ended++
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("kubestore: delete the session Lease %s/%s: %w", l.ns, lease.Name, err))
+			cancel()
+			continue
+		}
+		if err := l.client.DeleteCollection(rctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelHolder + "=" + lease.Name}); err != nil {
+			errs = append(errs, fmt.Errorf("kubestore: delete the claims of session %s/%s: %w", l.ns, lease.Name, err))
+		}
+		cancel()
+	}
+	return ended, errors.Join(errs...)
+}
+
 // endSession stops renewing the store's session and deletes its Lease and every claim
 // and member bound to it, waiting at most Options.RequestTimeout for each request.
 func (l *leases) endSession(ss *leaseSession) error {

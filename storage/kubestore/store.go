@@ -25,9 +25,10 @@ import (
 
 // A Store is an [operations.Store] kept in the objects of one namespace of a Kubernetes
 // API server (see the package documentation), an [operations.RunClaimer] that lets
-// several Monitors, in several processes, share its runs, and an
-// [operations.ClaimKeeper] whose claim sessions keep a Monitor's claims from pass to pass
-// and balance the runs among the replicas ([Store.KeepClaims]). It is safe for
+// several Monitors, in several processes, share its runs, an [operations.ClaimKeeper]
+// whose claim sessions keep a Monitor's claims from pass to pass and balance the runs
+// among the replicas ([Store.KeepClaims]), and an [operations.ClaimTaker] that frees at
+// once the runs of the other replicas ([Store.TakeOverClaims]). It is safe for
 // concurrent use, and several Stores, in this process or others, may use the same
 // namespace at once. Get one from [Open] and release its claims with [Store.Close].
 //
@@ -53,8 +54,8 @@ type Store struct {
 }
 
 var (
-	_ operations.Store       = (*Store)(nil)
-	_ operations.ClaimKeeper = (*Store)(nil)
+	_ operations.Store      = (*Store)(nil)
+	_ operations.ClaimTaker = (*Store)(nil)
 )
 
 // Open returns the store in namespace of the API server that cfg reaches. It copies cfg,
@@ -187,6 +188,25 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake fun
 		return claims.Ended(ErrClosed) // the zero Store
 	}
 	return s.claims.KeepClaims(ctx, interval, wake)
+}
+
+// TakeOverClaims ends the session of every other store of the namespace, so that the
+// runs they held are free for this one at once, and returns how many it ended; it makes
+// the Store an [operations.ClaimTaker], which documents when to call it. It deletes the
+// session Lease of each (labelled itemops.io/role=session, this store's own excepted),
+// then every claim and member Lease bound to it, as Close deletes the store's own; a
+// store whose Lease is deleted finds it gone at its next renewal, within a third of its
+// ClaimTTL, and starts another session. Without it a store judges another's session dead
+// only once it has seen its Lease unrenewed for its ClaimTTL (see the package
+// documentation, "Claims"). It needs list, delete and deletecollection on Leases (the
+// Role of [RBAC] grants them). It fails with [ErrClosed] after Close, with the API
+// server's error, wrapped, or with ctx.Err(), having ended the sessions counted; each
+// request waits at most [Options.RequestTimeout].
+func (s *Store) TakeOverClaims(ctx context.Context) (ended int, err error) {
+	if s.claims == nil {
+		return 0, ErrClosed // the zero Store
+	}
+	return s.claims.TakeOverClaims(ctx)
 }
 
 // Close gives up the runs this store has claimed: it ends the claim sessions of

@@ -72,6 +72,11 @@ type Holding struct {
 //     replica, and the other comes to hold every run.
 //   - ClaimAfterSessionLost: a replica whose claims' liveness ended behind its back
 //     claims the run again, and then holds it against another.
+//   - TakeOverClaims: a replica that is an [operations.ClaimTaker] takes over the runs
+//     that another, alive, holds, through claims and a claim session: the takeover
+//     ends one session, leaves no claim or member behind, and the taker then claims
+//     every run at once; the other gives up what it believed it held, which undoes
+//     none of the taker's claims, and then finds each run held.
 //
 // The checks take seconds each, and DeadReplicaLosesRuns waits for the claims of a dead
 // replica to end; with -short ([testing.Short]) ShareRunsEvenly is skipped. newReplicas
@@ -87,6 +92,7 @@ func RunReplicas[T TB[T]](t T, newReplicas func(t T) Replicas) {
 		{"StoppedPassLeavesNoClaim", testStoppedPassLeavesNoClaim},
 		{"StoppedRunLeavesNoClaim", testStoppedRunLeavesNoClaim},
 		{"ClaimAfterSessionLost", testClaimAfterSessionLost},
+		{"TakeOverClaims", testTakeOverClaims},
 	} {
 		t.Run(c.name, func(t T) { c.run(wrap(t), newReplicas(t)) })
 	}
@@ -578,6 +584,58 @@ func testClaimAfterSessionLost(t tb, r Replicas) {
 	wantClaim(t, b.ClaimRun, o, false, "b, while a holds the run in its new session")
 	release()
 	wantClaim(t, b.ClaimRun, o, true, "b, after a released the run")()
+}
+
+// testTakeOverClaims checks that replica b takes over at once the runs that replica a
+// holds, some under a claim session, and that a then finds them held. A live a is the
+// harder case: a dead one renews nothing that could bring its claims back.
+func testTakeOverClaims(t tb, r Replicas) {
+	a, b := r.Open("a"), r.Open("b")
+	owners := seedWaiting(t, b, 4, 1)
+	ca := claimer(t, a)
+	var releasesA []func()
+	for _, o := range owners[:3] {
+		releasesA = append(releasesA, wantClaim(t, ca.ClaimRun, o, true, "a"))
+	}
+	keeper, ok := a.(operations.ClaimKeeper)
+	if !ok {
+		t.Fatalf("the store (%T) is not an operations.ClaimKeeper", a)
+	}
+	session := keeper.KeepClaims(bg, claimInterval, nil)
+	defer session.End()
+	wantClaim(t, session.ClaimRun, owners[3], true, "a's claim session")() // kept by the session
+	wantClaim(t, claimer(t, b).ClaimRun, owners[0], false, "b, before it takes over")
+
+	taker, ok := b.(operations.ClaimTaker)
+	if !ok {
+		t.Fatalf("the store (%T) is not an operations.ClaimTaker, so a Monitor newly elected waits for a dead leader's claims to end", b)
+	}
+	ended, err := taker.TakeOverClaims(bg)
+	noError(t, err, "TakeOverClaims by b")
+	if ended != 1 {
+		t.Errorf("TakeOverClaims by b ended %d sessions, want 1 (a's)", ended)
+	}
+	if h := r.Holdings(); len(h) != 0 {
+		t.Errorf("claims left after the takeover: %+v, want none", h)
+	}
+	if m := r.Members(); len(m) != 0 {
+		t.Errorf("claim sessions left after the takeover: %q, want none", m)
+	}
+	var releases []func()
+	for _, o := range owners {
+		releases = append(releases, wantClaim(t, taker.ClaimRun, o, true, "b, at once after it took over"))
+	}
+	// a gives up what it believes it holds: that must not undo b's claims.
+	for _, release := range releasesA {
+		release()
+	}
+	session.End()
+	for _, o := range owners {
+		wantClaim(t, ca.ClaimRun, o, false, "a, whose session b ended, while b holds the run")
+	}
+	for _, release := range releases {
+		release()
+	}
 }
 
 // claimer returns s as an operations.RunClaimer, or stops the check.

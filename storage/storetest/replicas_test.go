@@ -17,11 +17,13 @@ import (
 
 // sharedClaims is the claim table of replicas that share one memstore: a run's claim
 // has one holder, a replica or a claim session of one, and the claims of a replica end
-// a moment after it dies, or at once when they expire. When grantAll is set, it is
-// broken: every claim is granted, held or not.
+// a moment after it dies, or at once when they expire or another takes them over. When
+// grantAll is set, it is broken: every claim is granted, held or not; when takeNothing
+// is set, a takeover ends nothing.
 type sharedClaims struct {
-	store    *memstore.Store
-	grantAll bool
+	store       *memstore.Store
+	grantAll    bool
+	takeNothing bool
 
 	mu      sync.Mutex
 	holders map[operations.Owner]*holder // by owner without its UID
@@ -63,6 +65,27 @@ type sharedSession struct {
 
 func (s *sharingStore) ClaimRun(ctx context.Context, o operations.Owner) (func(), bool, error) {
 	return s.claim(ctx, o, nil)
+}
+
+// TakeOverClaims ends the claims of every other replica.
+func (s *sharingStore) TakeOverClaims(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.takeNothing {
+		return 0, nil
+	}
+	others := make(map[string]bool)
+	for o, h := range c.holders {
+		if h.replica != s.name {
+			others[h.replica] = true
+			delete(c.holders, o)
+		}
+	}
+	return len(others), nil
 }
 
 func (s *sharingStore) KeepClaims(context.Context, time.Duration, func()) operations.ClaimSession {
@@ -135,8 +158,8 @@ func (s *sharingStore) claim(ctx context.Context, o operations.Owner, k *sharedS
 }
 
 // replicasOf returns the Replicas of a sharedClaims on a new memstore.
-func replicasOf(grantAll bool) storetest.Replicas {
-	c := &sharedClaims{store: memstore.New(), grantAll: grantAll, holders: make(map[operations.Owner]*holder)}
+func replicasOf(grantAll, takeNothing bool) storetest.Replicas {
+	c := &sharedClaims{store: memstore.New(), grantAll: grantAll, takeNothing: takeNothing, holders: make(map[operations.Owner]*holder)}
 	var (
 		mu     sync.Mutex
 		stores = make(map[string]*sharingStore)
@@ -173,21 +196,25 @@ func replicasOf(grantAll bool) storetest.Replicas {
 // every claim is granted, in the checks named for what that breaks. (The replicas here
 // do not balance the runs among them, so the checks of shares are left out.)
 func TestRunReplicas(t *testing.T) {
-	only := []string{"DeadReplicaLosesRuns", "StoppedPassLeavesNoClaim", "ClaimAfterSessionLost"}
+	only := []string{"DeadReplicaLosesRuns", "StoppedPassLeavesNoClaim", "ClaimAfterSessionLost", "TakeOverClaims"}
 	tests := []struct {
-		name     string
-		grantAll bool
-		wantFail []string
-		wantSaid string // what the last of them must say
+		name        string
+		grantAll    bool
+		takeNothing bool
+		wantFail    []string
+		wantFailed  string // one of them
+		wantSaid    string // what it must say
 	}{
-		{"claims that exclude one another", false, nil, ""},
-		{"every claim granted", true, []string{"ClaimAfterSessionLost", "DeadReplicaLosesRuns"},
-			"no pass skipped a run that the other Monitor held"},
+		{"claims that exclude one another", false, false, nil, "", ""},
+		{"every claim granted", true, false, []string{"ClaimAfterSessionLost", "DeadReplicaLosesRuns", "TakeOverClaims"},
+			"DeadReplicaLosesRuns", "no pass skipped a run that the other Monitor held"},
+		{"a takeover that ends nothing", false, true, []string{"TakeOverClaims"},
+			"TakeOverClaims", "TakeOverClaims by b ended 0 sessions, want 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newRecorder(t, only...)
-			storetest.RunReplicas(rec, func(*recorder) storetest.Replicas { return replicasOf(tc.grantAll) })
+			storetest.RunReplicas(rec, func(*recorder) storetest.Replicas { return replicasOf(tc.grantAll, tc.takeNothing) })
 			failed := rec.failures()
 			slices.Sort(failed)
 			if !slices.Equal(failed, tc.wantFail) {
@@ -196,9 +223,9 @@ func TestRunReplicas(t *testing.T) {
 					t.Logf("%s said: %s", name, rec.said(name))
 				}
 			}
-			if n := len(tc.wantFail); n > 0 {
-				if said := rec.said(tc.wantFail[n-1]); !strings.Contains(said, tc.wantSaid) {
-					t.Errorf("%s said %q, want it to say %q", tc.wantFail[n-1], said, tc.wantSaid)
+			if tc.wantFailed != "" {
+				if said := rec.said(tc.wantFailed); !strings.Contains(said, tc.wantSaid) {
+					t.Errorf("%s said %q, want it to say %q", tc.wantFailed, said, tc.wantSaid)
 				}
 			}
 		})

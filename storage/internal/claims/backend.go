@@ -70,6 +70,11 @@ type Backend interface {
 	// server, or the point from compacted away): the next census starts another watch,
 	// and counts what joined in between. It returns the backend's error otherwise.
 	WatchMembers(ctx context.Context, from string, joined func()) error
+	// EndOthers ends the session of every other store of the backend, never this
+	// store's own, so that the claims and members bound to them stop counting at once,
+	// and returns how many it ended. It fails with the backend's error or ctx.Err(),
+	// having ended some of them, counted, or none.
+	EndOthers(ctx context.Context) (ended int, err error)
 }
 
 // A Session is what keeps a store's claims alive: while the store renews it, its claims

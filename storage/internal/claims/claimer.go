@@ -40,6 +40,27 @@ func (c *Claimer) ClaimRun(ctx context.Context, o operations.Owner) (release fun
 	return c.claim(ctx, o, nil)
 }
 
+// TakeOverClaims ends the sessions of the other stores of the backend, so that the runs
+// they held are free at once (see [operations.ClaimTaker]), and returns how many it
+// ended. The claim sessions of this Claimer forget which runs other stores held when
+// they last read the claims, so that their next claims of those runs ask the backend.
+// It fails as Ready does, with the backend's error, or with ctx.Err().
+func (c *Claimer) TakeOverClaims(ctx context.Context) (ended int, err error) {
+	if err := c.b.Ready(ctx); err != nil {
+		return 0, err
+	}
+	ended, err = c.b.EndOthers(ctx)
+	c.keepMu.Lock()
+	for k := range c.keepers {
+		k.forgetOthers()
+	}
+	c.keepMu.Unlock()
+	if err != nil {
+		return ended, fmt.Errorf("take over the claims of other stores: %w", err)
+	}
+	return ended, nil
+}
+
 // claim is ClaimRun, under the claim session k when it is not nil: the session takes
 // back a claim it keeps, knows the runs other stores held when it last read the claims,
 // and keeps the claims made when they are released. A claim of a run handed over, in a

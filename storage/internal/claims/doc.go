@@ -6,9 +6,11 @@
 // one holder per run at a time; a claim kept by a Monitor's claim session from pass to
 // pass; a replica's share of the runs (their number divided by the members', one more
 // for the first members by name when it does not divide evenly); the hand-over of the
-// claims beyond that share, free for another an interval after the last poll; and the
-// adoption of a claim whose release did not reach the backend. storage/etcdstore's
-// Store.ClaimRun and Store.KeepClaims describe that policy in full, for users.
+// claims beyond that share, free for another an interval after the last poll; the
+// adoption of a claim whose release did not reach the backend; and the takeover of an
+// [operations.ClaimTaker], which ends the other stores' sessions ([Backend.EndOthers]).
+// storage/etcdstore's Store.ClaimRun and Store.KeepClaims describe that policy in full,
+// for users.
 //
 // The Backend keeps claims and the members of the claim sessions bound to a [Session],
 // the store's liveness: while the store renews it, they count, and once it stops (the

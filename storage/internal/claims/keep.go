@@ -248,6 +248,14 @@ func (k *keeper) heldByOther(ctx context.Context, key string) bool {
 	return k.others[key]
 }
 
+// forgetOthers drops what the session read of the claims of other stores, so that
+// its next claim reads them again (their holders' sessions were ended).
+func (k *keeper) forgetOthers() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.others, k.seen = nil, -1
+}
+
 // full reports whether the session holds its share of the runs or more. k.mu is held.
 func (k *keeper) full() bool {
 	return k.share >= 0 && len(k.claims) >= k.share
