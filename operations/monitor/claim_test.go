@@ -3,13 +3,17 @@ package monitor_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/itemops/itemops/clock/clocktest"
+	"github.com/itemops/itemops/internal/testutil/logrec"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
@@ -210,4 +214,61 @@ func TestRunSkipsClaimedRuns(t *testing.T) {
 	require.ErrorIs(t, <-stopped, context.Canceled)
 	claims, releases := s.counts()
 	require.Equal(t, claims, releases, "every claim taken was given up")
+}
+
+// TestHeldRunsLogged checks that the passes of a Monitor log at Info how many runs wait
+// for the claims of other Monitors: when that number changes, again once a minute while
+// it stays the same, and once when no run waits any more; not every pass.
+func TestHeldRunsLogged(t *testing.T) {
+	s := newClaimingStore()
+	e := &env{t: t, store: s.Store, clock: clocktest.NewClock(t0), trackers: map[string]operations.Tracker{}}
+	e.trackers["p"] = scripted(map[string]operations.Progress{}, nil) // never done
+	one := e.run(phase.Backup, "one", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+	two := e.run(phase.Backup, "two", phase.WaitingForPluginOperations, phase.Profile{}, ops("b")...)
+	e.run(phase.Backup, "free", phase.WaitingForPluginOperations, phase.Profile{}, ops("c")...)
+	s.hold(one)
+	s.hold(two)
+	logger, logs := logrec.Logger()
+	m := monitor.New(s, operationstest.Resolver(e.trackers), monitor.WithClock(e.clock), monitor.WithLogger(logger))
+	held := func() []string {
+		var out []string
+		for _, l := range logs.At(slog.LevelInfo) {
+			if strings.Contains(l, "claim") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	free := func(o operations.Owner) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		o.UID = ""
+		delete(s.holders, o)
+	}
+	since := "since=" + t0.UTC().Format(time.RFC3339)
+	for i, step := range []struct {
+		advance time.Duration
+		change  func()
+		want    []string // what the pass adds to the log: each string is in one record
+	}{
+		{0, nil, []string{"runs=2 " + since}},
+		{10 * time.Second, nil, nil},
+		{time.Minute, nil, []string{"runs=2 " + since}},
+		{10 * time.Second, func() { free(one) }, []string{"runs=1 " + since}},
+		{10 * time.Second, func() { free(two) }, []string{"no run waits any more for another Monitor's claim waited=1m30s"}},
+		{10 * time.Minute, nil, nil},
+	} {
+		e.clock.Advance(step.advance)
+		if step.change != nil {
+			step.change()
+		}
+		before := len(held())
+		st, err := m.RunOnce(context.Background())
+		require.NoError(t, err, "pass %d", i)
+		got := held()[before:]
+		require.Len(t, got, len(step.want), "pass %d (skipped %d) logged %q", i, st.Skipped, got)
+		for j, w := range step.want {
+			require.Contains(t, got[j], w, "pass %d", i)
+		}
+	}
 }

@@ -83,6 +83,13 @@
 // would claim and give up each run), until [Monitor.Close] ends the session and gives
 // the claims up.
 //
+// While its passes (Run's or RunOnce's) skip runs that other Monitors' claims hold, a
+// Monitor logs at Info how many runs wait and since when: when that number changes, at
+// most once a minute while it stays the same, and once when no run waits any more. A
+// pass that skips nothing after one that skipped nothing logs and locks nothing. A
+// leader newly elected need not wait for a dead leader's claims at all when its store is
+// an [operations.ClaimTaker]: see integrations/controllerruntime.
+//
 // The Monitor's time comes from a [clock.Clock] ([WithClock]): the stamps of records,
 // operation timeouts, stall windows, retries and the pace of Run, so tests can move it
 // by hand with the fake of package clock/clocktest. Two bounds are measured in real time

@@ -47,7 +47,9 @@ import (
 // "claims not shared with other replicas", and goes on. The session may start a pass
 // early, as Wake does, when a run another replica handed over becomes free. Run ends the
 // session before it returns, which gives up every claim it holds (waiting for the store
-// a bounded time: storage/etcdstore's request timeout).
+// a bounded time: storage/etcdstore's request timeout). While its passes skip runs
+// that other Monitors hold, it logs how many (see the package documentation, "Several
+// Monitors").
 func (m *Monitor) Run(ctx context.Context) error {
 	if err := m.cfg.invalid; err != nil {
 		return err
@@ -149,6 +151,7 @@ func (m *Monitor) runOnce(ctx context.Context, session operations.ClaimSession) 
 	if f := m.cfg.observer.Pass; f != nil {
 		f(stats)
 	}
+	m.logHeld(ctx, stats.Skipped)
 	switch {
 	case session == nil:
 	case complete:

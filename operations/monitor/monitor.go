@@ -59,6 +59,7 @@ type Monitor struct {
 	wake chan struct{}
 	// once is the claim session of RunOnce (see WithKeptClaims).
 	once onceSession
+	held heldRuns // what was last logged of the runs that others' claims hold
 }
 
 // runKey names a run in the Monitor's maps.
