@@ -8,7 +8,7 @@
 // # Setup
 //
 // [New] builds the [Monitor] and adds it to the manager. It runs only on the elected
-// leader. When it starts it applies the restart rules ([monitor.Monitor.Recover]) before
+// leader (see "Replica models" for the other way). When it starts it applies the restart rules ([monitor.Monitor.Recover]) before
 // anything else, and the reconcilers wrapped with [Gate] wait for that, so that Recover
 // never fails a run a reconcile has just started. Then the Monitor polls until the
 // manager stops, and [Monitor.Source] enqueues the objects whose runs it changed. The
@@ -28,6 +28,31 @@
 // manager serves, under the label monitor="default" ([WithName] and [WithRegistry]
 // change both). A manager takes one Monitor per store, and one per name
 // ([ErrDuplicateMonitor]).
+//
+// # Replica models
+//
+// Several replicas of an operator share its runs in one of two ways, over a store that
+// they all open (storage/kubestore or storage/etcdstore):
+//
+//   - Leader election, the default: the Monitor runs on the elected leader alone, like
+//     the controllers. As it starts, before Recover, it takes over the claims of every
+//     other replica when the store is an [operations.ClaimTaker] (both stores are):
+//     their sessions end, and its first pass polls the runs that a dead leader held
+//     instead of skipping them until their claims expire. It logs at Info how many
+//     sessions it ended. From the kill of a leader to the next poll, the runs then wait
+//     for the leader election alone: the manager's LeaseDuration (15 s by default) and
+//     up to one RetryPeriod (2 s), about 17 s in all at controller-runtime's defaults
+//     (storage/kubestore's TestLeaderKilled measures it; without the takeover they
+//     waited 46 s, kubestore's ClaimTTL of 30 s more). Shorter leader-election timings
+//     lower it.
+//   - Shared claims, with [WithSharedClaims]: the Monitor runs on every replica, elected
+//     or not, and the replicas share the runs through the store's claims, balanced
+//     among them. No Monitor takes over: the runs of a replica that dies wait until its
+//     claims expire (kubestore's Options.ClaimTTL, 30 s by default, after the others
+//     last saw its session renewed).
+//
+// While a Monitor's passes skip runs that other replicas' claims hold, it logs at Info
+// how many wait, and since when (see package operations/monitor).
 //
 // # Reconciling
 //

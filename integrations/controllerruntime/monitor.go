@@ -32,6 +32,7 @@ type Monitor struct {
 
 	store    operations.Store
 	log      logr.Logger
+	shared   bool                  // WithSharedClaims: on every replica, no takeover
 	reporter *prommetrics.Reporter // nil without metrics
 
 	recovered   chan struct{} // closed once Recover has succeeded
@@ -64,21 +65,28 @@ type queue struct {
 // opts change these ([WithName], [WithRegistry]) and pass options to [monitor.New]
 // ([WithMonitorOptions]).
 //
-// The Monitor runs only on the elected leader (when the manager has leader election).
-// When the manager starts it, it calls [monitor.Monitor.Recover], then runs
-// [monitor.Monitor.Run] until the manager stops, and returns nil then; its gauges leave
-// the registry when it returns (see prommetrics.Reporter.Close). A failure of Recover
-// stops the manager: the restart rules must be applied before any run is started.
-// Reconcilers wrapped with [Gate] wait for Recover.
+// The Monitor runs only on the elected leader (when the manager has leader election),
+// or, with [WithSharedClaims], on every replica. When the manager starts it, it takes
+// over the claims of the other replicas (see [Monitor.Start]; not with
+// WithSharedClaims), calls [monitor.Monitor.Recover], then runs [monitor.Monitor.Run]
+// until the manager stops, and returns nil then; its gauges leave the registry when it
+// returns (see prommetrics.Reporter.Close). A failure of Recover stops the manager: the
+// restart rules must be applied before any run is started. Reconcilers wrapped with
+// [Gate] wait for Recover.
 //
 // New fails with an error wrapping [ErrDuplicateMonitor] when mgr already has a Monitor
 // over store (two would poll every operation twice) or of the same name (their series
 // would be one), with one wrapping [operations.ErrInvalid] for a nil store or manager,
-// and when the metrics cannot be registered or the manager refuses the runnable.
+// or for WithSharedClaims over a store that is not an [operations.RunClaimer] (every
+// replica would poll every run), and when the metrics cannot be registered or the
+// manager refuses the runnable.
 func New(mgr manager.Manager, store operations.Store, resolver operations.Resolver, opts ...Option) (*Monitor, error) {
 	cfg := config{name: "default", registry: metrics.Registry}
 	for _, o := range opts {
 		o.apply(&cfg)
+	}
+	if _, ok := store.(operations.RunClaimer); cfg.shared && store != nil && !ok {
+		return nil, fmt.Errorf("controllerruntime: new Monitor: WithSharedClaims over %T, which has no claims: %w", store, operations.ErrInvalid)
 	}
 	claims, err := claim(mgr, store, cfg.name)
 	if err != nil {
@@ -97,7 +105,12 @@ func New(mgr manager.Manager, store operations.Store, resolver operations.Resolv
 	}
 	m := newMonitor(store, resolver, mgr.GetLogger().WithName("itemops"), mopts)
 	m.reporter = reporter
-	if err := mgr.Add(manager.RunnableFunc(m.Start)); err != nil {
+	m.shared = cfg.shared
+	var runnable manager.Runnable = manager.RunnableFunc(m.Start) // on the leader alone
+	if cfg.shared {
+		runnable = everyReplica(m.Start)
+	}
+	if err := mgr.Add(runnable); err != nil {
 		release(claims)
 		return nil, err
 	}
@@ -111,7 +124,16 @@ type config struct {
 	name           string
 	registry       prometheus.Registerer
 	monitorOptions []monitor.Option
+	shared         bool
 }
+
+// everyReplica is the runnable of a Monitor with shared claims, which the manager runs
+// whether or not it leads (see manager.LeaderElectionRunnable).
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 type optionFunc func(*config)
 
@@ -135,6 +157,25 @@ func WithRegistry(r prometheus.Registerer) Option {
 // them replaces the logger. Each WithMonitorOptions adds to those before it.
 func WithMonitorOptions(opts ...monitor.Option) Option {
 	return optionFunc(func(c *config) { c.monitorOptions = append(c.monitorOptions, opts...) })
+}
+
+// WithSharedClaims runs the Monitor on every replica of the operator, elected leader or
+// not, and has the replicas share the runs through the store's claims: each run is
+// polled by one replica at a time, and with a store that keeps claims from pass to pass
+// ([operations.ClaimKeeper], as storage/kubestore and storage/etcdstore do) they balance
+// the runs among them. The Monitor never takes over the others' claims: the runs of a
+// replica that dies wait until its claims end by themselves (storage/kubestore's
+// Options.ClaimTTL after its last renewal, as the others see it). The store must be an
+// [operations.RunClaimer] that the replicas share ([New] fails otherwise).
+//
+// Without it (the default) the Monitor runs only on the leader that the manager's
+// leader election elects, and when the store is an [operations.ClaimTaker] it ends the
+// claims of every other replica as it starts, before Recover (see [Monitor.Start]), so
+// that a leader newly elected polls at once the runs that a dead leader held. The
+// controllers of an operator run on the leader alone by default too: see the
+// operator guide (docs/operators.md, "Replica models") for what each model costs.
+func WithSharedClaims() Option {
+	return optionFunc(func(c *config) { c.shared = true })
 }
 
 // ErrDuplicateMonitor is the error (wrapped) of [New] for a second Monitor over one store,
@@ -214,10 +255,19 @@ func newMonitor(store operations.Store, resolver operations.Resolver, log logr.L
 // nil then; it fails with the error of Recover. Either way it removes the Monitor's
 // gauges from its metrics before it returns. [New] adds it to the manager, which calls
 // it; call it only once.
+//
+// Unless the Monitor has [WithSharedClaims], Start first takes over the claims of the
+// other replicas when the store is an [operations.ClaimTaker]
+// ([operations.ClaimTaker.TakeOverClaims]): it runs on the elected leader alone, and the
+// runs a dead leader held are then polled by the first pass, without waiting for its
+// claims to end. It logs at Info how many replicas' sessions it ended. A takeover that
+// fails is logged as an error and does not stop the Monitor: the claims it did not end
+// end by themselves, and the runs they hold are polled then.
 func (m *Monitor) Start(ctx context.Context) error {
 	if m.reporter != nil {
 		defer m.reporter.Close()
 	}
+	m.takeOver(ctx)
 	if _, err := m.Recover(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -232,6 +282,23 @@ func (m *Monitor) Start(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// takeOver ends the claims of the other replicas, as Start says.
+func (m *Monitor) takeOver(ctx context.Context) {
+	taker, ok := m.store.(operations.ClaimTaker)
+	if m.shared || !ok {
+		return
+	}
+	ended, err := taker.TakeOverClaims(ctx)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		m.log.Error(err, "could not take over the claims of other replicas; the runs they hold wait until their claims expire",
+			"sessionsEnded", ended)
+	default:
+		m.log.Info("took over the claims of other replicas: their runs are polled from the first pass", "sessionsEnded", ended)
+	}
 }
 
 // setRunning records whether the Monitor's Run is under way, and wakes those who wait
