@@ -41,10 +41,9 @@
 //     instead of skipping them until their claims expire. It logs at Info how many
 //     sessions it ended. From the kill of a leader to the next poll, the runs then wait
 //     for the leader election alone: the manager's LeaseDuration (15 s by default) and
-//     up to one RetryPeriod (2 s), about 17 s in all at controller-runtime's defaults
-//     (storage/kubestore's TestLeaderKilled measures it; without the takeover they
-//     waited 46 s, kubestore's ClaimTTL of 30 s more). Shorter leader-election timings
-//     lower it.
+//     a few RetryPeriods (2 s, jittered), 17 to 20 s in all at controller-runtime's
+//     defaults in storage/kubestore's TestLeaderKilled (without the takeover, 46 to 50
+//     s: kubestore's ClaimTTL of 30 s more). Shorter leader-election timings lower it.
 //   - Shared claims, with [WithSharedClaims]: the Monitor runs on every replica, elected
 //     or not, and the replicas share the runs through the store's claims, balanced
 //     among them. No Monitor takes over: the runs of a replica that dies wait until its
