@@ -174,6 +174,10 @@ func WithMonitorOptions(opts ...monitor.Option) Option {
 // that a leader newly elected polls at once the runs that a dead leader held. The
 // controllers of an operator run on the leader alone by default too: see the
 // operator guide (docs/operators.md, "Replica models") for what each model costs.
+// Several replicas whose managers have no leader election must be given
+// WithSharedClaims: without it each of them, as its Monitor starts, ends the claims of
+// the others, which then start new sessions (harmless, as claims only save work, but
+// a run may be polled by two of them in the passes that follow).
 func WithSharedClaims() Option {
 	return optionFunc(func(c *config) { c.shared = true })
 }
