@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,10 +49,16 @@ type Monitor struct {
 
 	blocked blocked // the errors that keep runs from moving, for RunBlocked
 
-	// queuesMu guards queues: the workqueues of the started sources, by kind.
+	// queuesMu guards queues, unheard and shown: the workqueues of the started
+	// sources, by kind, and when each run's object was last enqueued, or will be.
 	queuesMu sync.Mutex
 	queues   map[phase.Kind][]*queue
 	unheard  map[phase.Kind]bool // the kinds whose changes no source took, logged once
+	// shown holds, for each run whose object was enqueued within the last
+	// progressEvery, when it was, or, when later than now, when a request for a change
+	// of progress only is due (see enqueue).
+	shown         map[blockedKey]time.Time
+	progressEvery time.Duration // WithProgressInterval; 0: progress enqueued at once
 }
 
 type queue struct {
@@ -81,7 +88,7 @@ type queue struct {
 // replica would poll every run), and when the metrics cannot be registered or the
 // manager refuses the runnable.
 func New(mgr manager.Manager, store operations.Store, resolver operations.Resolver, opts ...Option) (*Monitor, error) {
-	cfg := config{name: "default", registry: metrics.Registry}
+	cfg := config{name: "default", registry: metrics.Registry, progressEvery: DefaultProgressInterval}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
@@ -106,6 +113,7 @@ func New(mgr manager.Manager, store operations.Store, resolver operations.Resolv
 	m := newMonitor(store, resolver, mgr.GetLogger().WithName("itemops"), mopts)
 	m.reporter = reporter
 	m.shared = cfg.shared
+	m.progressEvery = cfg.progressEvery
 	var runnable manager.Runnable = manager.RunnableFunc(m.Start) // on the leader alone
 	if cfg.shared {
 		runnable = everyReplica(m.Start)
@@ -125,6 +133,7 @@ type config struct {
 	registry       prometheus.Registerer
 	monitorOptions []monitor.Option
 	shared         bool
+	progressEvery  time.Duration
 }
 
 // everyReplica is the runnable of a Monitor with shared claims, which the manager runs
@@ -150,6 +159,27 @@ func WithName(name string) Option {
 // metrics.Registry, which the manager serves; nil registers no metrics.
 func WithRegistry(r prometheus.Registerer) Option {
 	return optionFunc(func(c *config) { c.registry = r })
+}
+
+// DefaultProgressInterval is how often, at most, [Monitor.Source] enqueues an object
+// whose run only progressed, unless [WithProgressInterval] says otherwise.
+const DefaultProgressInterval = 30 * time.Second
+
+// WithProgressInterval bounds how often [Monitor.Source] enqueues the object of a run
+// whose operations only progressed (see monitor.RunChange.Progressed): at most once
+// every d, so that a reconcile that writes the status ([RunStatus.SetFromStore])
+// writes progress at most that often per object. The first such change after a
+// request for the object is enqueued at once when the last request is d old, else
+// enqueued to come d after it; the changes in between are merged into that one, and
+// the reconcile shows the latest. A change of phase, an operation that ended, and a
+// run blocked or unblocked ([Monitor.RunBlocked]) are enqueued at once, whatever d.
+// The default is [DefaultProgressInterval]; d ≤ 0 enqueues every change at once. The
+// Monitor writes progress to its store as often as it polls, unless
+// monitor.WithProgressWriteInterval holds it back longer (pass it in
+// [WithMonitorOptions]): the status cannot show progress more often than the store has
+// it.
+func WithProgressInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.progressEvery = max(d, 0) })
 }
 
 // WithMonitorOptions passes opts to [monitor.New], after the integration's own options
@@ -244,6 +274,7 @@ func newMonitor(store operations.Store, resolver operations.Resolver, log logr.L
 		blocked:   blocked{runs: make(map[blockedKey]*BlockedError)},
 		queues:    make(map[phase.Kind][]*queue),
 		unheard:   make(map[phase.Kind]bool),
+		shown:     make(map[blockedKey]time.Time),
 	}
 	base := []monitor.Option{
 		monitor.WithLogger(slog.New(logr.ToSlogHandler(log))),
@@ -320,9 +351,10 @@ func (m *Monitor) setRunning(on bool) {
 // passEnded is the Monitor's Pass observer: it wakes those who wait for the end of a pass.
 func (m *Monitor) passEnded(monitor.PassStats) {
 	m.passMu.Lock()
-	defer m.passMu.Unlock()
 	close(m.passEnd)
 	m.passEnd = make(chan struct{})
+	m.passMu.Unlock()
+	m.forgetShown(time.Now())
 }
 
 // nextPassEnd returns a channel closed when the Monitor's next pass ends (or its Run
@@ -385,19 +417,68 @@ func (m *Monitor) Source(k Kind) source.Source {
 }
 
 // enqueue adds a request for the object of the run c changed to each workqueue of its
-// kind. Adding to a workqueue never blocks, so the Monitor's pass is not held up.
+// kind: at once, or, for a change of progress only, at most once every progressEvery
+// (see WithProgressInterval). Adding to a workqueue never blocks, so the Monitor's pass
+// is not held up.
 func (m *Monitor) enqueue(c monitor.RunChange) {
 	req := reconcile.Request{NamespacedName: ObjectKey(c.Owner)}
 	m.queuesMu.Lock()
 	defer m.queuesMu.Unlock()
 	qs := m.queues[c.Owner.Kind]
+	delay, add := m.due(c, time.Now())
 	for _, e := range qs {
-		e.q.Add(req)
+		switch {
+		case !add:
+		case delay > 0:
+			e.q.AddAfter(req, delay)
+		default:
+			e.q.Add(req)
+		}
 	}
 	if len(qs) == 0 && len(m.queues) > 0 && !m.unheard[c.Owner.Kind] {
 		m.unheard[c.Owner.Kind] = true
 		watched := slices.Sorted(maps.Keys(m.queues))
 		m.log.Info("a run changed, but no source watches its kind: pass Monitor.Source the Kind the runs are started with",
 			"kind", c.Owner.Kind, "watched", watched)
+	}
+}
+
+// due returns when the request for the object of c's run is to be added, at now: after
+// delay (at once when it is 0), or not at all (add is false) when a request for an
+// earlier change of progress is due later and will show this one too. It records the
+// time in m.shown, and forgets a run that ended. queuesMu must be held.
+func (m *Monitor) due(c monitor.RunChange, now time.Time) (delay time.Duration, add bool) {
+	k := keyOfOwner(c.Owner)
+	if !c.Progressed || m.progressEvery <= 0 {
+		if c.To != "" && phase.IsTerminal(c.To) {
+			delete(m.shown, k)
+		} else {
+			m.shown[k] = now
+		}
+		return 0, true
+	}
+	last, ok := m.shown[k]
+	switch next := last.Add(m.progressEvery); {
+	case !ok || !now.Before(next):
+		m.shown[k] = now
+		return 0, true
+	case last.After(now):
+		return 0, false // a request is due at last
+	default:
+		m.shown[k] = next
+		return next.Sub(now), true
+	}
+}
+
+// forgetShown forgets the runs whose objects were last enqueued progressEvery before
+// now or earlier, with no request due: a change of their progress is enqueued at once,
+// as it would be were they remembered. It keeps m.shown to the runs that moved lately.
+func (m *Monitor) forgetShown(now time.Time) {
+	m.queuesMu.Lock()
+	defer m.queuesMu.Unlock()
+	for k, t := range m.shown {
+		if !now.Before(t.Add(m.progressEvery)) {
+			delete(m.shown, k)
+		}
 	}
 }

@@ -63,6 +63,12 @@ func TestRunStatusSet(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Every case shows the same operations: c, the one unfinished, and b, the
+			// one failed; none reports a time, so the run last moved at its last
+			// phase change.
+			tc.want.SlowestOperation = &OperationStatus{ID: "c", Phase: "InProgress"}
+			tc.want.FailedOperation = &OperationStatus{ID: "b", Phase: "Failed"}
+			tc.want.LastProgressTime = statusTime(tc.run.Updated)
 			var s RunStatus
 			require.True(t, s.Set(tc.run, ops, 3))
 			if diff := cmp.Diff(tc.want, s); diff != "" {

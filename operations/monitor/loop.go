@@ -180,7 +180,8 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 		errs = append(errs, err)
 		mu.Unlock()
 	}
-	polled := func(r operations.Run, res PollResult, fresh int, err error) {
+	polled := func(r operations.Run, res PollResult, info pollInfo, err error) {
+		fresh := info.fresh
 		if gone(err) {
 			return
 		} else if err != nil {
@@ -208,9 +209,10 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 		if res.Phase != r.Phase {
 			stats.Advanced++
 		}
-		if f := m.cfg.observer.RunChanged; f != nil && (res.Phase != r.Phase || res.Completed+res.Failed > 0) {
+		if f := m.cfg.observer.RunChanged; f != nil && (res.Phase != r.Phase || res.Completed+res.Failed > 0 || info.wrote) {
 			f(RunChange{Owner: r.Owner, From: r.Phase, To: res.Phase,
-				Running: res.Running, Completed: res.Completed, Failed: res.Failed})
+				Running: res.Running, Completed: res.Completed, Failed: res.Failed,
+				Progressed: info.wrote && res.Phase == r.Phase && res.Completed+res.Failed == 0})
 		}
 	}
 	var runs []operations.Run
@@ -228,8 +230,8 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 				}
 				runs = append(runs, pr.Run)
 				polls.Go(func() error {
-					res, fresh, err := m.pollRead(ctx, pr, session)
-					polled(pr.Run, res, fresh, err)
+					res, info, err := m.pollRead(ctx, pr, session)
+					polled(pr.Run, res, info, err)
 					return nil
 				})
 			}
@@ -248,8 +250,8 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 			complete = false
 		}
 		each(ctx, m.cfg.storeWork, runs, func(r operations.Run) {
-			res, fresh, err := m.poll(ctx, r.Owner, session)
-			polled(r, res, fresh, err)
+			res, info, err := m.poll(ctx, r.Owner, session)
+			polled(r, res, info, err)
 		})
 	}
 

@@ -175,8 +175,8 @@ func (m *Monitor) Poll(ctx context.Context, o operations.Owner) (PollResult, err
 
 // poll is Poll, with the run claimed under session when it is not nil (a pass of Run on
 // a store that keeps claims); it also returns how many of the operations still running
-// are New.
-func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operations.ClaimSession) (PollResult, int, error) {
+// are New, and whether it wrote operations.
+func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operations.ClaimSession) (PollResult, pollInfo, error) {
 	var release func()
 	if session != nil {
 		// The session keeps this Monitor's claims and knows most runs another replica
@@ -185,31 +185,31 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 		var ok bool
 		var err error
 		if release, ok, err = m.claim(ctx, o, session); err != nil {
-			return PollResult{}, 0, fmt.Errorf("claim run %s: %w", o, err)
+			return PollResult{}, pollInfo{}, fmt.Errorf("claim run %s: %w", o, err)
 		} else if !ok {
-			return PollResult{Skipped: true}, 0, nil
+			return PollResult{Skipped: true}, pollInfo{}, nil
 		}
 		defer release()
 	}
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil {
-		return PollResult{}, 0, err
+		return PollResult{}, pollInfo{}, err
 	}
 	if !phase.IsWaiting(run.Phase) {
-		return PollResult{Phase: run.Phase}, 0, nil
+		return PollResult{Phase: run.Phase}, pollInfo{}, nil
 	}
 	if release == nil {
 		var ok bool
 		if release, ok, err = m.claim(ctx, o, nil); err != nil {
-			return PollResult{}, 0, fmt.Errorf("claim run %s: %w", o, err)
+			return PollResult{}, pollInfo{}, fmt.Errorf("claim run %s: %w", o, err)
 		} else if !ok {
-			return PollResult{Phase: run.Phase, Skipped: true}, 0, nil
+			return PollResult{Phase: run.Phase, Skipped: true}, pollInfo{}, nil
 		}
 		defer release()
 	}
 	ops, err := m.store.ListOperations(ctx, o, unfinished)
 	if err != nil {
-		return PollResult{}, 0, err
+		return PollResult{}, pollInfo{}, err
 	}
 	return m.pollOps(ctx, run, ops, nil)
 }
@@ -218,12 +218,12 @@ func (m *Monitor) poll(ctx context.Context, o operations.Owner, session operatio
 // the run (under session when it is not nil), then polls the operations the pass read,
 // without reading the run again, and writes what changed on condition that the run is
 // as read (see writeBatch).
-func (m *Monitor) pollRead(ctx context.Context, pr operations.PassRun, session operations.ClaimSession) (PollResult, int, error) {
+func (m *Monitor) pollRead(ctx context.Context, pr operations.PassRun, session operations.ClaimSession) (PollResult, pollInfo, error) {
 	release, ok, err := m.claim(ctx, pr.Run.Owner, session)
 	if err != nil {
-		return PollResult{}, 0, fmt.Errorf("claim run %s: %w", pr.Run.Owner, err)
+		return PollResult{}, pollInfo{}, fmt.Errorf("claim run %s: %w", pr.Run.Owner, err)
 	} else if !ok {
-		return PollResult{Phase: pr.Run.Phase, Skipped: true}, 0, nil
+		return PollResult{Phase: pr.Run.Phase, Skipped: true}, pollInfo{}, nil
 	}
 	defer release()
 	return m.pollOps(ctx, pr.Run, pr.Operations, &pr)
@@ -241,7 +241,7 @@ func (m *Monitor) pollRead(ctx context.Context, pr operations.PassRun, session o
 //
 // Under WithProgressWriteInterval, a batch that changes nothing but progress is not
 // written until the run is due (see progressWrites); the poll then reports ProgressHeld.
-func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operations.Operation, pr *operations.PassRun) (PollResult, int, error) {
+func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operations.Operation, pr *operations.PassRun) (PollResult, pollInfo, error) {
 	o := run.Owner
 	timeout := run.OperationTimeout
 	if timeout <= 0 {
@@ -261,7 +261,7 @@ func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operati
 
 	c, err := m.check(ctx, ops[:due], timeout, run.Cancel.Reason)
 	if err != nil {
-		return PollResult{}, 0, err
+		return PollResult{}, pollInfo{}, err
 	}
 
 	var (
@@ -322,7 +322,7 @@ func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operati
 		m.lost.written(keyOf(o), lost, err)
 	}
 	if err != nil {
-		return PollResult{}, 0, err
+		return PollResult{}, pollInfo{}, err
 	}
 	switch {
 	case run.CancelRequested():
@@ -335,7 +335,14 @@ func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operati
 	if res.Phase != run.Phase {
 		m.progress.forget(keyOf(o))
 	}
-	return res, fresh, err
+	return res, pollInfo{fresh: fresh, wrote: len(batch) > 0}, err
+}
+
+// pollInfo is what a poll tells a pass beside its PollResult: fresh counts the running
+// operations still New, and wrote says whether the poll wrote operations of the run.
+type pollInfo struct {
+	fresh int
+	wrote bool
 }
 
 // writeBatch writes the operations a poll changed. When a pass read the run with the

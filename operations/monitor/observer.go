@@ -17,9 +17,12 @@ type Observer struct {
 	// Pass is called after each pass of [Monitor.Run] and each [Monitor.RunOnce] that
 	// ctx did not end, with what the pass did.
 	Pass func(PassStats)
-	// RunChanged is called during a pass for each run whose phase the pass moved, or
-	// some of whose operations ended: to wake a controller's reconcile of its object,
-	// for instance (the controller-runtime integration's source does).
+	// RunChanged is called during a pass for each run whose phase the pass moved, some
+	// of whose operations ended, or whose operations' progress the pass wrote (see
+	// [RunChange.Progressed]): to wake a controller's reconcile of its object, for
+	// instance (the controller-runtime integration's source does). Under
+	// [WithProgressWriteInterval] a run whose progress is held back is not written, and
+	// RunChanged is not called for it.
 	RunChanged func(RunChange)
 	// Call is called after each Progress or Cancel call to a plugin, when the call is
 	// given up (see [WithCallTimeout]), and when a call is not made because the
@@ -68,15 +71,20 @@ func both[T any](f, g func(T)) func(T) {
 }
 
 // A RunChange tells that a pass of a [Monitor] changed a run: it moved the run's phase,
-// or some of its operations ended. From is the phase the run had before, To the phase
-// it has after; they are equal when only operations ended. Running counts the run's
-// operations still unfinished; Completed and Failed count those that ended in the pass.
+// some of its operations ended, or it wrote their progress. From is the phase the run
+// had before, To the phase it has after; they are equal when only operations ended or
+// progressed. Running counts the run's operations still unfinished; Completed and
+// Failed count those that ended in the pass. Progressed is true when the pass wrote
+// nothing but the state of unfinished operations (their progress, that they started, a
+// Progress error that a retry policy retries): the phase stayed and none ended, a
+// change that a status may show later, coalesced with the next.
 type RunChange struct {
-	Owner     operations.Owner
-	From, To  phase.Phase
-	Running   int
-	Completed int
-	Failed    int
+	Owner      operations.Owner
+	From, To   phase.Phase
+	Running    int
+	Completed  int
+	Failed     int
+	Progressed bool
 }
 
 // A CallOutcome says how a plugin call ended.

@@ -240,9 +240,20 @@ func TestRunChanges(t *testing.T) {
 		return changes
 	}
 
-	// Pass 1: r1 completes; b1 and r2 only report progress, which is no change.
-	require.Equal(t, []monitor.RunChange{{Owner: r1, From: phase.WaitingForPluginOperations, To: phase.Completed, Completed: 1}},
-		pass(nil))
+	// Pass 1: r1 completes; b1's operations start, a change of progress only, which
+	// the pass writes; r2's "d" reports what the store holds already, which is no
+	// change. The runs are polled at once, so their changes come in any order.
+	require.ElementsMatch(t, []monitor.RunChange{
+		{Owner: r1, From: phase.WaitingForPluginOperations, To: phase.Completed, Completed: 1},
+		{Owner: b1, From: phase.WaitingForPluginOperations, To: phase.WaitingForPluginOperations, Running: 2, Progressed: true},
+	}, pass(nil))
+	// Pass 1b: the same reports again change nothing; then "a" reports more done, a
+	// change of progress only.
+	require.Empty(t, pass(nil))
+	further := running
+	further.NCompleted++
+	require.Equal(t, []monitor.RunChange{{Owner: b1, From: phase.WaitingForPluginOperations, To: phase.WaitingForPluginOperations, Running: 2, Progressed: true}},
+		pass(map[string]operations.Progress{"a": further}))
 	// Pass 2: "a" ends, b1 stays waiting. Pass 3: "b" fails, b1 goes through
 	// FinalizingPartiallyFailed to PartiallyFailed: one change from the poll, one from
 	// the finalizing.

@@ -332,3 +332,38 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 	// Merge the two lists, each in sequence order, into first-put order.
 	return seqmerge.Merge(lists[0], lists[1]), nil
 }
+
+// CountOperations returns the counts of the operations of o by phase (see
+// [operations.OperationCounter]). It reads each operation's record but decodes only
+// its phase, which its first bytes hold: it costs a scan of the run's records, without
+// the allocations of decoding them. It fails as [Store.ListOperations] does.
+func (s *Store) CountOperations(ctx context.Context, o operations.Owner) (operations.OperationCounts, error) {
+	if s == nil {
+		return operations.OperationCounts{}, ErrClosed
+	}
+	var c operations.OperationCounts
+	err := s.readOps(ctx, o, func(r Reader, prefix []byte, _ opsMetaValue) error {
+		c = operations.OperationCounts{} // a retried read counts again
+		for _, suffix := range []byte{opsUnfinished, opsFinished} {
+			start := opsKey(prefix, suffix)
+			err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
+				code, err := record.OperationCode(v)
+				if err != nil {
+					return fmt.Errorf("operation record %x: %w", k[len(start):], err)
+				}
+				c.Add(record.CodePhases[code])
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return operations.OperationCounts{}, fmt.Errorf("count operations of %s: %w", o, err)
+	}
+	return c, nil
+}
+
+var _ operations.OperationCounter = (*Store)(nil)
