@@ -63,11 +63,23 @@ func TestRunStatusOperations(t *testing.T) {
 			op("b", operations.OperationInProgress, 1, 2, 3*time.Minute)},
 			slowest: "b", last: mtime(4 * time.Minute)},
 		{name: "first failed", ops: []operations.Operation{op("a", operations.OperationCompleted, 1, 1, 3*time.Minute),
-			func() operations.Operation { o := op("b", operations.OperationFailed, 0, 1, 3*time.Minute); o.Status.Error = "disk full"; return o }(),
-			func() operations.Operation { o := op("c", operations.OperationFailed, 0, 1, 3*time.Minute); o.Status.Error = "gone"; return o }()},
+			func() operations.Operation {
+				o := op("b", operations.OperationFailed, 0, 1, 3*time.Minute)
+				o.Status.Error = "disk full"
+				return o
+			}(),
+			func() operations.Operation {
+				o := op("c", operations.OperationFailed, 0, 1, 3*time.Minute)
+				o.Status.Error = "gone"
+				return o
+			}()},
 			failing: "b", failingError: "disk full", last: mtime(3 * time.Minute)},
 		{name: "failed before retried", ops: []operations.Operation{retried(op("a", operations.OperationInProgress, 1, 2, 3*time.Minute), time.Minute, "unavailable"),
-			func() operations.Operation { o := op("b", operations.OperationFailed, 0, 1, 3*time.Minute); o.Status.Error = "disk full"; return o }()},
+			func() operations.Operation {
+				o := op("b", operations.OperationFailed, 0, 1, 3*time.Minute)
+				o.Status.Error = "disk full"
+				return o
+			}()},
 			slowest: "a", failing: "b", failingError: "disk full", last: mtime(3 * time.Minute)},
 		{name: "retried the longest", ops: []operations.Operation{retried(op("a", operations.OperationInProgress, 1, 2, 3*time.Minute), 2*time.Minute, "unavailable"),
 			retried(op("b", operations.OperationInProgress, 9, 10, 3*time.Minute), time.Minute, "timeout")},
@@ -122,7 +134,7 @@ func TestRunStatusOperations(t *testing.T) {
 func TestRunStatusBounds(t *testing.T) {
 	long := strings.Repeat("é", 40_000) // 80,000 bytes, two to a rune
 	o := operations.Operation{ID: "x" + long, Action: "a" + long, Resource: operations.ResourceIdentifier{Resource: "r", Name: long},
-		Status: operations.Status{Phase: operations.OperationInProgress, OperationUnits: long, Description: long, Created: t0},
+		Status:  operations.Status{Phase: operations.OperationInProgress, OperationUnits: long, Description: long, Created: t0},
 		Monitor: operations.MonitorState{Attempts: 1, ErrorSince: t0, LastError: long}}
 	failed := o
 	failed.Status.Phase, failed.Status.Error = operations.OperationFailed, long
