@@ -237,6 +237,9 @@ func TestClusterToCompleted(t *testing.T) {
 	got := k.waitPhase(t, key, phase.Completed)
 	require.Equal(t, 3, got.Status.Operations)
 	require.Equal(t, 3, got.Status.OperationsCompleted)
+	require.NotNil(t, got.Status.LastProgressTime, "when the run last moved")
+	require.Nil(t, got.Status.SlowestOperation, "no operation is unfinished")
+	require.Nil(t, got.Status.FailedOperation, "no operation failed")
 	require.Equal(t, []string{"Ready=True Completed", "Progressing=False Completed", "Degraded=False Completed"}, conditions(got.Status))
 	require.Equal(t, []string{controllerruntime.Finalizer}, got.Finalizers, "HandleDeletion's finalizer, written by an update that left the status alone")
 	require.Len(t, up.uploads, 3)
@@ -247,6 +250,34 @@ func TestClusterToCompleted(t *testing.T) {
 	if d := cmp.Diff(completedEvents, k.events(t, got.UID)); d != "" {
 		t.Errorf("Events of the AppBackup (-want +got):\n%s", d)
 	}
+}
+
+// TestClusterProgressShown: while the uploads run, the AppBackup's status on the API
+// server shows the slowest of them, with its plugin, item and last progress, as the
+// Monitor's first pass over the run started them; the CRD's schema keeps every field.
+func TestClusterProgressShown(t *testing.T) {
+	up := newUploader(time.Hour, clock.System{})
+	k := newCluster(t, up)
+	k.start(t)
+	b := k.create(t, "nightly")
+	key := client.ObjectKeyFromObject(b)
+
+	var got AppBackup
+	eventually(t, "the status shows an upload in progress", func() bool {
+		var err error
+		got, err = k.get(t, key)
+		require.NoError(t, err)
+		s := got.Status.SlowestOperation
+		return s != nil && s.Phase == string(operations.OperationInProgress) && s.NTotal > 0
+	})
+	s := got.Status.SlowestOperation
+	require.Equal(t, up.Name(), s.Action)
+	require.Contains(t, []string{"data-0", "data-1", "data-2"}, s.Resource[strings.LastIndex(s.Resource, "/")+1:])
+	require.True(t, strings.HasPrefix(s.Resource, "persistentvolumeclaims "+k.ns+"/"), s.Resource)
+	require.NotNil(t, s.LastProgressTime)
+	require.NotNil(t, got.Status.LastProgressTime)
+	require.Nil(t, got.Status.FailedOperation)
+	require.Equal(t, string(phase.WaitingForPluginOperations), got.Status.Phase)
 }
 
 // heldUploader is the uploader whose Cancel waits until release is closed, having

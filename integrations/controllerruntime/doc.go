@@ -75,9 +75,18 @@
 //
 // # Status
 //
-// [RunStatus] is the part of an object's status that mirrors its run: phase, counts and
-// the conditions Ready, Progressing and Degraded. [RunStatus.Set] fills it from a run,
-// and [RecordPhaseChanges] emits a Kubernetes Event for each phase change the status has
+// [RunStatus] is the part of an object's status that mirrors its run: phase, counts, the
+// conditions Ready, Progressing and Degraded, the slowest and the failed operation
+// ([OperationStatus], each text cut to 1,024 bytes) and when the run last moved.
+// [RunStatus.Set] fills it from a run and its operations; [RunStatus.SetFromStore] reads
+// them, and on a store that counts operations ([operations.OperationCounter]) decodes
+// only the unfinished and failed ones. docs/operators.md gives the CRD schema of the
+// status. [Monitor.Source] enqueues an object at once when its run's phase moves or
+// some of its operations end, and when its operations only progressed at most once
+// every [WithProgressInterval] (30 s by default), which bounds how often a reconcile
+// writes progress to the status.
+//
+// [RecordPhaseChanges] emits a Kubernetes Event for each phase change the status has
 // not shown yet, through the events.EventRecorder of a manager's GetEventRecorder (in
 // controller-runtime v0.24 and later); [RecordPhaseChangesFor] does the same through the
 // record.EventRecorder of GetEventRecorderFor, which the managers of v0.19 to v0.21 give.
