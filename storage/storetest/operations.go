@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -24,7 +25,61 @@ func operationChecks() []check {
 		{"ListFilterFollowsUpdates", testListFilterFollowsUpdates},
 		{"OwnersAreSeparate", testOwnersAreSeparate},
 		{"KeepsMonitorState", testKeepsMonitorState},
+		{"Counts", testCounts},
 	}
+}
+
+// testCounts checks, on a store that is an [operations.OperationCounter], that its
+// counts are those of the operations ListOperations returns, after batches that insert
+// and move operations, and that a run that does not exist is ErrNotFound. A store that
+// is not one passes.
+func testCounts(t tb, s operations.Store) {
+	counter, ok := s.(operations.OperationCounter)
+	if !ok {
+		t.Log("the store is not an operations.OperationCounter")
+		return
+	}
+	ctx := bg
+	o := backup("b")
+	if _, err := counter.CountOperations(ctx, o); !errors.Is(err, operations.ErrNotFound) {
+		t.Fatalf("CountOperations of a run that does not exist = %v, want ErrNotFound", err)
+	}
+	mustCreate(t, s, newRun(o))
+	cycle := []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress, operations.OperationCompleted, operations.OperationFailed}
+	var all []operations.Operation
+	for i := range 30 {
+		all = append(all, newOp(o, fmt.Sprintf("op-%02d", i), operations.OperationNew))
+		if i%3 == 0 {
+			all[i] = newOp(o, all[i].ID, cycle[i%len(cycle)])
+		}
+	}
+	want := func(step string) {
+		t.Helper()
+		listed, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+		if err != nil {
+			t.Fatalf("%s: ListOperations: %v", step, err)
+		}
+		got, err := counter.CountOperations(ctx, o)
+		if err != nil {
+			t.Fatalf("%s: CountOperations: %v", step, err)
+		}
+		if w := operations.Count(listed); got != w {
+			t.Errorf("%s: CountOperations = %+v, want %+v, the counts of ListOperations", step, got, w)
+		}
+	}
+	want("no operations")
+	for i := 0; i < len(all); i += 8 {
+		mustPut(t, s, o, cloneOps(all[i:min(i+8, len(all))]))
+	}
+	want("after the first batches")
+	var moved []operations.Operation
+	for _, op := range all {
+		if op.Status.Phase == operations.OperationNew {
+			moved = append(moved, newOp(o, op.ID, cycle[1+len(moved)%3]))
+		}
+	}
+	mustPut(t, s, o, moved)
+	want("after the operations moved")
 }
 
 // testKeepsMonitorState checks that a store keeps an operation's MonitorState, each field
