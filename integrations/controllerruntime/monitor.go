@@ -386,7 +386,11 @@ func Gate[request comparable](m *Monitor, r reconcile.TypedReconciler[request]) 
 // Monitor changes (see [monitor.RunChange]), the object [ObjectKey] names. Pass it the
 // Kind the reconciler starts its runs with ([Kind.Run]): a source of another kind never
 // enqueues them. A change is delivered to every source of its kind started at the time;
-// the workqueue merges requests for one object. Changes made before a source starts are
+// the workqueue merges requests for one object. A change of progress only
+// (monitor.RunChange.Progressed) is delivered at most once every [WithProgressInterval]
+// per run, the changes in between merged into one request at the interval's end; a
+// phase change, operations that ended, and a run blocked or unblocked are delivered at
+// once. Changes made before a source starts are
 // not delivered to it (a controller reconciles every object when it starts anyway).
 //
 // When the Monitor changes a run of a kind that no started source watches while some
