@@ -14,7 +14,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/itemops/itemops/operations"
@@ -277,4 +280,25 @@ func TestSourceCoalescesProgress(t *testing.T) {
 		m.forgetShown(time.Now().Add(time.Hour))
 		require.Empty(t, m.shown, "forgotten once its interval passed")
 	})
+}
+
+// TestNewProgressInterval: New's Monitor coalesces progress over DefaultProgressInterval,
+// and over what WithProgressInterval gives, a negative interval meaning none.
+func TestNewProgressInterval(t *testing.T) {
+	mgr, err := manager.New(&rest.Config{Host: "http://127.0.0.1:1"}, manager.Options{
+		Metrics: metricsserver.Options{BindAddress: "0"}, Logger: logr.Discard(),
+	})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		opts []Option
+		want time.Duration
+	}{
+		{nil, DefaultProgressInterval},
+		{[]Option{WithProgressInterval(time.Minute)}, time.Minute},
+		{[]Option{WithProgressInterval(-time.Second)}, 0},
+	} {
+		m, err := New(mgr, memstore.New(), operationstest.Resolver(nil), append(tc.opts, WithRegistry(nil), WithName(fmt.Sprint(tc.want)))...)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, m.progressEvery)
+	}
 }
