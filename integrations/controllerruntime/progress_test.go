@@ -157,12 +157,12 @@ func TestRunStatusBounds(t *testing.T) {
 	require.Less(t, len(b), 16<<10, "the status's JSON")
 }
 
-// listCounter is a memstore that counts the operations its ListOperations calls
-// return. Its CountOperations is memstore's.
+// listCounter is a memstore that counts the operations its ListOperations and
+// CountOperations calls return.
 type listCounter struct {
 	*memstore.Store
-	mu     sync.Mutex
-	listed int
+	mu              sync.Mutex
+	listed, counted int
 }
 
 func (l *listCounter) ListOperations(ctx context.Context, o operations.Owner, f operations.OperationFilter) ([]operations.Operation, error) {
@@ -171,6 +171,14 @@ func (l *listCounter) ListOperations(ctx context.Context, o operations.Owner, f 
 	l.listed += len(ops)
 	l.mu.Unlock()
 	return ops, err
+}
+
+func (l *listCounter) CountOperations(ctx context.Context, o operations.Owner, f operations.OperationFilter) (operations.OperationCounts, []operations.Operation, error) {
+	c, ops, err := l.Store.CountOperations(ctx, o, f)
+	l.mu.Lock()
+	l.counted += len(ops)
+	l.mu.Unlock()
+	return c, ops, err
 }
 
 // TestSetFromStoreReadsLess: on a store that counts operations, SetFromStore reads the
@@ -211,7 +219,8 @@ func TestSetFromStoreReadsLess(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("SetFromStore (-Set of every operation +got):\n%s", diff)
 	}
-	require.Equal(t, 101, store.listed, "operations read: the unfinished and the failed")
+	require.Equal(t, 101, store.counted, "operations read with the counts: the unfinished and the failed")
+	require.Zero(t, store.listed, "operations listed apart")
 
 	var all RunStatus
 	_, _, err = all.SetFromStore(ctx, onlyStore{store.Store}, o, 1)

@@ -291,8 +291,8 @@ func equalStatus(a, b RunStatus) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-// unfinished selects the operations that are not over.
-var unfinished = operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress}}
+// shown selects the operations a status may show: the unfinished and the failed ones.
+var shown = operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationNew, operations.OperationInProgress, operations.OperationFailed}}
 
 // SetFromStore reads the run of o and what [RunStatus.Set] needs of its operations from
 // store, and sets them into s. It returns the run and whether s changed; it fails with
@@ -300,15 +300,13 @@ var unfinished = operations.OperationFilter{Phases: []operations.OperationPhase{
 // [operations.ErrUIDMismatch]), leaving s unchanged.
 //
 // On a store that counts operations ([operations.OperationCounter]: those of
-// storage/kv, memstore, boltstore, etcdstore and kubestore) it reads the run, the counts
-// (a scan of the run's records that decodes none), the unfinished operations (which
-// costs in proportion to them, see [operations.Store]) and, when some failed, the failed
-// ones: not the completed ones. For a run of 10,000 operations of which 100 are
-// unfinished, on memstore, that is about a hundredth of the time and a fiftieth of the
-// memory of reading them all (docs/BENCHMARKS.md, "What a status reads"). The time
-// when the run last moved then leaves out when its completed operations completed,
-// unless a phase change or another operation moved later. On another store it reads
-// the run and all its operations.
+// storage/kv, memstore, boltstore, etcdstore and kubestore) it makes two reads: the run,
+// and, in one read, the counts of its operations and its unfinished and failed
+// operations, decoding no completed one. For a run of 10,000 operations of which 100
+// are unfinished, that takes a fraction of the time and memory of decoding them all
+// (docs/BENCHMARKS.md, "What a status reads"). The time when the run last moved then
+// leaves out when its completed operations completed, unless a phase change or another
+// operation moved later. On another store it reads the run and all its operations.
 func (s *RunStatus) SetFromStore(ctx context.Context, store operations.Store, o operations.Owner, generation int64) (operations.Run, bool, error) {
 	run, err := store.GetRun(ctx, o)
 	if err != nil {
@@ -322,22 +320,9 @@ func (s *RunStatus) SetFromStore(ctx context.Context, store operations.Store, o 
 		}
 		return run, s.Set(run, ops, generation), nil
 	}
-	counts, err := counter.CountOperations(ctx, o)
+	counts, ops, err := counter.CountOperations(ctx, o, shown)
 	if err != nil {
 		return operations.Run{}, false, err
-	}
-	var ops []operations.Operation
-	if counts.Failed > 0 {
-		if ops, err = store.ListOperations(ctx, o, operations.OperationFilter{Phases: []operations.OperationPhase{operations.OperationFailed}}); err != nil {
-			return operations.Run{}, false, err
-		}
-	}
-	if counts.New+counts.InProgress > 0 {
-		running, err := store.ListOperations(ctx, o, unfinished)
-		if err != nil {
-			return operations.Run{}, false, err
-		}
-		ops = append(ops, running...)
 	}
 	return run, s.set(run, counts, ops, generation), nil
 }

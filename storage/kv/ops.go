@@ -289,11 +289,44 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 	if s == nil {
 		return nil, ErrClosed
 	}
-	onlyUnfinished := len(f.Phases) > 0 && !slices.ContainsFunc(f.Phases, func(p operations.OperationPhase) bool {
+	ops, err := s.listOps(ctx, o, f, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list operations of %s: %w", o, err)
+	}
+	return ops, nil
+}
+
+// CountOperations returns the counts of the operations of o by phase, and the
+// operations that f selects, from one read (see [operations.OperationCounter]). It
+// reads every operation's record but decodes only the phase of those f does not
+// select, which the record's first bytes hold: the counts cost a scan of the run's
+// records, without the allocations of decoding them. It fails as
+// [Store.ListOperations] does.
+func (s *Store) CountOperations(ctx context.Context, o operations.Owner, f operations.OperationFilter) (operations.OperationCounts, []operations.Operation, error) {
+	if s == nil {
+		return operations.OperationCounts{}, nil, ErrClosed
+	}
+	var c operations.OperationCounts
+	ops, err := s.listOps(ctx, o, f, &c)
+	if err != nil {
+		return operations.OperationCounts{}, nil, fmt.Errorf("count operations of %s: %w", o, err)
+	}
+	return c, ops, nil
+}
+
+var _ operations.OperationCounter = (*Store)(nil)
+
+// listOps returns the operations of o that f selects, in the order their IDs were first
+// put, and, when counts is not nil, counts every operation of o into it by phase.
+func (s *Store) listOps(ctx context.Context, o operations.Owner, f operations.OperationFilter, counts *operations.OperationCounts) ([]operations.Operation, error) {
+	onlyUnfinished := counts == nil && len(f.Phases) > 0 && !slices.ContainsFunc(f.Phases, func(p operations.OperationPhase) bool {
 		return p != operations.OperationNew && p != operations.OperationInProgress
 	})
 	var lists [2]seqmerge.List[operations.Operation]
 	err := s.readOps(ctx, o, func(r Reader, prefix []byte, meta opsMetaValue) error {
+		if counts != nil {
+			*counts = operations.OperationCounts{} // a read tried again counts again
+		}
 		// A list that gets an operation gets room for every operation the run has, up
 		// to a bound, which saves the copies of growing it one doubling at a time.
 		room := int(min(max(meta.next, 1)-1, 1024))
@@ -307,8 +340,14 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 				if len(k) != len(start)+8 {
 					return fmt.Errorf("operation record key %q: %w", k, operations.ErrCorrupt)
 				}
-				if c, err := record.OperationCode(v); err == nil && !f.Match(operations.Operation{Status: operations.Status{Phase: record.CodePhases[c]}}) {
-					return nil // not selected: skip it without decoding
+				c, err := record.OperationCode(v)
+				if err == nil {
+					if counts != nil {
+						counts.Add(record.CodePhases[c])
+					}
+					if !f.Match(operations.Operation{Status: operations.Status{Phase: record.CodePhases[c]}}) {
+						return nil // not selected: skip it without decoding
+					}
 				}
 				op, err := record.DecodeOperation(o, v)
 				if err != nil {
@@ -327,43 +366,8 @@ func (s *Store) ListOperations(ctx context.Context, o operations.Owner, f operat
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list operations of %s: %w", o, err)
+		return nil, err
 	}
 	// Merge the two lists, each in sequence order, into first-put order.
 	return seqmerge.Merge(lists[0], lists[1]), nil
 }
-
-// CountOperations returns the counts of the operations of o by phase (see
-// [operations.OperationCounter]). It reads each operation's record but decodes only
-// its phase, which its first bytes hold: it costs a scan of the run's records, without
-// the allocations of decoding them. It fails as [Store.ListOperations] does.
-func (s *Store) CountOperations(ctx context.Context, o operations.Owner) (operations.OperationCounts, error) {
-	if s == nil {
-		return operations.OperationCounts{}, ErrClosed
-	}
-	var c operations.OperationCounts
-	err := s.readOps(ctx, o, func(r Reader, prefix []byte, _ opsMetaValue) error {
-		c = operations.OperationCounts{} // a retried read counts again
-		for _, suffix := range []byte{opsUnfinished, opsFinished} {
-			start := opsKey(prefix, suffix)
-			err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
-				code, err := record.OperationCode(v)
-				if err != nil {
-					return fmt.Errorf("operation record %x: %w", k[len(start):], err)
-				}
-				c.Add(record.CodePhases[code])
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return operations.OperationCounts{}, fmt.Errorf("count operations of %s: %w", o, err)
-	}
-	return c, nil
-}
-
-var _ operations.OperationCounter = (*Store)(nil)

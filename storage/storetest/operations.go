@@ -6,6 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
@@ -30,8 +33,9 @@ func operationChecks() []check {
 }
 
 // testCounts checks, on a store that is an [operations.OperationCounter], that its
-// counts are those of the operations ListOperations returns, after batches that insert
-// and move operations, and that a run that does not exist is ErrNotFound. A store that
+// counts are those of the operations ListOperations returns, and its operations those
+// ListOperations returns with the same filter, after batches that insert and move
+// operations, and that a run that does not exist is ErrNotFound. A store that
 // is not one passes.
 func testCounts(t tb, s operations.Store) {
 	counter, ok := s.(operations.OperationCounter)
@@ -41,7 +45,7 @@ func testCounts(t tb, s operations.Store) {
 	}
 	ctx := bg
 	o := backup("b")
-	if _, err := counter.CountOperations(ctx, o); !errors.Is(err, operations.ErrNotFound) {
+	if _, _, err := counter.CountOperations(ctx, o, operations.OperationFilter{}); !errors.Is(err, operations.ErrNotFound) {
 		t.Fatalf("CountOperations of a run that does not exist = %v, want ErrNotFound", err)
 	}
 	mustCreate(t, s, newRun(o))
@@ -59,12 +63,21 @@ func testCounts(t tb, s operations.Store) {
 		if err != nil {
 			t.Fatalf("%s: ListOperations: %v", step, err)
 		}
-		got, err := counter.CountOperations(ctx, o)
-		if err != nil {
-			t.Fatalf("%s: CountOperations: %v", step, err)
-		}
-		if w := operations.Count(listed); got != w {
-			t.Errorf("%s: CountOperations = %+v, want %+v, the counts of ListOperations", step, got, w)
+		for _, f := range []operations.OperationFilter{{}, phases(operations.OperationNew, operations.OperationInProgress), phases(operations.OperationFailed)} {
+			got, selected, err := counter.CountOperations(ctx, o, f)
+			if err != nil {
+				t.Fatalf("%s: CountOperations: %v", step, err)
+			}
+			if w := operations.Count(listed); got != w {
+				t.Errorf("%s: CountOperations = %+v, want %+v, the counts of ListOperations", step, got, w)
+			}
+			want, err := s.ListOperations(ctx, o, f)
+			if err != nil {
+				t.Fatalf("%s: ListOperations: %v", step, err)
+			}
+			if diff := cmp.Diff(want, selected, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s: the operations of CountOperations with phases %v (-ListOperations +CountOperations):\n%s", step, f.Phases, diff)
+			}
 		}
 	}
 	want("no operations")
