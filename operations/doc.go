@@ -31,8 +31,9 @@
 //
 // # Starting and cancelling a run
 //
-// [StartRun] starts a run: it records it, the operations its plugins started, and the
-// phase the main run leads to, in one atomic write when the store is a [RunStarter].
+// [StartRun] starts a run: it records it InProgress, runs its main run (the plugins)
+// once, even when several replicas start it at once, and records the operations the
+// plugins started and the phase the main run leads to.
 //
 // [RequestCancel] (or [Run.RequestCancel] in an update) records a one-way request to
 // cancel a run, with who asked and why; it survives restarts with the run, shows in its

@@ -12,10 +12,11 @@ import (
 
 // A RunStarter is an optional ability of a [Store]: it creates a run together with the
 // first batch of its operations in one atomic write, so that a reader, or a process that
-// restarts after a crash, sees the run with all those operations or sees neither.
-// Stores built on storage/kv (memstore, boltstore, etcdstore) have it; [StartRun] finds
-// it by a type assertion, and falls back to [Store.CreateRun], [Store.PutOperations] and
-// [Store.UpdateRun] without it.
+// restarts after a crash, sees the run with all those operations or sees neither. It is
+// for runs whose operations are known before the run is written (a copy or a migration
+// of runs, a benchmark's setup). Stores built on storage/kv (memstore, boltstore,
+// etcdstore, kubestore) have it. [StartRun] does not use it: it writes the run before
+// main runs, so that main runs once.
 //
 // CreateRunWithOperations fails as CreateRun does on r ([ErrExists],
 // [ErrUIDMismatch], the error of [Run.Validate]) and as PutOperations does on ops (the
@@ -46,10 +47,9 @@ type MainRun struct {
 // batch, and moves the run to the phase [phase.AfterMainRun] gives (for a backup with
 // operations pending, WaitingForPluginOperations), where a Monitor (package
 // operations/monitor) takes it over. It returns the run as stored. A cancel requested
-// while main runs (possible where the store is not a [RunStarter], so that the run is
-// stored before main) counts as phase.Outcome.Cancelled: with nothing pending the run
-// ends Failed with the request's reason; with operations pending it waits, and the
-// Monitor cancels them before it fails the run.
+// while main runs counts as phase.Outcome.Cancelled: with nothing pending the run ends
+// Failed with the request's reason; with operations pending it waits, and the Monitor
+// cancels them before it fails the run.
 //
 // template gives the owner and what else the new run starts with (Profile,
 // OperationTimeout, item counts); its Phase must be empty or New. The owner's UID is
@@ -65,28 +65,48 @@ type MainRun struct {
 // that an operation's age is never counted across two clocks) and wakes the Monitor, so
 // that the new operations are polled at once.
 //
-// StartRun is idempotent, so a reconcile can call it every time:
+// # Main runs once
 //
-//   - When the run has already passed InProgress, StartRun returns it as stored and does
-//     not call main.
-//   - When the store is a [RunStarter], main runs before anything is written, and the run
-//     and its operations are written in one atomic write: a failure or crash before it
-//     leaves nothing, and the next call runs main again.
-//   - Otherwise the run is created InProgress before main runs, and the operations and
-//     the phase are written after it. A failure in between leaves the run InProgress, and
-//     the next call runs main again and writes its operations (inserting or replacing by
-//     ID). After a process restart, Monitor.Recover (package operations/monitor) fails
-//     such a run instead, as Velero fails a backup it finds InProgress.
+// StartRun is idempotent, so a reconcile can call it every time, and main runs once for
+// a run even when several callers, in one process or in several replicas that share the
+// store, start it at once:
 //
-// Since main may run more than once for one run, the operation IDs it returns should be
-// derived from the run and the item (as Velero's data movers do), or its plugins should
-// tolerate a second Execute.
+//   - The run is written InProgress before main runs, by [Store.CreateRun], which fails
+//     with [ErrExists] for every caller but one; a run stored before (New, Queued,
+//     ReadyToStart) is moved to InProgress by one [Store.UpdateRun] that refuses a run
+//     already moved. Only the caller whose write made the run InProgress calls main.
+//   - A call that finds the run InProgress returns it as stored and does not call main:
+//     another caller's main is under way. When the store is a [RunClaimer], that caller
+//     holds the run's claim while its main runs, so that a Monitor can tell a main under
+//     way from one whose process died: Monitor.Recover (package operations/monitor)
+//     fails an InProgress run only when it gets the run's claim, as Velero fails a
+//     backup it finds InProgress when its server starts, and Monitor.SubmitRun does the
+//     same for a run it finds InProgress once the claim of its dead starter has ended.
+//     On a store without claims (used by one process), Recover fails every InProgress
+//     run when the process starts again.
+//   - When the run has passed InProgress, StartRun returns it as stored.
 //
-// StartRun fails with main's error (the run is then left as described above), with the
+// After main, StartRun writes the operations ([Store.PutOperations]) and then the
+// phase ([Store.UpdateRun]). When main fails, returns an invalid batch, or one of those
+// writes fails, the run StartRun created is deleted again, so that the next call starts
+// it afresh and runs main again; a run that was stored before StartRun moved it to
+// InProgress cannot go back to New, and becomes Failed with the error as its
+// FailureReason. That clean-up is made even when ctx has ended (within a bounded time);
+// when it fails too, the run stays InProgress, for the restart rules. A crash while main
+// runs or between the two writes leaves the run InProgress, perhaps with its
+// operations, and Recover cancels them and fails it. Since main may thus run again for
+// one owner after a failure, the operation IDs it returns should be derived from the run
+// and the item (as Velero's data movers do), or its plugins should tolerate a second
+// Execute.
+//
+// StartRun does not use [RunStarter]: its one atomic write would come after main, too
+// late to keep a second caller from running main as well.
+//
+// StartRun fails with main's error (the run is then cleaned up as above), with the
 // store's errors (an owner UID that differs from the stored run's gives one wrapping
-// [ErrUIDMismatch]), with an error wrapping [ErrInvalid] for a bad template or batch, or
-// with ctx.Err(). It is safe for concurrent use as far as its store is; two calls for
-// one owner at once may both run main, and only one records its operations.
+// [ErrUIDMismatch]; a claim the store cannot tell the holder of gives its ClaimRun
+// error), with an error wrapping [ErrInvalid] for a bad template or batch, or with
+// ctx.Err(). It is safe for concurrent use as far as its store is.
 func StartRun(ctx context.Context, s Store, template Run, main func(context.Context) (MainRun, error)) (Run, error) {
 	if template.Phase != "" && template.Phase != phase.New {
 		return Run{}, fmt.Errorf("start run %s: template in phase %s, want New: %w", template.Owner, template.Phase, ErrInvalid)
@@ -115,38 +135,136 @@ func StartRun(ctx context.Context, s Store, template Run, main func(context.Cont
 
 	stored, err := s.GetRun(ctx, r.Owner)
 	switch {
-	case err == nil:
-		if started(stored.Phase) {
-			return stored, nil
-		}
-		return resumeRun(ctx, s, stored, now, main)
-	case !errors.Is(err, ErrNotFound):
-		return Run{}, err
-	}
-	starter, ok := s.(RunStarter)
-	if !ok {
-		err := s.CreateRun(ctx, r)
-		if err != nil && !errors.Is(err, ErrExists) {
-			return Run{}, err
-		}
-		// On ErrExists another call created it first: go on with what is stored.
-		return resumeRun(ctx, s, r, now, main)
-	}
-	res, err := main(ctx)
-	if err != nil {
-		return Run{}, err
-	}
-	ops := mainOperations(r.Owner, res.Operations, now)
-	if err := endMainRun(&r, res, len(ops), now); err != nil {
-		return Run{}, err
-	}
-	switch err := starter.CreateRunWithOperations(ctx, r, ops); {
-	case errors.Is(err, ErrExists):
-		return s.GetRun(ctx, r.Owner) // another call started it first
+	case err == nil && (stored.Phase == phase.InProgress || started(stored.Phase)):
+		return stored, nil
+	case errors.Is(err, ErrNotFound):
+		stored = Run{}
 	case err != nil:
 		return Run{}, err
 	}
-	return r, nil
+	release, err := claimMainRun(ctx, s, r.Owner)
+	if err != nil {
+		return Run{}, err
+	}
+	defer release()
+	stored, took, created, err := takeMainRun(ctx, s, r, stored, now)
+	if err != nil || !took {
+		return stored, err
+	}
+	o := stored.Owner
+	res, err := main(ctx)
+	var ops []Operation
+	if err == nil {
+		ops = mainOperations(o, res.Operations, now)
+		err = ValidateBatch(o, ops)
+	}
+	if err == nil {
+		err = s.PutOperations(ctx, o, ops)
+	}
+	if err != nil {
+		return Run{}, abandonMainRun(ctx, s, o, created, now, err)
+	}
+	done, err := s.UpdateRun(ctx, o, func(r *Run) error {
+		if r.Phase != phase.InProgress {
+			return errNoChange // Recover failed it
+		}
+		return endMainRun(r, res, len(ops), now)
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return s.GetRun(ctx, o)
+	case err != nil:
+		return Run{}, abandonMainRun(ctx, s, o, created, now, err)
+	}
+	return done, nil
+}
+
+// claimMainRun claims the run of o, when s is a RunClaimer, for the main run about to
+// start, and returns the function that gives the claim up. A claim another holder has
+// is no error: the write that makes the run InProgress decides who runs main, and the
+// claim only tells a main under way from one whose process died.
+func claimMainRun(ctx context.Context, s Store, o Owner) (release func(), err error) {
+	claimer, ok := s.(RunClaimer)
+	if !ok {
+		return func() {}, nil
+	}
+	release, ok, err = claimer.ClaimRun(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("start run %s: claim it for its main run: %w", o, err)
+	}
+	if !ok || release == nil {
+		return func() {}, nil
+	}
+	return release, nil
+}
+
+// takeMainRun writes r, InProgress, for its main run: it creates r when stored is the
+// zero Run (no run was found), else moves the stored run to InProgress. took says that
+// this call's write made the run InProgress, and only then may the caller run main;
+// created says that it created the run. When took is false, the run returned is the
+// one another caller started, as stored.
+func takeMainRun(ctx context.Context, s Store, r, stored Run, now time.Time) (run Run, took, created bool, err error) {
+	if stored.Owner == (Owner{}) {
+		switch err := s.CreateRun(ctx, r); {
+		case err == nil:
+			return r, true, true, nil
+		case !errors.Is(err, ErrExists):
+			return Run{}, false, false, err
+		}
+		// Another caller created it first: move it on below only if it is still before
+		// its main run (it was created New, say, by a queue).
+	}
+	run, err = s.UpdateRun(ctx, r.Owner, func(r *Run) error {
+		if r.Phase == phase.InProgress || started(r.Phase) {
+			return errNoChange // another caller runs, or ran, main
+		}
+		return r.SetPhase(phase.InProgress, "main run started", now)
+	})
+	if errors.Is(err, errNoChange) {
+		run, err = s.GetRun(ctx, r.Owner)
+		return run, false, false, err
+	}
+	if err != nil {
+		return Run{}, false, false, err
+	}
+	return run, true, false, nil
+}
+
+// cleanupTimeout bounds the clean-up of a main run that failed, made even when the
+// caller's context has ended.
+const cleanupTimeout = 30 * time.Second
+
+// abandonMainRun cleans up after the main run of o failed with cause, or its results
+// could not be written: it deletes the run when this call created it (with whatever
+// operations were written), so that the next call starts afresh, and otherwise fails
+// it with cause as its FailureReason, at time now, since a run cannot go back to New. It returns
+// cause, joined with the clean-up's own error when that failed too.
+func abandonMainRun(ctx context.Context, s Store, o Owner, created bool, now time.Time, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	var err error
+	if created {
+		// Deleted only while InProgress: a run that Recover failed meanwhile stays, to
+		// show why.
+		var r Run
+		if r, err = s.GetRun(ctx, o); err == nil && r.Phase == phase.InProgress {
+			err = s.DeleteRun(ctx, o)
+		}
+	} else {
+		_, err = s.UpdateRun(ctx, o, func(r *Run) error {
+			if r.Phase != phase.InProgress {
+				return errNoChange // Recover failed it meanwhile: leave it so
+			}
+			reason := textlimit.Fit("main run failed: "+cause.Error(), MaxTextBytes)
+			r.FailureReason = reason
+			return r.SetPhase(phase.Failed, reason, now)
+		})
+	}
+	switch {
+	case err == nil, errors.Is(err, errNoChange), errors.Is(err, ErrNotFound):
+		return cause
+	}
+	return errors.Join(cause, fmt.Errorf("clean up the run %s after its main run failed: %w", o, err))
 }
 
 // started reports whether a run in p has ended its main run.
@@ -160,39 +278,6 @@ func started(p phase.Phase) bool {
 
 // errNoChange aborts an UpdateRun that has nothing to write.
 var errNoChange = errors.New("no change")
-
-// resumeRun does the main run of a run stored before it started or while it was
-// InProgress: main, its operations, then the phase.
-func resumeRun(ctx context.Context, s Store, stored Run, now time.Time, main func(context.Context) (MainRun, error)) (Run, error) {
-	o := stored.Owner
-	if stored.Phase != phase.InProgress {
-		r, err := s.UpdateRun(ctx, o, func(r *Run) error { return r.SetPhase(phase.InProgress, "main run started", now) })
-		if err != nil {
-			return Run{}, err
-		}
-		if started(r.Phase) {
-			return r, nil
-		}
-	}
-	res, err := main(ctx)
-	if err != nil {
-		return Run{}, err
-	}
-	ops := mainOperations(o, res.Operations, now)
-	if err := s.PutOperations(ctx, o, ops); err != nil {
-		return Run{}, err
-	}
-	r, err := s.UpdateRun(ctx, o, func(r *Run) error {
-		if r.Phase != phase.InProgress {
-			return errNoChange // another call ended it, or Recover failed it
-		}
-		return endMainRun(r, res, len(ops), now)
-	})
-	if errors.Is(err, errNoChange) {
-		return s.GetRun(ctx, o)
-	}
-	return r, err
-}
 
 // mainOperations returns ops with their owner, phase and Created time filled in.
 func mainOperations(o Owner, ops []Operation, now time.Time) []Operation {

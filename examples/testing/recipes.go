@@ -22,8 +22,8 @@ import (
 // A WriteCounter counts the writes that go through the stores it decorates: the kind of
 // decorator (metrics, tracing) a user writes and must keep faithful to the storage
 // contract. It builds them with decorate.Store, so a decorated store keeps the
-// optional abilities of the store it wraps, the atomic start of operations.RunStarter
-// among them. A WriteCounter is safe for concurrent use; its zero value counts from zero.
+// optional abilities of the store it wraps, operations.RunStarter and
+// operations.RunClaimer among them. A WriteCounter is safe for concurrent use; its zero value counts from zero.
 type WriteCounter struct {
 	writes atomic.Int64
 }

@@ -30,9 +30,17 @@ type RecoverResult struct {
 // monitored). A plugin that does not cancel, or hangs past the call timeout, does not
 // stop it. Records are stamped with the Monitor's clock ([WithClock]).
 //
-// Recover is idempotent. It stops at the first store error, or when ctx ends, returning
-// what it did so far; a crash in between leaves a run InProgress, and running Recover
-// again finishes the work.
+// On a store that is an [operations.RunClaimer], shared by several processes, Recover
+// fails an InProgress run only when it gets the run's claim: [operations.StartRun]
+// holds it while the run's main run is under way, in this process or another, and
+// such a run is left alone. The claim of a starter that died ends by itself (see
+// operations.RunClaimer); [Monitor.SubmitRun] fails the run then, when a reconcile
+// submits it again, and so does a later Recover.
+//
+// Recover is idempotent. It stops at the first store error (a claim the store cannot
+// tell the holder of among them), or when ctx ends, returning what it did so far; a
+// crash in between leaves a run InProgress, and running Recover again finishes the
+// work.
 func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
 	var res RecoverResult
 	stuck, err := m.store.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.InProgress}})
@@ -40,31 +48,13 @@ func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
 		return res, err
 	}
 	for _, r := range stuck {
-		_, why, _ := phase.OnRestart(r.Owner.Kind, r.Phase, r.Profile)
-		if err := m.cancelOperations(ctx, r.Owner, why); err != nil {
-			return res, fmt.Errorf("cancel the operations of %s: %w", r.Owner, err)
+		reason, failed, err := m.failStarted(ctx, r.Owner)
+		if err != nil {
+			return res, err
 		}
-		now := stamp(m.cfg.clock)
-		var reason string
-		_, err := m.store.UpdateRun(ctx, r.Owner, func(r *operations.Run) error {
-			var (
-				next    phase.Phase
-				changed bool
-			)
-			next, reason, changed = phase.OnRestart(r.Owner.Kind, r.Phase, r.Profile)
-			if !changed {
-				return errNoChange // moved on since it was listed
-			}
-			r.FailureReason = reason
-			return r.SetPhase(next, reason, now)
-		})
-		switch {
-		case err == nil:
+		if failed {
 			res.Failed = append(res.Failed, r.Owner)
 			res.Reasons = append(res.Reasons, reason)
-		case errors.Is(err, errNoChange), errors.Is(err, operations.ErrNotFound):
-		default:
-			return res, err
 		}
 	}
 	resumable := operations.RunFilter{Phases: append(append([]phase.Phase{}, waiting.Phases...), finalizing.Phases...)}
@@ -76,4 +66,53 @@ func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
 		res.Resumed = append(res.Resumed, r.Owner)
 	}
 	return res, nil
+}
+
+// failStarted applies the restart rule to the run of o, found InProgress: when it gets
+// the run's claim (no main run holds it), it cancels the run's unfinished operations and
+// fails the run with Velero's reason, and returns that reason and true. It returns false
+// for a run whose claim another holder has, and for a run that has moved on or gone.
+func (m *Monitor) failStarted(ctx context.Context, o operations.Owner) (reason string, failed bool, err error) {
+	release, ok, err := m.claim(ctx, o, nil)
+	if err != nil {
+		return "", false, fmt.Errorf("claim the InProgress run %s: %w", o, err)
+	}
+	if !ok {
+		m.cfg.logger.Info("left a run InProgress: its main run holds its claim", "run", o.String())
+		return "", false, nil
+	}
+	defer release()
+	r, err := m.store.GetRun(ctx, o)
+	switch {
+	case errors.Is(err, operations.ErrNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	case r.Phase != phase.InProgress:
+		return "", false, nil // moved on since it was listed
+	}
+	_, why, _ := phase.OnRestart(r.Owner.Kind, r.Phase, r.Profile)
+	if err := m.cancelOperations(ctx, r.Owner, why); err != nil {
+		return "", false, fmt.Errorf("cancel the operations of %s: %w", r.Owner, err)
+	}
+	now := stamp(m.cfg.clock)
+	_, err = m.store.UpdateRun(ctx, r.Owner, func(r *operations.Run) error {
+		var (
+			next    phase.Phase
+			changed bool
+		)
+		next, reason, changed = phase.OnRestart(r.Owner.Kind, r.Phase, r.Profile)
+		if !changed {
+			return errNoChange // moved on since it was read
+		}
+		r.FailureReason = reason
+		return r.SetPhase(next, reason, now)
+	})
+	switch {
+	case err == nil:
+		return reason, true, nil
+	case errors.Is(err, errNoChange), errors.Is(err, operations.ErrNotFound):
+		return "", false, nil
+	}
+	return "", false, err
 }

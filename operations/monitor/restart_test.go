@@ -2,9 +2,9 @@ package monitor_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -120,20 +120,28 @@ func TestRestartOnBoltstore(t *testing.T) {
 	}
 }
 
-// The fallback's window: a process that dies between creating the run and recording its
-// operations leaves it InProgress; Recover fails it and StartRun then returns it as is.
+// A process that dies while its main run runs leaves the run InProgress, as StartRun
+// created it; Recover fails it and StartRun then returns it as is.
 func TestStartRunAfterRecover(t *testing.T) {
 	ctx := context.Background()
-	s := struct{ operations.Store }{memstore.New()} // no RunStarter: StartRun takes its fallback path
+	s := memstore.New()
 	o := operations.Owner{Kind: phase.Backup, Name: "b"}
-	_, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
-		return operations.MainRun{}, errors.New("crash")
-	})
-	require.Error(t, err)
+	crashed := make(chan struct{})
+	go func() {
+		defer close(crashed)
+		_, _ = operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+			runtime.Goexit() // the process dies in main: nothing after it runs
+			return operations.MainRun{}, nil
+		})
+	}()
+	<-crashed
+	r, err := s.GetRun(ctx, o)
+	require.NoError(t, err)
+	require.Equal(t, phase.InProgress, r.Phase, "the run a crash in main leaves")
 	res, err := monitor.New(s, operationstest.Resolver(nil)).Recover(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []operations.Owner{o}, res.Failed)
-	r, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+	r, err = operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
 		t.Fatal("main called for a failed run")
 		return operations.MainRun{}, nil
 	})

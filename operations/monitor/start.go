@@ -19,8 +19,15 @@ import (
 //     finalizing), it wakes [Monitor.Run] (see [Monitor.Wake]), so that the operations
 //     are first polled at once rather than up to an interval later. A call that finds
 //     the run already started wakes nothing: a reconcile may call SubmitRun every time.
+//   - On a store that is an [operations.RunClaimer], a call that finds the run
+//     InProgress, its main run not this call's, applies the restart rule to it as
+//     [Monitor.Recover] does when it gets the run's claim: no main run holds the claim,
+//     so the process that ran main died, and the run becomes Failed (its recorded
+//     operations cancelled). While another caller's main run holds the claim, the call
+//     returns the run InProgress, and a later call finds it started.
 //
-// It fails as operations.StartRun does. It is safe for concurrent use.
+// It fails as operations.StartRun does, and as Recover does for the run it fails. It is
+// safe for concurrent use.
 func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
 	if template.Created.IsZero() {
 		template.Created = stamp(m.cfg.clock)
@@ -36,6 +43,16 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 	r, err := operations.StartRun(ctx, m.store, template, counted)
 	if err == nil && ran.Load() && (phase.IsWaiting(r.Phase) || phase.IsFinalizing(r.Phase)) {
 		m.Wake()
+	}
+	if err == nil && !ran.Load() && r.Phase == phase.InProgress && m.claimer != nil {
+		// Another caller's main run, or one whose process died: the claim tells them
+		// apart (see Recover).
+		if _, failed, ferr := m.failStarted(ctx, r.Owner); ferr != nil || failed {
+			if ferr != nil {
+				return operations.Run{}, ferr
+			}
+			return m.store.GetRun(ctx, r.Owner)
+		}
 	}
 	return r, err
 }

@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -127,7 +129,7 @@ func testUpdateHoldsBackNoOtherCall(t tb, s operations.Store) {
 
 // testAtomicStart checks the optional operations.RunStarter ability, which Run expects
 // unless told WithoutRunStarter: the run and its first batch appear together, an
-// existing run is refused, a refused batch creates no run, and operations.StartRun,
+// existing run is refused, a refused batch creates no run; and operations.StartRun,
 // whose main run fails, leaves nothing behind.
 func testAtomicStart(t tb, s operations.Store) {
 	rs, ok := s.(operations.RunStarter)
@@ -165,18 +167,16 @@ func testAtomicStart(t tb, s operations.Store) {
 }
 
 // testStartWithoutRunStarter checks, on a store that is not an operations.RunStarter,
-// the path operations.StartRun takes: the run is created InProgress before its main
-// run, a main run that fails leaves it so, and the next StartRun runs main again and
-// records its operations and the next phase.
+// operations.StartRun, which needs no RunStarter: a main run that fails leaves no run,
+// and the next StartRun runs main again and records its operations and the next phase.
 func testStartWithoutRunStarter(t tb, s operations.Store) {
-	s = struct{ operations.Store }{s} // StartRun's path without the ability, even if s has it
+	s = struct{ operations.Store }{s} // the store without its optional abilities, even if s has them
 	o := backup("b")
 	errMain := errors.New("main run failed")
 	_, err := operations.StartRun(bg, s, newRun(o), func(context.Context) (operations.MainRun, error) { return operations.MainRun{}, errMain })
 	wantError(t, err, errMain, "StartRun(%s) whose main run fails", o)
-	got, err := s.GetRun(bg, o)
-	noError(t, err, "GetRun(%s) after StartRun's main run failed", o)
-	wantEqual(t, phase.InProgress, got.Phase, "phase of the run GetRun(%s) returned after StartRun's main run failed", o)
+	_, err = s.GetRun(bg, o)
+	wantError(t, err, operations.ErrNotFound, "GetRun(%s) after StartRun's main run failed", o)
 
 	ops := newOps(o, "op-", 3, operations.OperationNew)
 	r, err := operations.StartRun(bg, s, newRun(o), func(context.Context) (operations.MainRun, error) {
@@ -215,4 +215,56 @@ func testCancelRequest(t tb, s operations.Store) {
 	mustCreate(t, s, runIn(t, done, phase.Completed, phase.Profile{}))
 	_, err = operations.RequestCancel(bg, s, done, "too late", at(9))
 	wantError(t, err, operations.ErrRunEnded, "RequestCancel(%s) of a completed run", done)
+}
+
+// testStartRunOnce checks that operations.StartRun, called for one owner by several
+// goroutines at once (the reconciles of replicas that share the store), runs main once:
+// the calls that do not run it return while it still runs, the run InProgress, and the
+// run then holds the one main run's operations. It rests on CreateRun's ErrExists and
+// on UpdateRun's atomicity.
+func testStartRunOnce(t tb, s operations.Store) {
+	const callers = 6
+	o := backup("once")
+	ops := newOps(o, "op-", 3, operations.OperationNew)
+	var (
+		calls   atomic.Int32
+		settled sync.WaitGroup // the calls that do not run main
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		phases  = map[phase.Phase]int{}
+	)
+	others := make(chan struct{})
+	settled.Add(callers - 1)
+	go func() { settled.Wait(); close(others) }()
+	main := func(context.Context) (operations.MainRun, error) {
+		calls.Add(1)
+		select {
+		case <-others:
+		case <-time.After(10 * time.Second): // a guard against hanging when main runs twice
+		}
+		return operations.MainRun{Operations: cloneOps(ops)}, nil
+	}
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := operations.StartRun(bg, s, newRun(o), main)
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, err)
+			phases[r.Phase]++
+			if r.Phase != phase.WaitingForPluginOperations {
+				settled.Done()
+			}
+		}()
+	}
+	wg.Wait()
+	noError(t, errors.Join(errs...), "StartRun(%s) from %d goroutines at once", o, callers)
+	wantEqual(t, int32(1), calls.Load(), "main runs of StartRun(%s) from %d goroutines at once", o, callers)
+	want := map[phase.Phase]int{phase.InProgress: callers - 1, phase.WaitingForPluginOperations: 1}
+	if d := diff(want, phases); d != "" {
+		t.Errorf("phases of the runs StartRun(%s) returned (-want +got):\n%s", o, d)
+	}
+	wantAllOps(t, s, o, ops)
 }

@@ -30,8 +30,8 @@
 // # Decorators and optional abilities
 //
 // A decorator (metrics, tracing, a cache) is checked like a backend: give Run a function
-// that wraps a new store. Run expects an [operations.RunStarter], the ability that makes
-// [operations.StartRun] atomic: Runs/AtomicStart fails for a store without it, and in
+// that wraps a new store. Run expects an [operations.RunStarter], the ability that
+// creates a run with its first batch in one write: Runs/AtomicStart fails for a store without it, and in
 // particular for a decorator type that embeds the operations.Store it wraps, which hides
 // that method of the store. [decorate.Store] builds decorators that keep it (and
 // [operations.RunClaimer], [operations.ClaimKeeper] and [operations.PassReader]). Run
@@ -42,7 +42,7 @@
 // several replicas at once: the runs are shared evenly, a replica that stops leaves no
 // claim, one that dies loses its runs to the others, and no run is polled by two at once. A backend that cannot start a run atomically passes
 // [WithoutRunStarter]; Runs/AtomicStart is then replaced by Runs/StartWithoutRunStarter,
-// which checks the path StartRun takes on such a store, and the suite logs so.
+// which checks [operations.StartRun] on such a store, and the suite logs so.
 //
 // # Testing the suite
 //
@@ -90,8 +90,11 @@
 //     contradicting phase changes win; concurrent batches to one run or many are all
 //     stored, each batch contiguous in the order; readers never see part of a batch.
 //   - Atomic start: the store is an [operations.RunStarter] whose
-//     CreateRunWithOperations writes a run and its first batch together or not at all,
-//     so that StartRun whose main run fails leaves nothing (see above).
+//     CreateRunWithOperations writes a run and its first batch together or not at all
+//     (see above), and StartRun whose main run fails leaves nothing.
+//   - Main runs once (Runs/StartRunOnce): [operations.StartRun] called for one owner by
+//     several goroutines at once runs main once, on CreateRun's ErrExists and
+//     UpdateRun's atomicity; the other calls return the run InProgress.
 //   - Scale: one batch of 100,000 operations (Scale/LargeBatch) is stored, listed back
 //     in order, counted and spot-checked.
 //

@@ -19,6 +19,7 @@ func runChecks(cfg config) []check {
 		{"NilUpdate", testNilUpdate},
 		{"UpdateHoldsBackNoOtherCall", testUpdateHoldsBackNoOtherCall},
 		start,
+		{"StartRunOnce", testStartRunOnce},
 		{"CancelRequest", testCancelRequest},
 		{"CreateExisting", testCreateExisting},
 		{"SameNameBothKinds", testSameNameBothKinds},

@@ -67,9 +67,9 @@ func WithoutPassReader() Option {
 
 // WithoutRunStarter tells [Run] that the store is not an [operations.RunStarter], so
 // that [operations.StartRun] cannot start a run on it atomically: the check
-// Runs/AtomicStart is then replaced by Runs/StartWithoutRunStarter, which checks the path
-// StartRun takes on such a store (the run is created InProgress before its main run, and
-// a main run that fails leaves it so). Without this option, a store that is not a
+// Runs/AtomicStart is then replaced by Runs/StartWithoutRunStarter, which checks StartRun
+// on such a store (a main run that fails leaves no run, and the next call runs main
+// again). Without this option, a store that is not a
 // RunStarter fails Runs/AtomicStart: a decorator that embeds the operations.Store it
 // wraps hides the RunStarter of that store (build decorators with [decorate.Store],
 // which keeps it).
@@ -98,7 +98,7 @@ func Run[T TB[T]](t T, newStore func(t T) operations.Store, opts ...Option) {
 		o.apply(&cfg)
 	}
 	if cfg.withoutRunStarter {
-		t.Log("storetest: WithoutRunStarter: the store is not an operations.RunStarter, so Runs/StartWithoutRunStarter checks the non-atomic start in place of Runs/AtomicStart")
+		t.Log("storetest: WithoutRunStarter: the store is not an operations.RunStarter, so Runs/StartWithoutRunStarter checks StartRun in place of Runs/AtomicStart")
 	}
 	for _, g := range groups(cfg) {
 		t.Run(g.name, func(t T) { runEach(t, newStore, g.cases) })
