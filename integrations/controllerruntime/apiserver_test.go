@@ -38,7 +38,7 @@ import (
 )
 
 // kube is the API server of this test binary's tests that need one (those named
-// TestAPIServer... and TestLeaderElectionTakeover), with the Widget kind of testdata/crd
+// TestAPIServer... and TestLeaderElection...), with the Widget kind of testdata/crd
 // installed; TestMain stops it.
 var kube = apiservertest.New(apiservertest.Options{CRDDirectoryPaths: []string{"testdata/crd"}})
 

@@ -21,7 +21,9 @@ const Finalizer = "itemops.io/cancel-operations"
 // SubmitRun starts the run of template.Owner as [monitor.Monitor.SubmitRun] does: on the
 // Monitor's store, stamped with the Monitor's clock, and waking the Monitor so that the
 // run's operations are polled at once rather than up to an interval later. It is
-// idempotent, so a reconcile calls it every time.
+// idempotent, so a reconcile calls it every time, and main runs once for a run even
+// when the reconciles of several replicas submit it at once (see
+// [operations.StartRun], "Main runs once").
 //
 // The owner must have a UID ([OwnerOf] gives the object's): SubmitRun fails with an error
 // wrapping [operations.ErrInvalid] without one, since the UID is what tells the run of a
@@ -68,9 +70,9 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 //     finalizer is left alone, and HandleDeletion returns true.
 //
 // The plugins get obj, still readable while its finalizer holds it. A run that never
-// left its main run (InProgress: a crash between the writes of [operations.StartRun] on
-// a store that is not an [operations.RunStarter]) has no operation the Monitor watches:
-// it is deleted with whatever operations it recorded, uncancelled. HandleDeletion fails
+// left its main run (InProgress: its main run under way in another replica, or cut
+// short by a crash) has no operation the Monitor watches: it is deleted with whatever
+// operations it recorded, uncancelled. HandleDeletion fails
 // with an error wrapping [operations.ErrInvalid] for an obj without a UID, with c's
 // errors, the store's errors, an error wrapping [ErrClaimed] when another Monitor holds
 // the run's claim (that Monitor cancels the operations, and a later reconcile finishes),
