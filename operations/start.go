@@ -158,7 +158,7 @@ func StartRun(ctx context.Context, s Store, template Run, main func(context.Cont
 		ops = mainOperations(o, res.Operations, now)
 		err = ValidateBatch(o, ops)
 	}
-	if err == nil {
+	if err == nil && len(ops) > 0 {
 		err = s.PutOperations(ctx, o, ops)
 	}
 	if err != nil {

@@ -65,11 +65,20 @@ func TestWriteCounterCounts(t *testing.T) {
 	_, err = s.GetRun(ctx, o)
 	require.ErrorIs(t, err, operations.ErrNotFound, "a failed main run leaves no run behind")
 
+	before := counter.Writes()
 	_, err = operations.StartRun(ctx, s, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
 		return operations.MainRun{Operations: []operations.Operation{{Action: "example.io/snapshotter", ID: "snap-1"}}}, nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, int64(1), counter.Writes(), "StartRun writes the run and its operations at once")
+	require.Equal(t, int64(3), counter.Writes()-before, "StartRun writes the run (before main), its operations and its phase")
+
+	// The decorated store still writes a run and its operations in one write.
+	q := operations.Owner{Kind: phase.Backup, Name: "copied"}
+	before = counter.Writes()
+	op := operations.Operation{Owner: q, Action: "example.io/snapshotter", ID: "snap-2",
+		Status: operations.Status{Phase: operations.OperationNew, Created: t0}}
+	require.NoError(t, s.(operations.RunStarter).CreateRunWithOperations(ctx, operations.Run{Owner: q, Phase: phase.New, Created: t0}, []operations.Operation{op}))
+	require.Equal(t, int64(1), counter.Writes()-before, "CreateRunWithOperations writes the run and its operations at once")
 }
 
 // recipe: adaptertest

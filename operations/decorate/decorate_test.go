@@ -427,9 +427,8 @@ func ExampleStore() {
 	fmt.Println("atomic start:", atomic)
 
 	o := operations.Owner{Kind: phase.Backup, Name: "nightly"}
-	_, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
-		return operations.MainRun{}, nil
-	})
+	op := operations.Operation{Owner: o, Action: "p", ID: "a", Status: operations.Status{Phase: operations.OperationNew}}
+	err := s.(operations.RunStarter).CreateRunWithOperations(ctx, operations.Run{Owner: o, Phase: phase.New}, []operations.Operation{op})
 	fmt.Println(err)
 	// Output:
 	// atomic start: true
