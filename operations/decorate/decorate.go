@@ -38,8 +38,11 @@ type Call struct {
 // The store returned keeps the optional abilities of s: it is an
 // [operations.RunStarter], an [operations.RunClaimer], an [operations.ClaimKeeper], an
 // [operations.ClaimTaker] and an [operations.PassReader] exactly when s is, so that
-// [operations.StartRun] stays atomic and Monitors keep their claims, take over those of
-// a dead leader and read their passes in pages. Their calls pass through around too,
+// CreateRunWithOperations stays one atomic write, [operations.StartRun] holds a run's
+// claim while its main run runs, and Monitors keep their claims, take over those of a
+// dead leader and read their passes in pages. It is never an
+// [operations.OperationCounter]: a status filled from it (controllerruntime's
+// RunStatus.SetFromStore) reads every operation of the run instead. Their calls pass through around too,
 // and so do the ClaimRun calls of the claim sessions that KeepClaims returns;
 // KeepClaims itself, and a session's EndPass, EndIncompletePass and End, which cannot
 // fail, go straight to s and to its session, and so does TakeOverClaims, which names no
