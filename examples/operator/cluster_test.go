@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -81,6 +82,12 @@ type cluster struct {
 // plugin, not started: the test may change r first (its Client, say), then calls start.
 func newCluster(t *testing.T, action adapters.BackupItemAction[*AppBackup]) *cluster {
 	t.Helper()
+	return newClusterOn(t, memstore.New(), action)
+}
+
+// newClusterOn is newCluster with the runs in store.
+func newClusterOn(t *testing.T, store operations.Store, action adapters.BackupItemAction[*AppBackup]) *cluster {
+	t.Helper()
 	cfg := kube.Config(t)
 	ctx := context.Background()
 	scheme, err := newScheme()
@@ -94,7 +101,7 @@ func newCluster(t *testing.T, action adapters.BackupItemAction[*AppBackup]) *clu
 	opts.Cache.DefaultNamespaces = map[string]cache.Config{ns.Name: {}} // not the other tests' AppBackups
 	k := &cluster{c: c, ns: ns.Name, errs: new(errorLog)}
 	opts.Logger = logr.New(errorSink{LogSink: testr.New(t).GetSink(), log: k.errs})
-	k.r, k.mgr, err = newClusterOperator(cfg, opts, memstore.New(), action)
+	k.r, k.mgr, err = newClusterOperator(cfg, opts, store, action)
 	require.NoError(t, err)
 	return k
 }
@@ -116,6 +123,13 @@ type errorSink struct {
 
 func (s errorSink) Error(err error, msg string, kv ...any) {
 	s.LogSink.Error(err, msg, kv...)
+	// The Monitor logs through slog, whose records reach a logr sink with a nil error
+	// and the error as the value of the key "error".
+	for i := 0; err == nil && i+1 < len(kv); i += 2 {
+		if e, ok := kv[i+1].(error); ok && kv[i] == "error" {
+			err = e
+		}
+	}
 	if errors.Is(err, context.Canceled) {
 		return
 	}
@@ -497,4 +511,69 @@ func (s touchingStatus) Update(ctx context.Context, obj client.Object, opts ...c
 	err := s.SubResourceWriter.Update(ctx, obj, opts...)
 	after(err)
 	return err
+}
+
+// refusingStore is the operator's store, whose PutOperations fails while refuse is set,
+// as a kubestore's writes fail for an operator that lacks the update right on
+// itemopsruns.
+type refusingStore struct {
+	operations.Store
+	refuse atomic.Bool
+}
+
+var errRefused = errors.New(`itemopsruns.store.itemops.io is forbidden: the operator may not update itemopsruns`)
+
+func (s *refusingStore) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
+	if s.refuse.Load() {
+		return errRefused
+	}
+	return s.Store.PutOperations(ctx, o, ops)
+}
+
+// TestClusterBlocked: while the operator's store refuses the Monitor's writes of an
+// AppBackup's uploads, the AppBackup's status shows the condition Blocked (StoreError,
+// with the store's error) and a Warning Event says so; once the store takes the writes
+// again, the condition turns False (NotBlocked), a Normal Event says so, and the run
+// goes on to Completed.
+func TestClusterBlocked(t *testing.T) {
+	store := &refusingStore{Store: memstore.New()}
+	k := newClusterOn(t, store, newUploader(2*time.Second, clock.System{}))
+	k.start(t)
+	b := k.create(t, "nightly")
+	key := client.ObjectKeyFromObject(b)
+	k.waitPhase(t, key, phase.WaitingForPluginOperations)
+	store.refuse.Store(true)
+
+	var got AppBackup
+	eventually(t, "the status shows the run blocked", func() bool {
+		var err error
+		got, err = k.get(t, key)
+		require.NoError(t, err)
+		c := meta.FindStatusCondition(got.Status.Conditions, controllerruntime.ConditionBlocked)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	c := meta.FindStatusCondition(got.Status.Conditions, controllerruntime.ConditionBlocked)
+	require.Equal(t, controllerruntime.ReasonStoreError, c.Reason)
+	require.Contains(t, c.Message, errRefused.Error())
+	eventually(t, "a Warning Event says the run is blocked", func() bool {
+		return slices.ContainsFunc(k.events(t, got.UID), func(e string) bool {
+			return strings.HasPrefix(e, "Warning StoreError Blocked: ") && strings.Contains(e, errRefused.Error())
+		})
+	})
+
+	store.refuse.Store(false)
+	got = k.waitPhase(t, key, phase.Completed)
+	c = meta.FindStatusCondition(got.Status.Conditions, controllerruntime.ConditionBlocked)
+	require.NotNil(t, c, "the condition Blocked once the run moves again")
+	require.Equal(t, metav1.ConditionFalse, c.Status)
+	require.Equal(t, controllerruntime.ReasonNotBlocked, c.Reason)
+	eventually(t, "a Normal Event says the run is blocked no more", func() bool {
+		return slices.ContainsFunc(k.events(t, got.UID), func(e string) bool {
+			return strings.HasPrefix(e, "Normal NotBlocked Unblocked")
+		})
+	})
+	// The Monitor logged each refused write as an error: the test made them.
+	k.errs.mu.Lock()
+	k.errs.msgs = slices.DeleteFunc(k.errs.msgs, func(m string) bool { return strings.Contains(m, errRefused.Error()) })
+	k.errs.mu.Unlock()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -80,12 +81,21 @@ func (r *BackupReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if _, err := r.Monitor.SubmitRun(ctx, r.Kind.Run(&b), main); err != nil {
 		return ctrl.Result{}, err
 	}
-	from := b.Status.Phase
+	var read controllerruntime.RunStatus // the status as read, for the Events
+	b.Status.RunStatus.DeepCopyInto(&read)
 	run, changed, err := b.Status.SetFromStore(ctx, r.Store, r.Kind.Owner(&b), b.Generation)
-	if err != nil || !changed {
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	controllerruntime.RecordPhaseChanges(r.Events, &b, from, run)
+	blocked := r.Monitor.RunBlocked(r.Kind.Owner(&b))
+	controllerruntime.RecordBlocked(r.Events, &b, read, blocked)
+	if b.Status.SetBlocked(blocked, b.Generation, time.Now()) {
+		changed = true
+	}
+	if !changed {
+		return ctrl.Result{}, nil
+	}
+	controllerruntime.RecordPhaseChanges(r.Events, &b, read.Phase, run)
 	return ctrl.Result{}, r.Client.Status().Update(ctx, &b)
 }
 
