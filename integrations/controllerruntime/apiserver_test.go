@@ -266,17 +266,7 @@ func TestAPIServerStatusConflict(t *testing.T) {
 func TestAPIServerEventsOfARetriedReconcile(t *testing.T) {
 	scheme, c, ns := apiServerClient(t)
 	ctx := context.Background()
-	cfg := kube.Config(t)
-	clientset, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clientset.EventsV1()})
-	stopCh := make(chan struct{})
-	broadcaster.StartRecordingToSink(stopCh)
-	defer func() {
-		close(stopCh)
-		broadcaster.Shutdown()
-	}()
-	rec := broadcaster.NewRecorder(scheme, "itemops-test")
+	rec := eventRecorder(t, scheme)
 
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	m := newMonitor(memstore.New(), operationstest.Resolver(nil), logr.Discard(), []monitor.Option{monitor.WithClock(clocktest.NewClock(t0))})
@@ -322,4 +312,20 @@ func TestAPIServerEventsOfARetriedReconcile(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Events (-want +got):\n%s", d)
 	}
+}
+
+// eventRecorder returns a recorder of the events API on the test API server, for the
+// objects of scheme, whose Events are sent until the test ends.
+func eventRecorder(t *testing.T, scheme *runtime.Scheme) events.EventRecorder {
+	t.Helper()
+	clientset, err := kubernetes.NewForConfig(kube.Config(t))
+	require.NoError(t, err)
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clientset.EventsV1()})
+	stopCh := make(chan struct{})
+	broadcaster.StartRecordingToSink(stopCh)
+	t.Cleanup(func() {
+		close(stopCh)
+		broadcaster.Shutdown()
+	})
+	return broadcaster.NewRecorder(scheme, "itemops-test")
 }

@@ -17,8 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -44,16 +42,7 @@ import (
 func TestAPIServerStoreErrorBlocksRun(t *testing.T) {
 	scheme, c, ns := apiServerClient(t)
 	ctx := context.Background()
-	clientset, err := kubernetes.NewForConfig(kube.Config(t))
-	require.NoError(t, err)
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clientset.EventsV1()})
-	stopCh := make(chan struct{})
-	broadcaster.StartRecordingToSink(stopCh)
-	defer func() {
-		close(stopCh)
-		broadcaster.Shutdown()
-	}()
-	rec := broadcaster.NewRecorder(scheme, "itemops-test")
+	rec := eventRecorder(t, scheme)
 
 	w := &widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"}}
 	require.NoError(t, c.Create(ctx, w))
