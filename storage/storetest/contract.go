@@ -134,7 +134,7 @@ func testUpdateHoldsBackNoOtherCall(t tb, s operations.Store) {
 func testAtomicStart(t tb, s operations.Store) {
 	rs, ok := s.(operations.RunStarter)
 	if !ok {
-		t.Fatalf("the store (%T) is not an operations.RunStarter, so operations.StartRun cannot start a run on it atomically: "+
+		t.Fatalf("the store (%T) is not an operations.RunStarter, so it cannot write a run with its first operations atomically: "+
 			"a decorator that embeds the operations.Store it wraps hides that method of the store (build it with decorate.Store, which keeps it), "+
 			"and a store that cannot start a run atomically is checked with storetest.WithoutRunStarter()", s)
 	}

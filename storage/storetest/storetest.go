@@ -66,7 +66,7 @@ func WithoutPassReader() Option {
 }
 
 // WithoutRunStarter tells [Run] that the store is not an [operations.RunStarter], so
-// that [operations.StartRun] cannot start a run on it atomically: the check
+// that it cannot write a run with its first operations atomically: the check
 // Runs/AtomicStart is then replaced by Runs/StartWithoutRunStarter, which checks StartRun
 // on such a store (a main run that fails leaves no run, and the next call runs main
 // again). Without this option, a store that is not a
