@@ -489,9 +489,10 @@ func TestScheduleAcrossRestart(t *testing.T) {
 // untouchable is a store that panics on any call: its Store is nil.
 type untouchable struct{ operations.Store }
 
-// TestInvalidOptions checks that an option given an invalid value makes Run, RunOnce and
-// Poll return an error wrapping operations.ErrInvalid that names the option, before any
-// call to the store, and that New does not panic.
+// TestInvalidOptions checks that an option given an invalid value makes every method
+// that works on the store (Run, RunOnce, Poll, Finalize, Recover, SubmitRun, CancelRun)
+// return an error wrapping operations.ErrInvalid that names the option, before any call
+// to the store, and that New does not panic.
 func TestInvalidOptions(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -508,9 +509,17 @@ func TestInvalidOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := monitor.New(untouchable{}, nil, tc.opt, monitor.WithClock(clocktest.NewClock(t0)))
 			ctx := context.Background()
+			o := operations.Owner{Kind: phase.Backup, Name: "b", UID: "u"}
 			_, errOnce := m.RunOnce(ctx)
-			_, errPoll := m.Poll(ctx, operations.Owner{Kind: phase.Backup, Name: "b"})
-			for _, err := range []error{m.Run(ctx), errOnce, errPoll} {
+			_, errPoll := m.Poll(ctx, o)
+			_, errFinalize := m.Finalize(ctx, o)
+			_, errRecover := m.Recover(ctx)
+			_, errSubmit := m.SubmitRun(ctx, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+				t.Fatal("SubmitRun ran main")
+				return operations.MainRun{}, nil
+			})
+			_, errCancel := m.CancelRun(ctx, o, "cancelled")
+			for _, err := range []error{m.Run(ctx), errOnce, errPoll, errFinalize, errRecover, errSubmit, errCancel} {
 				require.ErrorIs(t, err, operations.ErrInvalid)
 				require.ErrorContains(t, err, tc.wantText)
 			}

@@ -349,6 +349,9 @@ func countPhases(waiting, fin []operations.Run) []PhaseCount {
 // nothing and returns the phase the run had. It fails with the store's errors, the
 // finalizer's error (wrapped; the run has then moved to PartiallyFailed), or ctx.Err().
 func (m *Monitor) Finalize(ctx context.Context, o operations.Owner) (phase.Phase, error) {
+	if err := m.cfg.invalid; err != nil {
+		return "", err
+	}
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil {
 		return "", err

@@ -82,8 +82,9 @@ var errNoChange = errors.New("no change")
 
 // New returns a Monitor of the runs in s whose plugins r resolves. See the Option
 // functions for the defaults. An option given an invalid value (see [WithRetryPolicy]
-// and [WithStallTimeout]) does not stop New: the Monitor's Run, RunOnce and Poll return
-// its error instead, before they touch the store.
+// and [WithStallTimeout]) does not stop New: every method of the Monitor that works on
+// the store (Run, RunOnce, Poll, Finalize, Recover, SubmitRun and CancelRun) returns
+// its error instead, before it touches the store.
 func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 	cfg := newConfig(opts)
 	claimer, _ := s.(operations.RunClaimer)

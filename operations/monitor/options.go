@@ -60,8 +60,8 @@ type config struct {
 	// policies is whether any plugin has a stall timeout or a retry policy; without,
 	// a poll checks every operation, as Velero does, and looks at no due time.
 	policies bool
-	// invalid joins the errors of options given invalid values: Run, RunOnce and Poll
-	// return it before anything else.
+	// invalid joins the errors of options given invalid values: every method that
+	// works on the store returns it before anything else (see New).
 	invalid error
 }
 
@@ -277,8 +277,8 @@ func WithLogger(l *slog.Logger) Option {
 // ([operations.MonitorState.ProgressAt]), so the window goes on across a restart of the
 // Monitor. It applies to every plugin without a window of its own
 // ([WithActionStallTimeout]). The default, 0, is no stall timeout, as in Velero; a
-// negative d is invalid: [Monitor.Run], [Monitor.RunOnce] and [Monitor.Poll] then return
-// an error wrapping [operations.ErrInvalid] before they touch the store.
+// negative d is invalid: the Monitor's methods that work on the store then return an
+// error wrapping [operations.ErrInvalid] before they touch it (see [New]).
 func WithStallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if c.checkStall("WithStallTimeout", d) {
@@ -303,9 +303,9 @@ func WithActionStallTimeout(action string, d time.Duration) Option {
 // WithRetryPolicy sets the retry policy of Progress errors (see [RetryPolicy]) of every
 // plugin without one of its own ([WithActionRetryPolicy]). The default, the zero
 // RetryPolicy, retries nothing: the first error fails the operation, as in Velero. A
-// policy that [RetryPolicy.Validate] refuses is invalid: [Monitor.Run],
-// [Monitor.RunOnce] and [Monitor.Poll] then return its error, which wraps
-// [operations.ErrInvalid], before they touch the store.
+// policy that [RetryPolicy.Validate] refuses is invalid: the Monitor's methods that
+// work on the store then return its error, which wraps [operations.ErrInvalid], before
+// they touch it (see [New]).
 func WithRetryPolicy(p RetryPolicy) Option {
 	return optionFunc(func(c *config) {
 		if c.checkRetry("WithRetryPolicy", p) {

@@ -43,6 +43,9 @@ type RecoverResult struct {
 // work.
 func (m *Monitor) Recover(ctx context.Context) (RecoverResult, error) {
 	var res RecoverResult
+	if err := m.cfg.invalid; err != nil {
+		return res, err
+	}
 	stuck, err := m.store.ListRuns(ctx, operations.RunFilter{Phases: []phase.Phase{phase.InProgress}})
 	if err != nil {
 		return res, err

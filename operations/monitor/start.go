@@ -29,6 +29,9 @@ import (
 // It fails as operations.StartRun does, and as Recover does for the run it fails. It is
 // safe for concurrent use.
 func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
+	if err := m.cfg.invalid; err != nil {
+		return operations.Run{}, err
+	}
 	if template.Created.IsZero() {
 		template.Created = stamp(m.cfg.clock)
 	}
@@ -64,6 +67,9 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 // operations.RequestCancel does (an error wrapping [operations.ErrRunEnded] for a run
 // already ended). It is safe for concurrent use.
 func (m *Monitor) CancelRun(ctx context.Context, o operations.Owner, reason string) (operations.Run, error) {
+	if err := m.cfg.invalid; err != nil {
+		return operations.Run{}, err
+	}
 	r, err := operations.RequestCancel(ctx, m.store, o, reason, stamp(m.cfg.clock))
 	if err == nil {
 		m.Wake()
