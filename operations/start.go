@@ -87,14 +87,17 @@ type MainRun struct {
 //   - When the run has passed InProgress, StartRun returns it as stored.
 //
 // After main, StartRun writes the operations ([Store.PutOperations]) and then the
-// phase ([Store.UpdateRun]). When main fails, returns an invalid batch, or one of those
-// writes fails, the run StartRun created is deleted again, so that the next call starts
-// it afresh and runs main again; a run that was stored before StartRun moved it to
-// InProgress cannot go back to New, and becomes Failed with the error as its
+// phase ([Store.UpdateRun]). When main fails or returns an invalid batch, nothing of its
+// result has been written, and the run StartRun created is deleted again, so that the
+// next call starts it afresh and runs main again; a run that was stored before StartRun
+// moved it to InProgress cannot go back to New, and becomes Failed with the error as its
 // FailureReason. That clean-up is made even when ctx has ended (within a bounded time);
-// when it fails too, the run stays InProgress, for the restart rules. A crash while main
-// runs or between the two writes leaves the run InProgress, perhaps with its
-// operations, and Recover cancels them and fails it. Since main may thus run again for
+// when it fails too, the run stays InProgress. When one of the two writes fails, the
+// run stays InProgress and is not undone: a write whose answer was lost may have been
+// applied, and the operations it recorded may be running. So does a crash while main
+// runs or between the writes. The restart rules then take the run: Recover (or, on a
+// store with claims, a later SubmitRun of package operations/monitor once the claim has
+// ended) cancels the operations it recorded and fails it. Since main may thus run again for
 // one owner after a failure, the operation IDs it returns should be derived from the run
 // and the item (as Velero's data movers do), or its plugins should tolerate a second
 // Execute.
@@ -158,11 +161,17 @@ func StartRun(ctx context.Context, s Store, template Run, main func(context.Cont
 		ops = mainOperations(o, res.Operations, now)
 		err = ValidateBatch(o, ops)
 	}
-	if err == nil && len(ops) > 0 {
-		err = s.PutOperations(ctx, o, ops)
-	}
 	if err != nil {
+		// Nothing of main's result was written: the run can be undone.
 		return Run{}, abandonMainRun(ctx, s, o, created, now, err)
+	}
+	// A write below whose answer is lost may have been applied, recording operations
+	// that main started: the run then stays InProgress, not undone, for the restart
+	// rules, which cancel what it recorded before they fail it.
+	if len(ops) > 0 {
+		if err := s.PutOperations(ctx, o, ops); err != nil {
+			return Run{}, fmt.Errorf("start run %s: write its main run's operations (the run stays %s): %w", o, phase.InProgress, err)
+		}
 	}
 	done, err := s.UpdateRun(ctx, o, func(r *Run) error {
 		if r.Phase != phase.InProgress {
@@ -174,7 +183,7 @@ func StartRun(ctx context.Context, s Store, template Run, main func(context.Cont
 	case errors.Is(err, errNoChange):
 		return s.GetRun(ctx, o)
 	case err != nil:
-		return Run{}, abandonMainRun(ctx, s, o, created, now, err)
+		return Run{}, fmt.Errorf("start run %s: end its main run (the run stays %s): %w", o, phase.InProgress, err)
 	}
 	return done, nil
 }
@@ -234,8 +243,8 @@ func takeMainRun(ctx context.Context, s Store, r, stored Run, now time.Time) (ru
 // caller's context has ended.
 const cleanupTimeout = 30 * time.Second
 
-// abandonMainRun cleans up after the main run of o failed with cause, or its results
-// could not be written: it deletes the run when this call created it (with whatever
+// abandonMainRun cleans up after the main run of o failed with cause, before anything
+// of its result was written: it deletes the run when this call created it (with whatever
 // operations were written), so that the next call starts afresh, and otherwise fails
 // it with cause as its FailureReason, at time now, since a run cannot go back to New. It returns
 // cause, joined with the clean-up's own error when that failed too.

@@ -20,7 +20,7 @@ import (
 // the reconciles of several replicas that share a store do, and holds the main run that
 // got in until every other call has returned: main runs once, the other calls return
 // the run InProgress without running it, and the run then waits for the one main run's
-// operations. Before the fix every call that found no run ran main.
+// operations.
 func TestStartRunMainRunsOnce(t *testing.T) {
 	const callers = 8
 	for _, tc := range []struct {
@@ -178,4 +178,45 @@ func (s *claimingStore) ClaimRun(_ context.Context, o operations.Owner) (func(),
 			delete(s.held, key)
 		})
 	}, true, nil
+}
+
+// lostAnswerStore is a memstore whose PutOperations applies the batch and then fails,
+// as a write whose answer was lost does.
+type lostAnswerStore struct{ *memstore.Store }
+
+var errLostAnswer = errors.New("connection reset: the answer was lost")
+
+func (s lostAnswerStore) PutOperations(ctx context.Context, o operations.Owner, ops []operations.Operation) error {
+	if err := s.Store.PutOperations(ctx, o, ops); err != nil {
+		return err
+	}
+	return errLostAnswer
+}
+
+// TestStartRunKeepsRunAfterLostWrite: when the write of main's operations fails, it may
+// have been applied, so StartRun does not undo the run: the run stays InProgress with
+// the operations it recorded, for the restart rules to cancel, and the next call does
+// not run main again.
+func TestStartRunKeepsRunAfterLostWrite(t *testing.T) {
+	ctx := context.Background()
+	s := lostAnswerStore{memstore.New()}
+	o := operations.Owner{Kind: phase.Backup, Name: "b", UID: "u"}
+	var calls atomic.Int32
+	main := func(context.Context) (operations.MainRun, error) {
+		calls.Add(1)
+		return operations.MainRun{Operations: []operations.Operation{{Action: "p", ID: "upload-1"}}}, nil
+	}
+	_, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, main)
+	require.ErrorIs(t, err, errLostAnswer)
+	run, err := s.GetRun(ctx, o)
+	require.NoError(t, err, "the run whose operations' write lost its answer")
+	require.Equal(t, phase.InProgress, run.Phase)
+	ops, err := s.ListOperations(ctx, o, operations.OperationFilter{})
+	require.NoError(t, err)
+	require.Len(t, ops, 1, "the operation main started, recorded by the write")
+
+	again, err := operations.StartRun(ctx, s, operations.Run{Owner: o}, main)
+	require.NoError(t, err)
+	require.Equal(t, phase.InProgress, again.Phase)
+	require.Equal(t, int32(1), calls.Load(), "main runs of the one run")
 }
