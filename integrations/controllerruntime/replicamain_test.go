@@ -183,9 +183,8 @@ func waitCompleted(t *testing.T, store operations.Store, ns string, names []stri
 // object runs exactly once, on one replica, and every run ends Completed. Replica b
 // starts once a's main runs are under way, and applies the restart rules (Recover)
 // while they are: it leaves their InProgress runs alone, since their main runs hold the
-// runs' claims. Before the main run was guarded by the run's conditional create, both
-// replicas ran it for every object; before Recover asked for the claim, b failed the
-// runs of a's main runs.
+// runs' claims. Without the conditional create that guards the main run, both replicas
+// run it for every object; without Recover's claim, b fails the runs of a's main runs.
 func TestAPIServerReplicasWithoutLeaderElection(t *testing.T) {
 	scheme, c, ns := apiServerClient(t)
 	names := createObjects(t, c, ns)

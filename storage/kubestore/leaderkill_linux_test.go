@@ -61,8 +61,8 @@ func (s leaderSpec) config() *rest.Config {
 // The standby must then poll every operation, and none before the kill (the leader was
 // polling until then). The time from the kill to the standby's first poll is logged, and
 // recorded in docs/BENCHMARKS.md: with the takeover of the dead leader's claims as the
-// standby's Monitor starts, and without it (a store that is no operations.ClaimTaker),
-// as before the takeover existed. No time is asserted.
+// standby's Monitor starts, and without it (a store that is no operations.ClaimTaker).
+// No time is asserted.
 func TestLeaderKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a leader election at controller-runtime's default timings, twice")
