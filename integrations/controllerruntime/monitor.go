@@ -206,8 +206,9 @@ func WithMonitorOptions(opts ...monitor.Option) Option {
 // operator guide (docs/operators.md, "Replica models") for what each model costs.
 // Several replicas whose managers have no leader election must be given
 // WithSharedClaims: without it each of them, as its Monitor starts, ends the claims of
-// the others, which then start new sessions (harmless, as claims only save work, but
-// a run may be polled by two of them in the passes that follow).
+// the others, which then start new sessions. A run may then be polled by two of them in
+// the passes that follow, and, worse, the starting replica's restart rules (Recover)
+// get the claims of the runs whose main runs another replica is running, and fail them.
 func WithSharedClaims() Option {
 	return optionFunc(func(c *config) { c.shared = true })
 }
