@@ -186,14 +186,16 @@ func TestImportLayers(t *testing.T) {
 		"storage/faulttest": {"operations", "operations/monitor", "phase", "clock"},
 		// The engine's record codec, shared by the engine and boltstore's migration.
 		"storage/internal/record": {"operations", "phase"},
-		// The claim policy, shared by the drivers whose replicas share runs.
-		"storage/internal/claims": {"operations", "phase"},
+		// The claim policy, which the drivers whose replicas share runs build on.
+		"storage/claims": {"operations", "phase"},
+		// The drivers whose replicas share runs (modules of their own) build on it.
+		"storage/etcdstore": {"operations", "phase", "storage/kv", "storage/claims"},
+		"storage/kubestore": {"operations", "phase", "storage/kv", "storage/claims"},
 	}
 	// importers lists, for each internal package of a rule above, the only packages whose
 	// non-test code may import it; Go would let any package beside its parent do so.
 	importers := map[string][]string{
 		"storage/internal/record": {"storage/kv", "storage/boltstore"},
-		"storage/internal/claims": {"storage/etcdstore", "storage/kubestore"},
 	}
 	type pkg struct {
 		ImportPath string
@@ -286,6 +288,46 @@ func TestTestHelpersOnlyInTests(t *testing.T) {
 	})
 	require.Greater(t, files, 100, "non-test Go files parsed")
 	require.Empty(t, found, "test helpers mixed with production code (docs/architecture.md)")
+}
+
+// TestNestedModulesUsePublicAPI keeps the nested modules publishable
+// (docs/contributing.md "Releases"): no non-test file of a nested module imports an
+// internal package of another module of the repository. Go allows it, since the import
+// path lies under the root's, but such a package is no API: a published module resting
+// on it could break at any version of the root.
+func TestNestedModulesUsePublicAPI(t *testing.T) {
+	var found []string
+	files := parseSources(t, func(path string, fset *token.FileSet, f *ast.File) {
+		own := moduleOf(t, filepath.Dir(path))
+		if own == "." {
+			return
+		}
+		for _, imp := range f.Imports {
+			p, err := strconv.Unquote(imp.Path.Value)
+			require.NoError(t, err)
+			rel, ok := strings.CutPrefix(p, mod+"/")
+			if !ok || !(strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/")) {
+				continue
+			}
+			if rel != own && !strings.HasPrefix(rel, own+"/") {
+				found = append(found, fmt.Sprintf("%s: imports %s, internal to another module", fset.Position(imp.Pos()), p))
+			}
+		}
+	})
+	require.Greater(t, files, 100, "non-test Go files parsed")
+	require.Empty(t, found, "nested modules resting on another module's internal packages")
+}
+
+// moduleOf returns the directory, relative to the repository's root, of the module that
+// holds dir: the nearest directory at or above it with a go.mod ("." for the root).
+func moduleOf(t *testing.T, dir string) string {
+	t.Helper()
+	for d := filepath.ToSlash(dir); d != "."; d = filepath.ToSlash(filepath.Dir(d)) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	return "."
 }
 
 // parseSources parses every non-test Go file of the repository, with its comments, of

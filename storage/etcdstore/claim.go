@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/storage/internal/claims"
+	"github.com/itemops/itemops/storage/claims"
 )
 
 // A session is the lease that holds a store's claims, kept alive until stop or until
@@ -207,7 +207,7 @@ func (s *Store) claimKey(o operations.Owner) string {
 }
 
 // claimBackend keeps the claims of a Store in etcd, for the claim policy of package
-// storage/internal/claims: a claim is a key under claims/, a member of the claim
+// storage/claims: a claim is a key under claims/, a member of the claim
 // sessions a key under replicas/, each bound to the store's lease (its session); a
 // version is a ModRevision in decimal.
 type claimBackend struct{ s *Store }

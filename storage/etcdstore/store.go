@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/storage/internal/claims"
+	"github.com/itemops/itemops/storage/claims"
 	"github.com/itemops/itemops/storage/kv"
 )
 

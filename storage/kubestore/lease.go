@@ -16,7 +16,7 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/storage/internal/claims"
+	"github.com/itemops/itemops/storage/claims"
 	"github.com/itemops/itemops/storage/kv"
 )
 
@@ -33,7 +33,7 @@ const (
 )
 
 // leases keeps the claims of a Store in coordination.k8s.io/v1 Leases of its namespace,
-// for the claim policy of package storage/internal/claims:
+// for the claim policy of package storage/claims:
 //
 //   - A session is a Lease labelled itemops.io/role=session, named by the API server
 //     (itemops- and a suffix), whose holderIdentity is Options.Identity and whose

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/storage/internal/claims"
+	"github.com/itemops/itemops/storage/claims"
 	"github.com/itemops/itemops/storage/kv"
 )
 

@@ -24,7 +24,7 @@ func TestSharesAddUp(t *testing.T) {
 			var total, least, most int
 			least = int(runs) + 1
 			for rank := range n {
-				s := Share(runs, n, rank)
+				s := shareOf(runs, n, rank)
 				total += s
 				least, most = min(least, s), max(most, s)
 			}

@@ -361,7 +361,7 @@ func (k *keeper) EndPass(runs int) error {
 	census, rank, err := k.count(ctx)
 	var handOver []string
 	if err == nil {
-		k.share = Share(int64(runs), int64(len(census.Members)), rank)
+		k.share = shareOf(int64(runs), int64(len(census.Members)), rank)
 		handOver = k.surplus(len(give))
 		k.watch(census.From)
 	}
@@ -418,7 +418,7 @@ func (k *keeper) reshare(claims, n, rank int64) {
 		runs = claims
 	}
 	if runs > 0 {
-		k.share = Share(runs, n, rank)
+		k.share = shareOf(runs, n, rank)
 	}
 }
 
@@ -509,11 +509,11 @@ func (k *keeper) count(ctx context.Context) (census Census, rank int64, err erro
 	return census, rank, nil
 }
 
-// Share is the share of runs of the claim session of the given rank among n: runs/n,
+// shareOf is the share of runs of the claim session of the given rank among n: runs/n,
 // and one more for the first runs%n sessions by rank, so that the shares add up to runs
 // and differ by at most one. (Each taking runs/n rounded up let one session end with
 // much less: 40 runs over 6 sessions as 7, 7, 7, 7, 7 and 5.)
-func Share(runs, n, rank int64) int {
+func shareOf(runs, n, rank int64) int {
 	n = max(n, 1)
 	if rank < runs%n {
 		return int(runs/n + 1)

@@ -1,6 +1,8 @@
-// Package claims is the claim policy of the stores whose replicas share runs
-// (storage/etcdstore, storage/kubestore), written once over a small [Backend] that each
-// of them implements.
+// Package claims is the claim policy of the stores whose replicas share runs, written
+// once over a small [Backend] that each such store implements: storage/etcdstore keeps
+// its claims in etcd keys bound to a lease, storage/kubestore in coordination.k8s.io
+// Leases. It is public so that those drivers, which are Go modules of their own, and a
+// driver of one's own for another database, share one implementation of the policy.
 //
 // A [Claimer] answers [operations.RunClaimer] and [operations.ClaimKeeper] for its store:
 // one holder per run at a time; a claim kept by a Monitor's claim session from pass to
@@ -16,5 +18,11 @@
 // the store's liveness: while the store renews it, they count, and once it stops (the
 // process died or lost its backend), they stop counting, so that other replicas take the
 // runs over. How a session is renewed and how its end is seen is the backend's: an etcd
-// lease that expires, a coordination.k8s.io Lease whose renewals others stop seeing.
+// lease that expires, a Lease whose renewals others stop seeing.
+//
+// A driver builds one Claimer over its Backend with [New] and returns its methods as its
+// store's ClaimRun, KeepClaims and TakeOverClaims; storetest.RunClaims and
+// storetest.RunReplicas check the result. The package follows the root module's
+// version: a driver in a module of its own requires the root at the version whose
+// Backend it implements.
 package claims
