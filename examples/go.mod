@@ -9,6 +9,7 @@ require (
 	github.com/itemops/itemops/integrations/controllerruntime v0.0.0
 	github.com/itemops/itemops/storage/kubestore v0.0.0
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/mod v0.41.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
