@@ -21,6 +21,8 @@ import (
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 	modzip "golang.org/x/mod/zip"
+
+	"github.com/itemops/itemops/internal/testutil/racebuild"
 )
 
 // mod is the root module's path.
@@ -60,15 +62,33 @@ func TestDependOnNestedModules(t *testing.T) {
 	}
 	program.WriteString(")\n\nfunc main() {\n" + strings.Join(uses, "") + "}\n")
 
+	// The user's other requirements are the examples' (the newest controller-runtime,
+	// client-go and Prometheus client), so that the build reuses the packages that the
+	// examples' own build compiled, with the same flags (racebuild), and compiles only
+	// itemops's.
+	examples, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	require.NoError(t, err)
+	f, err := modfile.ParseLax("go.mod", examples, nil)
+	require.NoError(t, err)
+	for _, r := range f.Require {
+		if _, ours := dirOf(r.Mod.Path); !ours {
+			requires = append(requires, fmt.Sprintf("\t%s %s\n", r.Mod.Path, r.Mod.Version))
+		}
+	}
 	user := t.TempDir()
-	gomod := "module example.com/user\n\ngo 1.23.0\n\nrequire (\n" + strings.Join(requires, "") + ")\n"
+	gomod := "module example.com/user\n\ngo " + f.Go.Version + "\n\nrequire (\n" + strings.Join(requires, "") + ")\n"
 	require.NoError(t, os.WriteFile(filepath.Join(user, "go.mod"), []byte(gomod), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(user, "main.go"), []byte(program.String()), 0o644))
 	env := append(os.Environ(),
 		"GOPROXY=file://"+filepath.ToSlash(p.dir)+","+strings.TrimSpace(goOut(t, "", nil, "env", "GOPROXY")),
 		"GONOSUMDB="+mod, "GOPRIVATE=", "GONOPROXY=", "GOFLAGS=-mod=mod", "GOWORK=off")
 	goOut(t, user, env, "mod", "tidy")
-	goOut(t, user, env, "build", "-o", os.DevNull, ".")
+	goOut(t, user, env, append(append([]string{"build"}, racebuild.Flags()...), "-o", os.DevNull, ".")...)
+
+	// integrations/velero, the last published module, is served too, so that its
+	// requirements are checked as the others' were; its build, on Velero's large
+	// graph, is .ci/velero's.
+	p.serve("integrations/velero", p.pseudoVersion("integrations/velero", head), head)
 
 	// The root the user's build chose: the newest that the nested modules require, from
 	// the proxy, not a directory.
