@@ -3,7 +3,9 @@ package itemops_test
 import (
 	"fmt"
 	"go/ast"
+	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -201,6 +203,7 @@ func TestAPINames(t *testing.T) {
 // the package does not declare. Links to other packages ([phase.Set]) are left to their
 // own package.
 func TestDocLinks(t *testing.T) {
+	t.Run("BENCHMARKS.md sections", testBenchmarkCitations)
 	link := regexp.MustCompile(`\[([A-Z][A-Za-z0-9_]*)(?:\.([A-Z][A-Za-z0-9_]*))?\]`)
 	type pkgDecls struct {
 		top      map[string]bool     // top-level names
@@ -284,6 +287,123 @@ func TestDocLinks(t *testing.T) {
 	}
 	slices.Sort(dangling)
 	require.Empty(t, dangling, "doc links to names their package does not declare")
+}
+
+// testBenchmarkCitations keeps the citations of docs/BENCHMARKS.md's sections true
+// through its rewrites: a comment of a Go file (tests included) or a Markdown file of
+// the repository that names the page (or links to it) and then, within a few words and
+// no end of sentence, a title in double quotes, as docs/BENCHMARKS.md, "A pass that
+// reads once", must cite a heading of the page word for word.
+func testBenchmarkCitations(t *testing.T) {
+	page, err := os.ReadFile("docs/BENCHMARKS.md")
+	require.NoError(t, err)
+	headings := map[string]bool{}
+	fenced := false
+	for _, line := range strings.Split(string(page), "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		if title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && !fenced && strings.HasPrefix(line, "#") {
+			headings[strings.Join(strings.Fields(title), " ")] = true
+		}
+	}
+	cited, dangling := 0, []string{}
+	err = filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, ".md") {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		texts := []string{string(text)}
+		if strings.HasSuffix(name, ".go") {
+			f, err := parser.ParseFile(token.NewFileSet(), path, text, parser.ParseComments|parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			texts = texts[:0]
+			for _, c := range f.Comments {
+				texts = append(texts, c.Text())
+			}
+		}
+		for _, text := range texts {
+			for _, title := range benchmarkCitations(text) {
+				cited++
+				if !headings[title] {
+					dangling = append(dangling, fmt.Sprintf("%s: %q", path, title))
+				}
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotZero(t, cited, "no citation of a section of docs/BENCHMARKS.md found")
+	require.Empty(t, dangling, "citations of sections that docs/BENCHMARKS.md does not have (its headings: %v)", slices.Sorted(maps.Keys(headings)))
+}
+
+// benchmarkCitation matches a citation of a section of BENCHMARKS.md in text whose lines
+// are joined: the file's name (or a Markdown link to it), at most 30 characters that end
+// no sentence or parenthesis, and the section's title in double quotes. A list of titles
+// may follow, each after a comma, "and" or "or" (nextCitation).
+var (
+	benchmarkCitation = regexp.MustCompile(`BENCHMARKS\.md(?:\]\([^)]*\))?[^".;)]{0,30}"([^"]+)"`)
+	nextCitation      = regexp.MustCompile(`^(?:,? (?:and|or) |, )"([^"]+)"`)
+)
+
+// benchmarkCitations returns the titles that text cites as sections of BENCHMARKS.md,
+// once its lines are joined by spaces without their indentation and comment markers, so
+// that a title may break across the lines of a comment or a paragraph.
+func benchmarkCitations(text string) []string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "//"))
+	}
+	joined := strings.Join(lines, " ")
+	var titles []string
+	for _, m := range benchmarkCitation.FindAllStringSubmatchIndex(joined, -1) {
+		for {
+			titles = append(titles, strings.Join(strings.Fields(joined[m[2]:m[3]]), " "))
+			end := m[1]
+			if m = nextCitation.FindStringSubmatchIndex(joined[end:]); m == nil {
+				break
+			}
+			for i := range m {
+				m[i] += end
+			}
+		}
+	}
+	return titles
+}
+
+func TestDocLinksBenchmarkCitationForms(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{"// reads (docs/BENCHMARKS.md, \"What a status\n// reads\"). The time", []string{"What a status reads"}},
+		{"takes ([BENCHMARKS.md](BENCHMARKS.md), \"Crash of the\n  leader\"):", []string{"Crash of the leader"}},
+		{"[BENCHMARKS.md](BENCHMARKS.md): \"A\" for memstore, \"B\" for boltstore", []string{"A"}},
+		{"in [BENCHMARKS.md](BENCHMARKS.md): \"A\", \"B\",\n\"C\" and \"D\". And \"E\"", []string{"A", "B", "C", "D"}},
+		{"// figures are in docs/BENCHMARKS.md, kubestore, \"ListRuns reads every run's object\".", []string{"ListRuns reads every run's object"}},
+		{"// docs/BENCHMARKS.md (\"Writes of one run\") has", []string{"Writes of one run"}},
+		{"// (see docs/BENCHMARKS.md); a done ctx stops it, \"not a title\"", nil},
+		{"// See docs/BENCHMARKS.md. \"Not a title\"", nil},
+		{"// measures, for docs/BENCHMARKS.md, and much later in the sentence \"a quote\"", nil},
+	} {
+		require.Equal(t, tc.want, benchmarkCitations(tc.text), "%q", tc.text)
+	}
 }
 
 // baseType returns the name of the type that a receiver or an embedded field denotes
