@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/itemops/itemops/operations"
@@ -27,28 +26,14 @@ type checks struct {
 	// cancelReason, when set, makes every check cancel its operation instead of asking
 	// for its progress: the run's cancel was requested, or the run failed on a restart.
 	cancelReason string
-	// next is the index of the next operation to check, guarded by the Monitor's
-	// queueMu; unchecked counts the operations not yet checked or dropped (see
-	// Monitor.check).
-	next      int
-	unchecked sync.WaitGroup
 }
 
-// A worker is what one worker goroutine keeps between its checks.
-type worker struct {
-	c *checks
-	// spare is a call record that no give-up can reach any more, reused for the next
-	// call to spare an allocation per call.
-	spare *pending
-}
-
-// check asks the plugin about operation i and stores the operation as it should be
-// written, and whether it changed. Every problem becomes the operation's own failure;
-// when the poll's ctx ends, the operation is left as it is. check reports false when a
-// plugin call was given up: the operation was settled and another worker took over, and
-// the caller must leave without touching the poll.
-func (w *worker) check(i int) bool {
-	c := w.c
+// check asks the plugin about operation i, a task of the Monitor's pool, and stores the
+// operation as it should be written, and whether it changed. Every problem becomes the
+// operation's own failure; when the poll's ctx ends, the operation is left as it is.
+// When a plugin call is given up, check returns at once: the operation was settled by
+// pluginCall.givenUp.
+func (c *checks) check(t *task[hungKey], i int) {
 	op := c.ops[i]
 	now := stamp(c.m.cfg.clock)
 	tracker, err := c.m.resolve(op.Action)
@@ -58,18 +43,18 @@ func (w *worker) check(i int) bool {
 		msg := CanceledPrefix + c.cancelReason
 		if err == nil {
 			var ok bool
-			if _, ok, err = w.call(tracker, i, next, now, msg); !ok {
-				return false
+			if _, ok, err = c.call(t, tracker, i, next, now, msg); !ok {
+				return
 			}
 		}
 		c.ops[i], c.changed[i] = c.cancelled(next, msg, err), moved
-		return true
+		return
 	}
 	var p operations.Progress
 	if err == nil {
 		var ok bool
-		if p, ok, err = w.call(tracker, i, op, now, ""); !ok {
-			return false
+		if p, ok, err = c.call(t, tracker, i, op, now, ""); !ok {
+			return
 		}
 	}
 	var (
@@ -86,15 +71,14 @@ func (w *worker) check(i int) bool {
 		var cancelErr error
 		if tracker != nil {
 			var ok bool
-			if _, ok, cancelErr = w.call(tracker, i, next, now, end.msg); !ok {
-				return false
+			if _, ok, cancelErr = c.call(t, tracker, i, next, now, end.msg); !ok {
+				return
 			}
 		}
 		next = c.cancelled(next, end.msg, cancelErr)
 	}
 	c.ops[i], c.changed[i] = next, changeOf(op, next)
 	c.know(i, op, next)
-	return true
 }
 
 // know records, under a policy, how the check of ops[i] changed its Monitor state, from
@@ -165,140 +149,103 @@ func changeOf(op, next operations.Operation) change {
 	return progressed
 }
 
-// The states of a plugin call.
-const (
-	calling int32 = iota
-	returned
-	givenUp
-)
-
-// A pending plugin call of a worker: what is needed to settle its operation if it is
-// given up. A worker reuses the record for its next call only when the call's give-up
-// was stopped before it ran (context.AfterFunc's stop reported true), so that a give-up
-// that comes late never meets a later call.
-type pending struct {
-	c      *checks
-	state  atomic.Int32
-	i      int                  // the index of the operation
-	op     operations.Operation // for Progress, the operation as listed; for Cancel, as it is to be failed
-	now    time.Time            // when its check started
-	cancel bool                 // a Cancel call; else a Progress call
-	msg    string               // for Cancel, the error the operation fails with
-	start  time.Time            // when the call started
-	onDone func()               // p.giveUp, made once for each record
-}
-
-func (p *pending) what() string {
-	if p.cancel {
+// callName is what the Monitor's log and errors call a plugin call: "cancel" for a
+// Cancel call, else "progress".
+func callName(cancel bool) string {
+	if cancel {
 		return "cancel"
 	}
 	return "progress"
 }
 
-// call makes a plugin call for operation i on tracker in the worker's goroutine: Cancel
-// of op when msg is set, op then to fail with msg, else Progress of op. If the call is
-// given up, the operation is failed from op (see pending); now is when the check
-// started. It returns the plugin's answer; the error Progress returned, as it is (Velero
-// records a plugin's error text alone); or an error that names the call when Cancel
-// failed, or the plugin panicked or had not answered by the deadline. A call whose
-// deadline has passed when it returns counts as unanswered, so that each call ends one
-// way. When the poll's ctx ends first, it returns ctx.Err(). ok is false when the call
-// was given up (see pending.giveUp): the operation is settled, and the caller must leave
-// the poll alone.
+// call makes a plugin call for operation i on tracker, a task of the pool (see
+// task.call), in its worker's goroutine: Cancel of op when msg is set, op then to fail
+// with msg, else Progress of op; now is when the check started. It returns the plugin's
+// answer; the error Progress returned, as it is (Velero records a plugin's error text
+// alone); or an error that names the call when Cancel failed, or the plugin panicked or
+// had not answered by the deadline. A call whose deadline has passed when it returns
+// counts as unanswered. When the poll's ctx ends first, it returns ctx.Err(). ok is false
+// when the call was given up: pluginCall.givenUp settled the operation (or, when the
+// poll's ctx ended, the pool left it as it is), and the caller must leave the poll alone.
 //
-// The call is made under context.WithTimeout(poll's ctx, call timeout), and
-// context.AfterFunc on that context gives the call up when it outlasts its deadline or
-// the poll ends first. The call's state (calling, returned, given up), changed by
-// CompareAndSwap, decides who settles the operation: call when the plugin returns in
-// time, else pending.giveUp. A plugin that ignores its context thus keeps only the
-// goroutine it hangs in, never a worker: when it returns at last, call sees that the call
-// was given up and drops the answer. A panic in the plugin is recovered around the call
-// and becomes the operation's error.
-//
-// When an earlier call for the operation was given up and has not returned, call makes
-// no call: it reports [CallHung] to the Observer and returns the error of a call given
-// up ("no answer within ..."), as if this call had hung too.
-func (w *worker) call(tracker operations.Tracker, i int, op operations.Operation, now time.Time, msg string) (progress operations.Progress, ok bool, err error) {
-	c, p, cancel := w.c, w.spare, msg != ""
-	if h := c.m.hung.find(&op); h != nil {
-		return operations.Progress{}, true, c.notCalled(h, op, cancel)
-	}
-	if p == nil {
-		p = &pending{}
-		p.onDone = p.giveUp
-	}
-	w.spare = nil
-	p.c = c
-	p.state.Store(calling)
-	p.i, p.op, p.now, p.cancel, p.msg, p.start = i, op, now, cancel, msg, time.Now()
-	ctx, stop := context.WithTimeout(c.ctx, c.m.cfg.callTimeout)
-	defer stop()
-	unwatch := context.AfterFunc(ctx, p.onDone)
-	panicked := false
-	func() {
-		defer func() {
-			if v := recover(); v != nil {
-				err, panicked = fmt.Errorf("plugin panicked: %v", v), true
-			}
-		}()
-		if p.cancel {
-			err = tracker.Cancel(ctx, p.op.Clone())
-		} else {
-			progress, err = tracker.Progress(ctx, p.op.Clone())
-		}
-	}()
-	if !p.state.CompareAndSwap(calling, returned) {
-		c.m.hung.returned(p) // given up: the answer is dropped
+// The call's context carries the deadline and the values of the poll's ctx. A plugin
+// that ignores its context thus keeps only the goroutine it hangs in, never a worker,
+// and its late answer is dropped. When an earlier call for the operation was given up
+// and has not returned, call makes no call: it reports [CallHung] to the Observer and
+// returns the error of a call given up ("no answer within ..."), as if this call had
+// hung too.
+func (c *checks) call(t *task[hungKey], tracker operations.Tracker, i int, op operations.Operation, now time.Time, msg string) (progress operations.Progress, ok bool, err error) {
+	cancel := msg != ""
+	pc := &pluginCall{c: c, tracker: tracker, i: i, op: op, now: now, msg: msg}
+	r, ok := t.call(hungKeyOf(&op), callName(cancel), pc)
+	switch {
+	case !ok:
 		return operations.Progress{}, false, nil
+	case r.outcome == CallHung:
+		return operations.Progress{}, true, c.notCalled(op, cancel, r.hung, r.took)
+	case r.ended:
+		return operations.Progress{}, true, r.err // the poll ended: not the plugin's doing
 	}
-	if unwatch() {
-		w.spare = p // the give-up will never run: the record is free
+	err = r.err
+	if r.outcome == CallTimedOut {
+		err = c.m.noAnswer()
 	}
-	if err := c.ctx.Err(); err != nil {
-		return operations.Progress{}, true, err // the poll ended: not the plugin's doing
-	}
-	outcome := CallSucceeded
+	c.observeCall(op.Action, cancel, r.took, r.outcome)
 	switch {
-	case ctx.Err() != nil:
-		err, outcome = c.m.noAnswer(), CallTimedOut
-	case panicked:
-		outcome = CallPanicked
-	case err != nil:
-		outcome = CallErrored
-	}
-	c.observeCall(p, outcome)
-	switch {
-	case outcome == CallErrored && !p.cancel:
+	case r.outcome == CallErrored && !cancel:
 		// The plugin's own error is recorded as it is, as Velero records it; the
 		// Monitor's log and Observer say which call it came from.
 		return operations.Progress{}, true, err
 	case err != nil:
-		return operations.Progress{}, true, fmt.Errorf("%s: %w", p.what(), err)
+		return operations.Progress{}, true, fmt.Errorf("%s: %w", callName(cancel), err)
 	}
-	return progress, true, nil
+	return pc.progress, true, nil
 }
 
-// observeCall tells the Observer, if any, how call p ended.
-func (c *checks) observeCall(p *pending, outcome CallOutcome) {
+// A pluginCall is a Progress or Cancel call that a check makes through the pool (see
+// checks.call): of ops[i], op as listed for Progress, as it is to fail for Cancel.
+type pluginCall struct {
+	c        *checks
+	tracker  operations.Tracker
+	i        int
+	op       operations.Operation
+	now      time.Time           // when the check started
+	msg      string              // for Cancel, the error op fails with; empty for Progress
+	progress operations.Progress // what Progress answered
+}
+
+func (pc *pluginCall) call(ctx context.Context) (err error) {
+	if pc.msg != "" {
+		return pc.tracker.Cancel(ctx, pc.op.Clone())
+	}
+	pc.progress, err = pc.tracker.Progress(ctx, pc.op.Clone())
+	return err
+}
+
+// hungKey names an operation among the pool's hung calls.
+type hungKey struct {
+	run runKey
+	id  string
+}
+
+func hungKeyOf(op *operations.Operation) hungKey { return hungKey{keyOf(op.Owner), op.ID} }
+
+// observeCall tells the Observer, if any, how a call for an operation of action ended,
+// a Cancel call when cancel is set, after took.
+func (c *checks) observeCall(action string, cancel bool, took time.Duration, outcome CallOutcome) {
 	if f := c.m.cfg.observer.Call; f != nil {
-		f(CallStats{Action: p.op.Action, Cancel: p.cancel, Duration: time.Since(p.start), Outcome: outcome})
+		f(CallStats{Action: action, Cancel: cancel, Duration: took, Outcome: outcome})
 	}
 }
 
 // notCalled reports to the Observer that a call of op, a Cancel when cancel is set, is
-// not made because the call h, given up, has not returned, and returns the error of a
-// call given up.
-func (c *checks) notCalled(h *pending, op operations.Operation, cancel bool) error {
-	what := "progress"
-	if cancel {
-		what = "cancel"
-	}
-	hungFor := time.Since(h.start)
+// not made because an earlier call, hung (a "progress" or "cancel" call), was given up
+// and has not returned since hungFor, and returns the error of a call given up.
+func (c *checks) notCalled(op operations.Operation, cancel bool, hung string, hungFor time.Duration) error {
+	what := callName(cancel)
 	c.m.cfg.logger.WarnContext(c.ctx, "plugin call not made: an earlier call given up has not returned",
-		"run", op.Owner.String(), "operation", op.ID, "call", what, "hung call", h.what(), "hung for", hungFor)
-	if f := c.m.cfg.observer.Call; f != nil {
-		f(CallStats{Action: op.Action, Cancel: cancel, Duration: hungFor, Outcome: CallHung})
-	}
+		"run", op.Owner.String(), "operation", op.ID, "call", what, "hung call", hung, "hung for", hungFor)
+	c.observeCall(op.Action, cancel, hungFor, CallHung)
 	return fmt.Errorf("%s: %w", what, c.m.noAnswer())
 }
 
@@ -306,36 +253,27 @@ func (c *checks) notCalled(h *pending, op operations.Operation, cancel bool) err
 // timeout.
 func (m *Monitor) noAnswer() error { return &noAnswerError{m.cfg.callTimeout} }
 
-// giveUp runs when the context of call p ends. If the call is still running, it gives
-// the call up and lists it among the Monitor's hung calls until it returns. When the
-// deadline passed, it records the operation's failure; when the poll's ctx ended, it
-// leaves the operation as it is. Either way the operation counts as checked, and a new
-// worker takes the place of the one the plugin holds.
-func (p *pending) giveUp() {
-	c := p.c
-	if !c.m.hung.giveUp(p) {
-		return // the call returned: its worker settles it
+// givenUp settles the operation of pc, whose call the pool gave up after the call
+// timeout, hungFor after it started: the operation fails with the error of a call that
+// did not answer, or, for Progress, as a retry policy makes of that error. It runs in a
+// goroutine of the pool's, while the call hangs on in the worker's.
+func (pc *pluginCall) givenUp(hungFor time.Duration) {
+	c, i, op, now, msg, cancel := pc.c, pc.i, pc.op, pc.now, pc.msg, pc.msg != ""
+	c.observeCall(op.Action, cancel, hungFor, CallTimedOut)
+	err := fmt.Errorf("%s: %w", callName(cancel), c.m.noAnswer())
+	if cancel {
+		c.ops[i], c.changed[i] = c.cancelled(op, msg, err), moved
+		return
 	}
-	if c.ctx.Err() == nil {
-		c.observeCall(p, CallTimedOut)
-		err := fmt.Errorf("%s: %w", p.what(), c.m.noAnswer())
-		if p.cancel {
-			c.ops[p.i], c.changed[p.i] = c.cancelled(p.op, p.msg, err), moved
-		} else {
-			next, end := c.progressFailed(p.i, p.op, p.now, err)
-			if end.msg != "" {
-				// The operation is to be cancelled, but its Progress call hangs: no
-				// Cancel is made, as by a worker (see call).
-				c.observeEnd(next, end)
-				next = c.cancelled(next, end.msg, c.notCalled(p, next, true))
-			}
-			c.ops[p.i], c.changed[p.i] = next, changeOf(p.op, next)
-			c.know(p.i, p.op, next)
-		}
+	next, end := c.progressFailed(i, op, now, err)
+	if end.msg != "" {
+		// The operation is to be cancelled, but its Progress call hangs: no Cancel is
+		// made, as by a check (see call).
+		c.observeEnd(next, end)
+		next = c.cancelled(next, end.msg, c.notCalled(next, true, callName(false), hungFor))
 	}
-	if next, i, ok := c.m.checked(c); ok {
-		go c.m.work(next, i)
-	}
+	c.ops[i], c.changed[i] = next, changeOf(op, next)
+	c.know(i, op, next)
 }
 
 // progressFailed returns op, the i-th of the poll, as a Progress error err at now leaves

@@ -5,20 +5,20 @@ import "time"
 // WorkersBusy returns how many operations the Monitor's workers hold: none once every
 // poll has returned.
 func (m *Monitor) WorkersBusy() int {
-	m.queueMu.Lock()
-	defer m.queueMu.Unlock()
-	return m.busy
+	m.pool.mu.Lock()
+	defer m.pool.mu.Unlock()
+	return m.pool.busy
 }
 
 // HungCalls returns how many plugin calls the Monitor gave up whose plugin has not
 // returned.
-func (m *Monitor) HungCalls() int { return int(m.hung.n.Load()) }
+func (m *Monitor) HungCalls() int { return int(m.pool.nHung.Load()) }
 
 // PollsQueued returns how many polls have operations no worker has taken.
 func (m *Monitor) PollsQueued() int {
-	m.queueMu.Lock()
-	defer m.queueMu.Unlock()
-	return len(m.queue)
+	m.pool.mu.Lock()
+	defer m.pool.mu.Unlock()
+	return len(m.pool.queue)
 }
 
 // WithStoreConcurrency bounds how many runs a pass works on at once (see

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/itemops/itemops/internal/textlimit"
@@ -48,11 +47,7 @@ type Monitor struct {
 	passer   operations.PassReader  // the store, when it is one; else nil
 	resolver operations.Resolver
 	cfg      config
-	// queueMu guards queue and busy, the Monitor's workers (see check).
-	queueMu  sync.Mutex
-	queue    []*checks // the polls with operations no worker has taken, first come first
-	busy     int       // the operations the workers hold, at most cfg.workers
-	hung     hungCalls
+	pool     *pool[hungKey] // the workers that make the plugin calls (see check)
 	lost     lostWrites
 	progress progressWrites // when each run was last written (WithProgressWriteInterval)
 	// wake holds a wake-up for Run (see Wake): one at most, so that wakes merge.
@@ -97,6 +92,7 @@ func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 		passer:   passer,
 		resolver: r,
 		cfg:      cfg,
+		pool:     newPool[hungKey](cfg.workers, cfg.callTimeout),
 		progress: progressWrites{every: cfg.progressEvery},
 		wake:     make(chan struct{}, 1),
 	}
@@ -367,114 +363,14 @@ func (m *Monitor) writeBatch(ctx context.Context, o operations.Owner, pr *operat
 // ends first, with ctx.Err() once the calls in flight have returned or been given up;
 // the operations are then not all checked.
 //
-// The Monitor's workers are shared by every poll in flight, first come first served:
-// check puts the poll at the end of the Monitor's queue, and a worker always takes the
-// next operation of the first poll in the queue (see Monitor.work). The first poll thus
-// gets as many workers as it has operations, up to the worker count, and the workers
-// that free up go to the next poll only once all its operations are taken. Runs polled
-// at once so end one after another, and each writes its batch while the calls of the
-// others go on; were the workers shared among the polls in turn, every run of a pass
-// would end, and write, at its end, and a pass on a shared store such as etcd would wait
-// for all those writes (docs/BENCHMARKS.md, "Replicas sharing a store").
-//
-// A worker is a goroutine that lives while the queue has operations, checking one after
-// another, so that a plugin client's call chain runs on a stack already grown
-// (BenchmarkRealPlugins in integrations/velero, docs/BENCHMARKS.md). check starts a
-// worker for each operation it can take, up to the worker count; a worker that finds the
-// queue empty ends. A call given up after the call timeout no longer counts: the
-// goroutine the plugin hangs in leaves when it returns, and a new worker takes its place
-// (see pending.giveUp).
+// The checks are the tasks of one batch of the Monitor's pool, whose workers every poll
+// in flight shares, first come first served, and which gives up a call that outlasts
+// the call timeout (see pool). A call given up fails its operation (see
+// pluginCall.givenUp); one given up because ctx ended leaves it as it is.
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
 	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]change, len(ops)), timeout: timeout, cancelReason: cancelReason}
-	if len(ops) == 0 {
-		return c, ctx.Err()
-	}
-	c.unchecked.Add(len(ops))
-	m.queueMu.Lock()
-	m.queue = append(m.queue, c)
-	for m.busy < m.cfg.workers {
-		next, i, ok := m.takeLocked()
-		if !ok {
-			break
-		}
-		go m.work(next, i)
-	}
-	m.queueMu.Unlock()
-	stop := context.AfterFunc(ctx, func() {
-		m.queueMu.Lock()
-		m.dropLocked(c)
-		m.queueMu.Unlock()
-	})
-	c.unchecked.Wait()
-	stop()
-	return c, ctx.Err()
-}
-
-// work is a worker: it checks c.ops[i], then the next operations of the queue, one after
-// another, making each plugin call itself, in the worker's goroutine, until the queue is
-// empty. It leaves at once when a call is given up (see pending.giveUp), which starts
-// another worker in its place.
-func (m *Monitor) work(c *checks, i int) {
-	var (
-		w  worker
-		ok bool
-	)
-	for {
-		w.c = c
-		if !w.check(i) {
-			return // a call was given up: another worker took over
-		}
-		if c, i, ok = m.checked(c); !ok {
-			return
-		}
-	}
-}
-
-// checked counts an operation of c as checked and returns the next operation to check,
-// if any (see takeLocked). The next is taken before c counts the operation, so that when
-// the poll of c returns, its workers are counted in m.busy only for operations they hold.
-func (m *Monitor) checked(c *checks) (next *checks, i int, ok bool) {
-	m.queueMu.Lock()
-	m.busy--
-	next, i, ok = m.takeLocked()
-	m.queueMu.Unlock()
-	c.unchecked.Done()
-	return next, i, ok
-}
-
-// takeLocked returns the next operation to check, next.ops[i], of the first poll in the
-// queue, counts it in m.busy, and takes the poll out of the queue when that was its last
-// operation. It drops the polls whose ctx has ended, and reports false when the queue is
-// empty. The caller holds m.queueMu.
-func (m *Monitor) takeLocked() (next *checks, i int, ok bool) {
-	for len(m.queue) > 0 {
-		next = m.queue[0]
-		if next.ctx.Err() != nil {
-			m.dropLocked(next)
-			continue
-		}
-		i = next.next
-		next.next++
-		if next.next == len(next.ops) {
-			m.queue[0] = nil
-			m.queue = m.queue[1:]
-		}
-		m.busy++
-		return next, i, true
-	}
-	return nil, 0, false
-}
-
-// dropLocked takes poll c, whose ctx has ended, out of the queue, and counts the
-// operations no worker has taken as checked, leaving them as they are. The caller holds
-// m.queueMu.
-func (m *Monitor) dropLocked(c *checks) {
-	if c.next == len(c.ops) {
-		return // every operation taken: c is no longer queued
-	}
-	m.queue = slices.DeleteFunc(m.queue, func(q *checks) bool { return q == c })
-	c.unchecked.Add(c.next - len(c.ops))
-	c.next = len(c.ops)
+	err := m.pool.run(ctx, len(ops), c.check)
+	return c, err
 }
 
 // cancelOperations cancels the unfinished operations of the run of o, for reason, and
