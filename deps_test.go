@@ -186,14 +186,20 @@ func TestImportLayers(t *testing.T) {
 		"storage/faulttest": {"operations", "operations/monitor", "phase", "clock"},
 		// The engine's record codec, shared by the engine and boltstore's migration.
 		"storage/internal/record": {"operations", "phase"},
+		// The engine's key layout, shared by the engine and the salvage of its records.
+		"storage/internal/layout": {"operations", "phase"},
+		// The salvage of a damaged store's records, which boltstore's Salvage reads with.
+		"storage/internal/salvage": {"operations", "phase"},
 		// The claim policy, shared by the drivers whose replicas share runs.
 		"storage/internal/claims": {"operations", "phase"},
 	}
 	// importers lists, for each internal package of a rule above, the only packages whose
 	// non-test code may import it; Go would let any package beside its parent do so.
 	importers := map[string][]string{
-		"storage/internal/record": {"storage/kv", "storage/boltstore"},
-		"storage/internal/claims": {"storage/etcdstore", "storage/kubestore"},
+		"storage/internal/record":  {"storage/kv", "storage/boltstore", "storage/internal/layout", "storage/internal/salvage"},
+		"storage/internal/layout":  {"storage/kv", "storage/internal/salvage"},
+		"storage/internal/salvage": {"storage/boltstore"},
+		"storage/internal/claims":  {"storage/etcdstore", "storage/kubestore"},
 	}
 	type pkg struct {
 		ImportPath string
