@@ -186,6 +186,10 @@ func TestImportLayers(t *testing.T) {
 		"storage/faulttest": {"operations", "operations/monitor", "phase", "clock"},
 		// The engine's record codec, shared by the engine and boltstore's migration.
 		"storage/internal/record": {"operations", "phase"},
+		// The engine's key layout, shared by the engine and the salvage of its records.
+		"storage/internal/layout": {"operations", "phase"},
+		// The salvage of a damaged store's records, which boltstore's Salvage reads with.
+		"storage/internal/salvage": {"operations", "phase"},
 		// The claim policy, which the drivers whose replicas share runs build on.
 		"storage/claims": {"operations", "phase"},
 		// The drivers whose replicas share runs (modules of their own) build on it.
@@ -195,7 +199,9 @@ func TestImportLayers(t *testing.T) {
 	// importers lists, for each internal package of a rule above, the only packages whose
 	// non-test code may import it; Go would let any package beside its parent do so.
 	importers := map[string][]string{
-		"storage/internal/record": {"storage/kv", "storage/boltstore"},
+		"storage/internal/record":  {"storage/kv", "storage/boltstore", "storage/internal/layout", "storage/internal/salvage"},
+		"storage/internal/layout":  {"storage/kv", "storage/internal/salvage"},
+		"storage/internal/salvage": {"storage/boltstore"},
 	}
 	type pkg struct {
 		ImportPath string

@@ -16,7 +16,9 @@
 // exported validators ([Run.Validate], [ValidateRunUpdate], [ValidateBatch],
 // [ValidateOperationUpdate]), so that backends agree on what is refused: a terminal run
 // never moves back, a finished operation is never revived, and a batch is written whole
-// or not at all. A store may have optional abilities, found by type assertion: a
+// or not at all. The engine of storage/kv applies them for each of its drivers; they are
+// exported for a Store written without it, which storage/storetest holds to the same
+// rules. A store may have optional abilities, found by type assertion: a
 // [RunStarter] creates a run with its first operations in one atomic write, a
 // [RunClaimer] lets the Monitors of several processes share its runs, a [ClaimKeeper]
 // keeps a Monitor's claims from pass to pass in a [ClaimSession], and a [ClaimTaker]

@@ -95,6 +95,11 @@ type Store interface {
 //   - a cancel request, once made, stays as it was (else [ErrConflict]);
 //   - the texts the update changes or adds are at most [MaxTextBytes] long (else
 //     [ErrInvalid]); texts it leaves as they were are not checked again.
+//
+// The engine of storage/kv calls it in UpdateRun for every driver. It is exported for a
+// Store implemented without that engine: such a store calls it on the stored run and
+// the result of update, and writes nothing when it fails, or storage/storetest fails
+// the store.
 func ValidateRunUpdate(before, after Run) error {
 	if after.Owner.Kind != before.Owner.Kind || after.Owner.Name != before.Owner.Name {
 		return fmt.Errorf("run %s: update changes the owner to %s: %w", before.Owner, after.Owner, ErrConflict)
@@ -154,7 +159,10 @@ func ValidateBatch(o Owner, ops []Operation) error {
 
 // ValidateOperationUpdate checks that after may replace the stored before: an operation
 // that has finished (Completed or Failed) keeps its phase, so a late writer cannot revive
-// it ([ErrConflict]).
+// it ([ErrConflict]). Like [ValidateRunUpdate], it is called by the engine of storage/kv
+// for every driver, and exported for a Store implemented without that engine, which
+// calls it in PutOperations for each operation a batch replaces and writes nothing of
+// the batch when it fails.
 func ValidateOperationUpdate(before, after Operation) error {
 	if before.Status.Phase.Finished() && after.Status.Phase != before.Status.Phase {
 		return fmt.Errorf("operation %q of %s: finished as %s, cannot become %s: %w",

@@ -124,14 +124,14 @@
 //
 // [Salvage] reads what remains of a damaged or cut store without bbolt, page by page,
 // keeping each entry whose checksum passes, and reads the records one by one (see
-// kv.Salvage), so that one lost record costs only itself and each lost operation is
-// named; [Build] writes what was read to a new file that shows at its path only whole.
+// [SalvagedRun] and [Loss]), so that one lost record costs only itself and each lost
+// operation is named; [Build] writes what was read to a new file that shows at its path only whole.
 // The itemops command's salvage is the two together.
 //
 // bbolt writes each page that a transaction changes anew, on a page it takes fresh,
 // often at the end of the file. A run's record and its copy in the phase index change
 // at each change of the run's phase, so a file cut short has often lost both, while
-// most of its operations' records remain on pages written earlier. kv.Salvage then
+// most of its operations' records remain on pages written earlier. Salvage then
 // rebuilds the run from those records, Failed, with a FailureReason that says its
 // record was lost, and marks it Rebuilt, so that every operation record read is saved.
 //

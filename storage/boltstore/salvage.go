@@ -7,12 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
-	"sort"
 	"strings"
 
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/internal/salvage"
 	"github.com/itemops/itemops/storage/kv"
 )
 
@@ -20,14 +19,59 @@ import (
 type Salvaged struct {
 	// Runs are the runs read back, each with those of its operations that were, and the
 	// runs rebuilt from their operations when their records were lost (see
-	// [kv.Salvage] and [kv.SalvagedRun].Rebuilt).
-	Runs []kv.SalvagedRun
-	// Lost are the records that could not be read back (see [kv.Salvage]).
-	Lost []kv.Loss
+	// [SalvagedRun]), in the order in which the store lists its runs.
+	Runs []SalvagedRun
+	// Lost are the records that could not be read back, in the order of their keys.
+	Lost []Loss
 	// Damage says what the reading of the file found damaged, a finding each, in the
 	// order found: a meta page, a page that cannot be read, an entry that fails its
 	// checksum, pages it could not tell from stale copies. It is empty for a sound file.
 	Damage []string
+}
+
+// A SalvagedRun is a run that [Salvage] read back, with those of its operations it read
+// back, in the order their IDs were first put.
+//
+// A run whose record and its copy in the phase index were both lost, but some of whose
+// operations' records were read, is rebuilt from them, so that no operation read is lost
+// with its run's record, and marked Rebuilt. Its owner is the operations' kind and name,
+// with the UID of the first of them; its phase is [phase.Failed], reached from
+// [phase.New] by [operations.Run.SetPhase], with a FailureReason that says the record was
+// lost and how many operations were saved; its counts are zero. Failed because its state
+// is unknown: it must not be finalized, resumed or reported Completed, and a controller,
+// a Monitor and a person all read Failed as a run to look at, with the reason beside it.
+// Its Created is the earliest Created of those operations, and the move to Failed is
+// dated the latest time they hold (Created or Updated), the last time the store shows the
+// run in use; no clock is read, so the same records always give the same run. A run of a
+// kind of one's own is rebuilt with the profile of the other runs of its kind that were
+// read, when there are some and they all agree; without that profile the kind's machine
+// is unknown, the run is not rebuilt, and each of its operations is a [Loss] that says
+// why.
+type SalvagedRun struct {
+	Run        operations.Run
+	Operations []operations.Operation
+	// Rebuilt is set when the run's record and its copy were both lost and Run was
+	// rebuilt from its operations' records: its phase, counts and history are not the
+	// ones it had.
+	Rebuilt bool
+}
+
+// A Loss is a record that [Salvage] could not read back: an operation whose ID index
+// entry remains but whose record is gone or does not decode (named by that ID), an
+// operation whose run is gone and cannot be rebuilt (named by its record's ID), a run
+// record that does not decode, has no copy and is not rebuilt, a chunk of a batch
+// committed but not applied that does not decode, and a key of no form of the engine's
+// layout. A rebuilt run's record is not a Loss: [SalvagedRun].Rebuilt says it was lost.
+// An index entry whose operation's record is read is not a loss, though the entry
+// itself is gone: a store that the runs are written to again rebuilds it.
+//
+// Owner is the run it belongs to, when its key tells (its Kind is empty when not); ID is
+// the operation's ID when the loss is of one operation whose ID is known, and empty
+// otherwise; Why says what was found.
+type Loss struct {
+	Owner operations.Owner
+	ID    string
+	Why   string
 }
 
 // Salvage reads every run and operation that remains intact in the store file at path,
@@ -43,7 +87,12 @@ type Salvaged struct {
 // entries of the transaction, while a free page may hold stale copies, which are never
 // read. Each entry of the engine carries a checksum (see sum.go): an entry that fails
 // it is left out, and one that passes is the one written; a key read twice keeps its
-// later version. The entries read go to [kv.Salvage], which reads the records one by one.
+// later version. The records are then read from the entries one by one: a run from its
+// record, or from its copy in the phase index when its record is gone, and each of its
+// operations from its own record, so one that is lost costs only itself (see
+// [SalvagedRun] and [Loss]). A batch of operations that was committed but not yet
+// applied is applied, as a reader of the store would (see "Batches larger than one
+// commit" in storage/kv).
 //
 // bbolt writes the freelist, and the root, at the end of each transaction, often at
 // the end of the file, so a file cut short has usually lost both. Without the freelist
@@ -86,10 +135,20 @@ func Salvage(ctx context.Context, path string) (*Salvaged, error) {
 	if err := w.walk(ctx, meta, info.Size()); err != nil {
 		return nil, fmt.Errorf("boltstore: salvage %s: %w", path, err)
 	}
-	out := &Salvaged{Damage: w.damage}
-	out.Runs, out.Lost, err = kv.Salvage(ctx, w.reader())
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("boltstore: salvage %s: %w", path, err)
+	}
+	entries := make(map[string][]byte, len(w.entries))
+	for k, e := range w.entries {
+		entries[k] = e.value
+	}
+	runs, lost := salvage.Read(entries)
+	out := &Salvaged{Damage: w.damage}
+	for _, r := range runs {
+		out.Runs = append(out.Runs, SalvagedRun(r))
+	}
+	for _, l := range lost {
+		out.Lost = append(out.Lost, Loss(l))
 	}
 	return out, nil
 }
@@ -356,42 +415,4 @@ func (w *salvageWalk) free(id uint64) (map[uint64]bool, error) {
 		free[q] = true
 	}
 	return free, nil
-}
-
-// reader returns a [kv.Reader] of the entries read.
-func (w *salvageWalk) reader() kv.Reader {
-	return salvagedReader{slices.Sorted(maps.Keys(w.entries)), w.entries}
-}
-
-// salvagedReader is a [kv.Reader] of the entries Salvage read, in memory.
-type salvagedReader struct {
-	keys    []string // sorted
-	entries map[string]salvagedEntry
-}
-
-func (r salvagedReader) Get(ctx context.Context, key []byte) ([]byte, kv.Version, error) {
-	e, ok := r.entries[string(key)]
-	if !ok {
-		return nil, 0, ctx.Err()
-	}
-	return e.value, e.version, ctx.Err()
-}
-
-func (r salvagedReader) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte, v kv.Version) error) error {
-	for i := sort.SearchStrings(r.keys, string(start)); i < len(r.keys); i++ {
-		k := r.keys[i]
-		if len(end) > 0 && k >= string(end) {
-			break
-		}
-		if i%checkEvery == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		e := r.entries[k]
-		if err := fn([]byte(k), e.value, e.version); err != nil {
-			return err
-		}
-	}
-	return nil
 }

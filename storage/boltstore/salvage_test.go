@@ -66,7 +66,7 @@ func salvageBytes(t testing.TB, b []byte) (*boltstore.Salvaged, error) {
 
 // savedOf returns what got saved, as records, failing when a run or operation differs
 // from its original in orig or was never there: salvage may lose records, never change
-// them. A rebuilt run (see kv.Salvage) must be Failed with the reason that says so.
+// them. A rebuilt run (see SalvagedRun) must be Failed with the reason that says so.
 func savedOf(t testing.TB, got *boltstore.Salvaged, orig records) records {
 	t.Helper()
 	saved := records{runs: map[operations.Owner]operations.Run{}, ops: map[operations.Owner]map[string]operations.Operation{}}

@@ -46,11 +46,14 @@
 //
 //	p X <phase> 0x00 <kind name> 0x00 <name>    a copy of the run record, by phase
 //
-// The kind of one's own's machine is named by the profile in the run record. <seq> is the 8-byte big-endian
-// number an operation ID got when it was first put, so records list in first-put order.
-// An operation's record moves from u to f once, when it finishes. Listing the unfinished
-// operations of a run reads only its u keys; listing runs by phase reads only the p keys
-// of those phases.
+// The kind of one's own's machine is named by the profile in the run record. <seq> is the
+// 8-byte big-endian number an operation ID got when it was first put, so records list in
+// first-put order. An operation's record moves from u to f once, when it finishes.
+// Listing the unfinished operations of a run reads only its u keys; listing runs by
+// phase reads only the p keys of those phases. The keys, and the values other than
+// records, are written and parsed in one place, the internal package
+// storage/internal/layout, with which storage/boltstore's Salvage also reads back what a
+// damaged file still holds.
 //
 // # Partitioned backends
 //

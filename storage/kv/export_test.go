@@ -1,12 +1,15 @@
 package kv
 
-import "github.com/itemops/itemops/operations"
+import (
+	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/internal/layout"
+)
 
 // WaitingWrites returns how many writes of o's run wait for their turn in s.
 func WaitingWrites(s *Store, o operations.Owner) int {
 	s.turns.mu.Lock()
 	defer s.turns.mu.Unlock()
-	if q := s.turns.runs[string(runKey(o))]; q != nil {
+	if q := s.turns.runs[string(layout.RunKey(o))]; q != nil {
 		return len(q.waiting)
 	}
 	return 0
@@ -22,7 +25,7 @@ func RunsWritten(s *Store) int {
 // StagedMeta returns the key of the operations metadata of o's run, and a value of it
 // that names a staged batch, as a write that has passed its commit point leaves it.
 func StagedMeta(o operations.Owner) (key, value []byte) {
-	return opsKey(opsPrefix(o), opsMeta), opsMetaValue{next: 1, batches: 1, staged: 1}.append(nil)
+	return layout.OpsKey(layout.OpsPrefix(o), layout.OpsMeta), layout.Meta{Next: 1, Batches: 1, Staged: 1}.Append(nil)
 }
 
 // QueuedCommits returns how many commits wait in s for a group to write them.
@@ -35,10 +38,12 @@ func QueuedCommits(s *Store) int {
 
 // StagedChunkKey returns the key of chunk n of the staged batch that the value of
 // StagedMeta names.
-func StagedChunkKey(o operations.Owner, n int) []byte { return stagedKey(opsPrefix(o), 1, n) }
+func StagedChunkKey(o operations.Owner, n int) []byte {
+	return layout.StagedKey(layout.OpsPrefix(o), 1, n)
+}
 
 // RunKey returns the key of the record of o's run.
-func RunKey(o operations.Owner) []byte { return runKey(o) }
+func RunKey(o operations.Owner) []byte { return layout.RunKey(o) }
 
 // BatchNumbers makes a Store number its staged batches with next, in place of random
 // numbers, so that a test can compare what it writes byte for byte.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/layout"
 )
 
 // flat is the partitioned view of a [Backend] that [Open] gives the engine: every
@@ -47,16 +48,16 @@ func flatWrites(p Partition, run RunChange, writes []Write) ([]Write, error) {
 		return writes, nil
 	}
 	o := p.owner()
-	if len(writes) == 0 || !bytes.Equal(writes[0].Key, runKey(o)) {
+	if len(writes) == 0 || !bytes.Equal(writes[0].Key, layout.RunKey(o)) {
 		return nil, fmt.Errorf("kv: a commit that changes the run %s does not write its key first", o)
 	}
 	out := make([]Write, 0, len(writes)+2)
 	out = append(out, writes[0])
 	if run.Record != nil {
-		out = append(out, Write{Key: idxKey(o, run.Phase), Value: run.Record})
+		out = append(out, Write{Key: layout.IdxKey(o, run.Phase), Value: run.Record})
 	}
 	if run.From != "" && (run.Delete || run.From != run.Phase) {
-		out = append(out, Write{Key: idxKey(o, run.From), Delete: true})
+		out = append(out, Write{Key: layout.IdxKey(o, run.From), Delete: true})
 	}
 	return append(out, writes[1:]...), nil
 }
@@ -104,13 +105,13 @@ func (f *flat) scans(q operations.RunFilter) []runScan {
 	var out []runScan
 	for _, kind := range kinds {
 		if len(q.Phases) == 0 {
-			start := runPrefix(kind)
+			start := layout.RunPrefix(kind)
 			out = append(out, runScan{start: start, end: end(start), kind: kind})
 			continue
 		}
 		for i, p := range q.Phases {
 			if !slices.Contains(q.Phases[:i], p) {
-				start := idxPrefix(kind, p)
+				start := layout.IdxPrefix(kind, p)
 				out = append(out, runScan{start: start, end: end(start), phase: p, kind: kind})
 			}
 		}
@@ -122,11 +123,11 @@ func (f *flat) scans(q operations.RunFilter) []runScan {
 // entry's) sc found.
 func (sc runScan) partition(k []byte) (Partition, error) {
 	if sc.phase == "" {
-		o, err := ownerOfRunKey(k)
+		o, err := layout.OwnerOfRunKey(k)
 		return partitionOf(o), err
 	}
 	if sc.kind == "" {
-		o, err := ownerOfOwnIdxKey(sc.start, k)
+		o, err := layout.OwnerOfOwnIdxKey(sc.start, k)
 		return partitionOf(o), err
 	}
 	return Partition{Kind: sc.kind, Name: string(k[len(sc.start):])}, nil

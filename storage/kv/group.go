@@ -11,6 +11,12 @@ import (
 // transaction is being written, the commits that other goroutines make queue up, and
 // the next transaction takes them all (group commit). A commit made while no other is
 // being written goes through at once, without waiting for company.
+//
+// storage/boltstore implements it, its concurrent writers then sharing one sync to disk;
+// it is exported for the author of any other driver whose commits cost the same way (a
+// file, a database with a round trip per transaction), who gets group commit by
+// implementing it alone: the engine's side is generic, and the conformance suite of
+// drivers (Run of storage/kv/kvtest) checks a driver that has it.
 type GroupCommitter interface {
 	Backend
 	// CommitGroup applies the commits of group in order, in one transaction, each as

@@ -8,6 +8,7 @@ import (
 
 	"github.com/itemops/itemops/internal/seqmerge"
 	"github.com/itemops/itemops/operations"
+	"github.com/itemops/itemops/storage/internal/layout"
 	"github.com/itemops/itemops/storage/internal/record"
 )
 
@@ -45,15 +46,15 @@ func finished(recs [][]byte) int {
 }
 
 // planNew returns the writes that insert ops, none of them stored yet, numbering them
-// from meta.next, which it advances.
-func planNew(prefix []byte, meta *opsMetaValue, ops []operations.Operation, recs [][]byte) []Write {
+// from meta.Next, which it advances.
+func planNew(prefix []byte, meta *layout.Meta, ops []operations.Operation, recs [][]byte) []Write {
 	writes := make([]Write, 0, 2*len(ops))
 	for i := range ops {
-		e := idEntry{seq: meta.next, code: recs[i][1]}
-		meta.next++
+		e := layout.IDEntry{Seq: meta.Next, Code: recs[i][1]}
+		meta.Next++
 		writes = append(writes,
-			Write{Key: recordKey(prefix, e.seq, e.code), Value: recs[i]},
-			Write{Key: idKey(prefix, ops[i].ID), Value: appendIDEntry(nil, e)})
+			Write{Key: layout.RecordKey(prefix, e.Seq, e.Code), Value: recs[i]},
+			Write{Key: layout.IDKey(prefix, ops[i].ID), Value: layout.AppendIDEntry(nil, e)})
 	}
 	return writes
 }
@@ -76,25 +77,25 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 	if err != nil {
 		return fmt.Errorf("put operations of %s: %w", o, err)
 	}
-	rk, prefix := runKey(o), opsPrefix(o)
-	metaKey := opsKey(prefix, opsMeta)
+	rk, prefix := layout.RunKey(o), layout.OpsPrefix(o)
+	metaKey := layout.OpsKey(prefix, layout.OpsMeta)
 	err = s.writeRun(ctx, rk, func() error {
 		var runVer, metaVer Version
-		var meta opsMetaValue
-		found := make([]idEntry, len(ops)) // seq 0: not stored yet
+		var meta layout.Meta
+		found := make([]layout.IDEntry, len(ops)) // seq 0: not stored yet
 		err := s.b.ReadPartition(ctx, partitionOf(o), func(r Reader) (err error) {
 			if _, runVer, err = readRun(ctx, r, o); err != nil {
 				return err
 			}
-			if meta, metaVer, err = readMeta(ctx, r, metaKey); err != nil || meta.staged != 0 || len(ops) == 0 {
+			if meta, metaVer, err = readMeta(ctx, r, metaKey); err != nil || meta.Staged != 0 || len(ops) == 0 {
 				return err
 			}
-			return lookupIDs(ctx, r, prefix, ops, meta.next-1, found)
+			return lookupIDs(ctx, r, prefix, ops, meta.Next-1, found)
 		})
 		if err != nil {
 			return err
 		}
-		if meta.staged != 0 {
+		if meta.Staged != 0 {
 			// Another write's batch is committed but not applied: apply it, and try
 			// again. This counts as a lost race, so that a run given one staged batch
 			// after another still ends in a bounded number of tries.
@@ -121,10 +122,10 @@ func (s *Store) PutOperations(ctx context.Context, o operations.Owner, ops []ope
 
 // planBatch returns the writes of a batch ops of o, whose records are recs, and what
 // they do to the run: found[i] is the ID index entry of ops[i] as stored (seq 0: not
-// stored yet, so ops[i] is new and is numbered from meta.next, which it advances). It
+// stored yet, so ops[i] is new and is numbered from meta.Next, which it advances). It
 // fails with the error of operations.ValidateOperationUpdate when the batch would revive
 // a finished operation.
-func planBatch(o operations.Owner, prefix []byte, meta *opsMetaValue, ops []operations.Operation, recs [][]byte, found []idEntry) ([]Write, RunChange, error) {
+func planBatch(o operations.Owner, prefix []byte, meta *layout.Meta, ops []operations.Operation, recs [][]byte, found []layout.IDEntry) ([]Write, RunChange, error) {
 	// One write per operation in the usual case, a status update; a record that
 	// moves between unfinished and finished, or a new one, takes more, and grows it.
 	body := make([]Write, 0, len(ops)+2)
@@ -133,24 +134,24 @@ func planBatch(o operations.Owner, prefix []byte, meta *opsMetaValue, ops []oper
 	var change RunChange
 	for i := range ops {
 		e := found[i]
-		if e.seq == 0 {
+		if e.Seq == 0 {
 			fresh = append(fresh, i)
 			continue
 		}
-		before := operations.Operation{Owner: o, ID: ops[i].ID, Status: operations.Status{Phase: record.CodePhases[e.code]}}
+		before := operations.Operation{Owner: o, ID: ops[i].ID, Status: operations.Status{Phase: record.CodePhases[e.Code]}}
 		if err := operations.ValidateOperationUpdate(before, ops[i]); err != nil {
 			return nil, RunChange{}, fmt.Errorf("batch item %d: %w", i, err)
 		}
 		code := recs[i][1]
-		if record.Unfinished(code) != record.Unfinished(e.code) {
+		if record.Unfinished(code) != record.Unfinished(e.Code) {
 			// The record moves from the unfinished to the finished keys (an update
 			// never revives a finished operation).
-			body = append(body, Write{Key: keys.record(prefix, e.seq, e.code), Delete: true})
+			body = append(body, Write{Key: keys.record(prefix, e.Seq, e.Code), Delete: true})
 			change.Finished++
 		}
-		body = append(body, Write{Key: keys.record(prefix, e.seq, code), Value: recs[i]})
-		if code != e.code {
-			body = append(body, Write{Key: idKey(prefix, ops[i].ID), Value: appendIDEntry(nil, idEntry{e.seq, code})})
+		body = append(body, Write{Key: keys.record(prefix, e.Seq, code), Value: recs[i]})
+		if code != e.Code {
+			body = append(body, Write{Key: layout.IDKey(prefix, ops[i].ID), Value: layout.AppendIDEntry(nil, layout.IDEntry{Seq: e.Seq, Code: code})})
 		}
 	}
 	if len(fresh) > 0 {
@@ -168,15 +169,15 @@ func planBatch(o operations.Owner, prefix []byte, meta *opsMetaValue, ops []oper
 // stored entries, into found. When the batch names a good part of the index (a quarter
 // or more), it reads the whole index in one Scan: one round trip on a remote backend
 // and one cursor walk on a local one, instead of a lookup per operation.
-func lookupIDs(ctx context.Context, r Reader, prefix []byte, ops []operations.Operation, stored uint64, found []idEntry) error {
+func lookupIDs(ctx context.Context, r Reader, prefix []byte, ops []operations.Operation, stored uint64, found []layout.IDEntry) error {
 	if stored > 4*uint64(len(ops)) {
 		for i := range ops {
-			v, _, err := r.Get(ctx, idKey(prefix, ops[i].ID))
+			v, _, err := r.Get(ctx, layout.IDKey(prefix, ops[i].ID))
 			if err != nil {
 				return err
 			}
 			if v != nil {
-				if found[i], err = parseIDEntry(ops[i].ID, v); err != nil {
+				if found[i], err = layout.ParseIDEntry(ops[i].ID, v); err != nil {
 					return err
 				}
 			}
@@ -187,36 +188,36 @@ func lookupIDs(ctx context.Context, r Reader, prefix []byte, ops []operations.Op
 	for i := range ops {
 		index[ops[i].ID] = i
 	}
-	start := opsKey(prefix, opsID)
+	start := layout.OpsKey(prefix, layout.OpsID)
 	return r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 		i, ok := index[string(k[len(start):])]
 		if !ok {
 			return nil
 		}
 		var err error
-		found[i], err = parseIDEntry(ops[i].ID, v)
+		found[i], err = layout.ParseIDEntry(ops[i].ID, v)
 		return err
 	})
 }
 
 // readMeta reads the operations metadata of a run.
-func readMeta(ctx context.Context, r Reader, key []byte) (opsMetaValue, Version, error) {
+func readMeta(ctx context.Context, r Reader, key []byte) (layout.Meta, Version, error) {
 	v, ver, err := r.Get(ctx, key)
 	if err != nil {
-		return opsMetaValue{}, 0, err
+		return layout.Meta{}, 0, err
 	}
-	m, err := parseOpsMeta(v)
+	m, err := layout.ParseMeta(v)
 	return m, ver, err
 }
 
 // readOps runs fn in a snapshot in which o's run exists, has o's UID, and has no staged
 // batch left to apply; it applies one first when it finds one.
-func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reader, prefix []byte, meta opsMetaValue) error) error {
+func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reader, prefix []byte, meta layout.Meta) error) error {
 	if err := notFoundIfInvalid(o); err != nil {
 		return err
 	}
-	prefix := opsPrefix(o)
-	metaKey := opsKey(prefix, opsMeta)
+	prefix := layout.OpsPrefix(o)
+	metaKey := layout.OpsKey(prefix, layout.OpsMeta)
 	return s.retry(ctx, func() error {
 		staged := false
 		err := s.b.ReadPartition(ctx, partitionOf(o), func(r Reader) error {
@@ -227,7 +228,7 @@ func (s *Store) readOps(ctx context.Context, o operations.Owner, fn func(r Reade
 			if err != nil {
 				return err
 			}
-			if staged = meta.staged != 0; staged {
+			if staged = meta.Staged != 0; staged {
 				return nil
 			}
 			return fn(r, prefix, meta)
@@ -253,19 +254,19 @@ func (s *Store) GetOperation(ctx context.Context, o operations.Owner, id string)
 		return operations.Operation{}, ErrClosed
 	}
 	var op operations.Operation
-	err := s.readOps(ctx, o, func(r Reader, prefix []byte, _ opsMetaValue) error {
-		v, _, err := r.Get(ctx, idKey(prefix, id))
+	err := s.readOps(ctx, o, func(r Reader, prefix []byte, _ layout.Meta) error {
+		v, _, err := r.Get(ctx, layout.IDKey(prefix, id))
 		if err != nil {
 			return err
 		}
 		if v == nil {
 			return operations.ErrNotFound
 		}
-		e, err := parseIDEntry(id, v)
+		e, err := layout.ParseIDEntry(id, v)
 		if err != nil {
 			return err
 		}
-		rec, _, err := r.Get(ctx, recordKey(prefix, e.seq, e.code))
+		rec, _, err := r.Get(ctx, layout.RecordKey(prefix, e.Seq, e.Code))
 		if err != nil {
 			return err
 		}
@@ -323,19 +324,19 @@ func (s *Store) listOps(ctx context.Context, o operations.Owner, f operations.Op
 		return p != operations.OperationNew && p != operations.OperationInProgress
 	})
 	var lists [2]seqmerge.List[operations.Operation]
-	err := s.readOps(ctx, o, func(r Reader, prefix []byte, meta opsMetaValue) error {
+	err := s.readOps(ctx, o, func(r Reader, prefix []byte, meta layout.Meta) error {
 		if counts != nil {
 			*counts = operations.OperationCounts{} // a read tried again counts again
 		}
 		// A list that gets an operation gets room for every operation the run has, up
 		// to a bound, which saves the copies of growing it one doubling at a time.
-		room := int(min(max(meta.next, 1)-1, 1024))
-		for i, suffix := range []byte{opsUnfinished, opsFinished} {
+		room := int(min(max(meta.Next, 1)-1, 1024))
+		for i, suffix := range []byte{layout.OpsUnfinished, layout.OpsFinished} {
 			if i == 1 && onlyUnfinished {
 				break
 			}
 			lists[i] = seqmerge.List[operations.Operation]{}
-			start := opsKey(prefix, suffix)
+			start := layout.OpsKey(prefix, suffix)
 			err := r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 				if len(k) != len(start)+8 {
 					return fmt.Errorf("operation record key %q: %w", k, operations.ErrCorrupt)

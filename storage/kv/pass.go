@@ -10,6 +10,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/layout"
 	"github.com/itemops/itemops/storage/internal/record"
 )
 
@@ -55,9 +56,9 @@ type passSnapshot struct {
 	o       operations.Owner
 	runVer  Version
 	metaVer Version
-	meta    opsMetaValue
-	found   map[string]idEntry // the unfinished operations by ID
-	r       Reader             // the Reader the run was read with, for CommitRead; nil on a backend without it
+	meta    layout.Meta
+	found   map[string]layout.IDEntry // the unfinished operations by ID
+	r       Reader                    // the Reader the run was read with, for CommitRead; nil on a backend without it
 }
 
 // ReadPass calls fn with the runs that f selects, and their unfinished operations, in
@@ -163,8 +164,8 @@ func decodeListed(p Partition, indexed phase.Phase, rec []byte) (operations.Run,
 // errStaged when the run has a staged batch left to apply.
 func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, rec []byte) (operations.PassRun, error) {
 	o := run.Owner
-	prefix := opsPrefix(o)
-	v, runVer, err := r.Get(ctx, runKey(o))
+	prefix := layout.OpsPrefix(o)
+	v, runVer, err := r.Get(ctx, layout.RunKey(o))
 	switch {
 	case err != nil:
 		return operations.PassRun{}, err
@@ -173,9 +174,9 @@ func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, r
 	}
 	// One Scan reads the metadata ('m'), any staged chunks ('t') and the unfinished
 	// operations ('u'), which sort in that order: one request on a remote backend.
-	metaKey, start := opsKey(prefix, opsMeta), opsKey(prefix, opsUnfinished)
-	snap := &passSnapshot{s: s, o: o, runVer: runVer, found: make(map[string]idEntry)}
-	snap.meta, _ = parseOpsMeta(nil) // a run without metadata has had no operation
+	metaKey, start := layout.OpsKey(prefix, layout.OpsMeta), layout.OpsKey(prefix, layout.OpsUnfinished)
+	snap := &passSnapshot{s: s, o: o, runVer: runVer, found: make(map[string]layout.IDEntry)}
+	snap.meta, _ = layout.ParseMeta(nil) // a run without metadata has had no operation
 	var (
 		ops     []operations.Operation
 		metaErr error // the metadata's, reported once the scan has ended
@@ -184,11 +185,11 @@ func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, r
 		switch {
 		case bytes.Equal(k, metaKey):
 			snap.metaVer = ver
-			if snap.meta, metaErr = parseOpsMeta(v); metaErr == nil {
+			if snap.meta, metaErr = layout.ParseMeta(v); metaErr == nil {
 				// Room for every operation the run was ever given, up to a bound, saves
 				// the copies of growing the list and the map one doubling at a time.
-				room := int(min(max(snap.meta.next, 1)-1, 1024))
-				ops, snap.found = make([]operations.Operation, 0, room), make(map[string]idEntry, room)
+				room := int(min(max(snap.meta.Next, 1)-1, 1024))
+				ops, snap.found = make([]operations.Operation, 0, room), make(map[string]layout.IDEntry, room)
 			}
 			return nil
 		case !bytes.HasPrefix(k, start):
@@ -206,7 +207,7 @@ func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, r
 		if _, dup := snap.found[op.ID]; dup {
 			return fmt.Errorf("operation %q: stored twice: %w", op.ID, operations.ErrCorrupt)
 		}
-		snap.found[op.ID] = idEntry{seq: binary.BigEndian.Uint64(k[len(start):]), code: v[1]}
+		snap.found[op.ID] = layout.IDEntry{Seq: binary.BigEndian.Uint64(k[len(start):]), Code: v[1]}
 		ops = append(ops, op)
 		return nil
 	})
@@ -216,7 +217,7 @@ func (s *Store) readPassRun(ctx context.Context, r Reader, run operations.Run, r
 	if metaErr != nil {
 		return operations.PassRun{}, fmt.Errorf("run %s: %w", o, metaErr)
 	}
-	if snap.meta.staged != 0 {
+	if snap.meta.Staged != 0 {
 		return operations.PassRun{}, errStaged
 	}
 	if _, ok := s.b.(PassBackend); ok {
@@ -249,7 +250,7 @@ func (s *Store) passRunAlone(ctx context.Context, o operations.Owner, f operatio
 		if err != nil || !staged {
 			return err
 		}
-		if err := s.rollForward(ctx, partitionOf(o), opsPrefix(o)); err != nil {
+		if err := s.rollForward(ctx, partitionOf(o), layout.OpsPrefix(o)); err != nil {
 			return err
 		}
 		return errLost
@@ -307,7 +308,7 @@ func (s *Store) CommitPass(ctx context.Context, r operations.PassRun, ops []oper
 	if len(ops) == 0 {
 		return nil
 	}
-	found := make([]idEntry, len(ops))
+	found := make([]layout.IDEntry, len(ops))
 	for i := range ops {
 		e, ok := snap.found[ops[i].ID]
 		if !ok {
@@ -315,14 +316,14 @@ func (s *Store) CommitPass(ctx context.Context, r operations.PassRun, ops []oper
 		}
 		found[i] = e
 	}
-	prefix := opsPrefix(o)
+	prefix := layout.OpsPrefix(o)
 	meta := snap.meta
 	body, change, err := planBatch(o, prefix, &meta, ops, recs, found)
 	if err != nil {
 		return fmt.Errorf("commit pass of %s: %w", o, err)
 	}
-	rk := runKey(o)
-	conds := []Condition{{Key: rk, Version: snap.runVer}, {Key: opsKey(prefix, opsMeta), Version: snap.metaVer}}
+	rk := layout.RunKey(o)
+	conds := []Condition{{Key: rk, Version: snap.runVer}, {Key: layout.OpsKey(prefix, layout.OpsMeta), Version: snap.metaVer}}
 	w, err := s.turns.wait(ctx, string(rk))
 	if err != nil {
 		return fmt.Errorf("commit pass of %s: %w", o, err)

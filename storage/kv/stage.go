@@ -3,13 +3,12 @@ package kv
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 
 	"github.com/itemops/itemops/operations"
-	"github.com/itemops/itemops/storage/internal/record"
+	"github.com/itemops/itemops/storage/internal/layout"
 )
 
 // fits reports whether one commit of p of conds and writes, which makes run, is within
@@ -18,15 +17,6 @@ import (
 func (s *Store) fits(p Partition, run RunChange, conds []Condition, writes []Write) bool {
 	flat, err := flatWrites(p, run, writes)
 	return err == nil && s.limits.allows(commitSize(conds, flat))
-}
-
-// stagedPrefix is the prefix of the staged chunks of one batch of a run.
-func stagedPrefix(prefix []byte, batch uint64) []byte {
-	return binary.BigEndian.AppendUint64(opsKey(prefix, opsStaged), batch)
-}
-
-func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
-	return binary.BigEndian.AppendUint32(stagedPrefix(prefix, batch), uint32(chunk))
 }
 
 // commitBatch writes a batch of the operations of the run of partition p, whose
@@ -44,14 +34,14 @@ func stagedKey(prefix []byte, batch uint64, chunk int) []byte {
 //
 // via, when not nil, is the Reader of a [PassBackend]'s ScanPartitions that the batch
 // was planned on: a batch that fits one commit is then committed with CommitRead.
-func (s *Store) commitBatch(ctx context.Context, p Partition, prefix []byte, via Reader, conds []Condition, run RunChange, body []Write, meta opsMetaValue) error {
+func (s *Store) commitBatch(ctx context.Context, p Partition, prefix []byte, via Reader, conds []Condition, run RunChange, body []Write, meta layout.Meta) error {
 	var head []Write
 	if run.Record != nil {
-		head = []Write{{Key: runKey(p.owner()), Value: run.Record}}
+		head = []Write{{Key: layout.RunKey(p.owner()), Value: run.Record}}
 	}
-	metaKey := opsKey(prefix, opsMeta)
-	meta.batches++
-	all := append(body, Write{Key: metaKey, Value: meta.append(nil)}) // body's spare room, if any
+	metaKey := layout.OpsKey(prefix, layout.OpsMeta)
+	meta.Batches++
+	all := append(body, Write{Key: metaKey, Value: meta.Append(nil)}) // body's spare room, if any
 	if len(head) > 0 {
 		all = append(head[:len(head):len(head)], all...)
 	}
@@ -67,12 +57,12 @@ func (s *Store) commitBatch(ctx context.Context, p Partition, prefix []byte, via
 		return err
 	}
 	for i, c := range chunks {
-		if err := s.b.CommitPartition(ctx, p, RunChange{}, nil, []Write{{Key: stagedKey(prefix, batch, i), Value: c}}); err != nil {
+		if err := s.b.CommitPartition(ctx, p, RunChange{}, nil, []Write{{Key: layout.StagedKey(prefix, batch, i), Value: c}}); err != nil {
 			return fmt.Errorf("stage chunk %d of %d: %w", i+1, len(chunks), err)
 		}
 	}
-	meta.staged = batch
-	commit := append(head[:len(head):len(head)], Write{Key: metaKey, Value: meta.append(nil)})
+	meta.Staged = batch
+	commit := append(head[:len(head):len(head)], Write{Key: metaKey, Value: meta.Append(nil)})
 	if !s.fits(p, run, conds, commit) {
 		return fmt.Errorf("the run's records alone exceed one write of the backend (%+v): %w", s.limits, errors.Join(ErrTooLarge, operations.ErrInvalid))
 	}
@@ -95,7 +85,7 @@ func (s *Store) batchNumber() uint64 {
 // chunks encodes writes, puts and single-key deletes, into chunks that each fit one
 // Commit when applied with a condition and the deletion of the chunk itself.
 func (s *Store) chunks(prefix []byte, batch uint64, writes []Write) ([][]byte, error) {
-	overhead := 2*len(stagedKey(prefix, batch, 0)) + len(opsKey(prefix, opsMeta)) + 64
+	overhead := 2*len(layout.StagedKey(prefix, batch, 0)) + len(layout.OpsKey(prefix, layout.OpsMeta)) + 64
 	maxOps, maxBytes := s.limits.MaxOps-2, s.limits.MaxBytes-overhead
 	if s.limits.MaxOps <= 0 {
 		maxOps = len(writes)
@@ -110,22 +100,14 @@ func (s *Store) chunks(prefix []byte, batch uint64, writes []Write) ([][]byte, e
 	var cur []byte
 	n := 0
 	for _, w := range writes {
-		size := len(w.Key) + len(w.Value) + 1 + 2*binary.MaxVarintLen32
+		size := layout.ChunkWriteSize(len(w.Key), len(w.Value))
 		if size > maxBytes {
 			return nil, fmt.Errorf("a record of %d bytes exceeds one write of the backend (%+v): %w", len(w.Value), s.limits, errors.Join(ErrTooLarge, operations.ErrInvalid))
 		}
 		if n == maxOps || len(cur)+size > maxBytes {
 			out, cur, n = append(out, cur), nil, 0
 		}
-		flag := byte(0)
-		if w.Delete {
-			flag = 1
-		}
-		cur = append(cur, flag)
-		cur = binary.AppendUvarint(cur, uint64(len(w.Key)))
-		cur = append(cur, w.Key...)
-		cur = binary.AppendUvarint(cur, uint64(len(w.Value)))
-		cur = append(cur, w.Value...)
+		cur = layout.AppendChunkWrite(cur, layout.ChunkWrite{Key: w.Key, Value: w.Value, Delete: w.Delete})
 		n++
 	}
 	if n > 0 {
@@ -134,21 +116,15 @@ func (s *Store) chunks(prefix []byte, batch uint64, writes []Write) ([][]byte, e
 	return out, nil
 }
 
-// parseChunk decodes a staged chunk.
+// parseChunk decodes a staged chunk into the writes it holds.
 func parseChunk(b []byte) ([]Write, error) {
-	d := record.NewDecoder(b)
-	var out []Write
-	for d.More() {
-		flag := d.U8()
-		if flag > 1 {
-			d.Fail("unknown write flag %d", flag)
-		}
-		k := d.Bytes()
-		v := d.Bytes()
-		out = append(out, Write{Key: k, Value: v, Delete: flag == 1})
+	cws, err := layout.ParseChunk(b)
+	if err != nil {
+		return nil, err
 	}
-	if err := d.End(); err != nil {
-		return nil, fmt.Errorf("staged chunk: %w: %w", operations.ErrCorrupt, err)
+	out := make([]Write, len(cws))
+	for i, w := range cws {
+		out[i] = Write{Key: w.Key, Value: w.Value, Delete: w.Delete}
 	}
 	return out, nil
 }
@@ -162,9 +138,9 @@ func parseChunk(b []byte) ([]Write, error) {
 // apply the same chunk write the same values; a caller that finds the metadata changed
 // starts over.
 func (s *Store) rollForward(ctx context.Context, p Partition, prefix []byte) error {
-	metaKey := opsKey(prefix, opsMeta)
+	metaKey := layout.OpsKey(prefix, layout.OpsMeta)
 	err := s.retry(ctx, func() error {
-		var meta opsMetaValue
+		var meta layout.Meta
 		var ver Version
 		type chunk struct {
 			key    []byte
@@ -174,10 +150,10 @@ func (s *Store) rollForward(ctx context.Context, p Partition, prefix []byte) err
 		// Chunks are decoded within the Read, so that the backend sees a damaged one
 		// (see Backend.Read).
 		err := s.b.ReadPartition(ctx, p, func(r Reader) (err error) {
-			if meta, ver, err = readMeta(ctx, r, metaKey); err != nil || meta.staged == 0 {
+			if meta, ver, err = readMeta(ctx, r, metaKey); err != nil || meta.Staged == 0 {
 				return err
 			}
-			start := stagedPrefix(prefix, meta.staged)
+			start := layout.StagedPrefix(prefix, meta.Staged)
 			return r.Scan(ctx, start, end(start), func(k, v []byte, _ Version) error {
 				writes, err := parseChunk(v) // it copies what it keeps
 				if err != nil {
@@ -187,7 +163,7 @@ func (s *Store) rollForward(ctx context.Context, p Partition, prefix []byte) err
 				return nil
 			})
 		})
-		if err != nil || meta.staged == 0 {
+		if err != nil || meta.Staged == 0 {
 			return err
 		}
 		cond := []Condition{{Key: metaKey, Version: ver}}
@@ -196,10 +172,10 @@ func (s *Store) rollForward(ctx context.Context, p Partition, prefix []byte) err
 				return err
 			}
 		}
-		meta.staged = 0
-		staged := opsKey(prefix, opsStaged)
+		meta.Staged = 0
+		staged := layout.OpsKey(prefix, layout.OpsStaged)
 		return lost(s.b.CommitPartition(ctx, p, RunChange{}, cond, []Write{
-			{Key: metaKey, Value: meta.append(nil)},
+			{Key: metaKey, Value: meta.Append(nil)},
 			{Key: staged, End: end(staged), Delete: true},
 		}))
 	})

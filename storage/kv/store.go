@@ -9,6 +9,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/layout"
 	"github.com/itemops/itemops/storage/internal/record"
 )
 
@@ -59,7 +60,7 @@ func open(ctx context.Context, b PartitionedBackend, opts ...Option) (*Store, er
 		var format []byte
 		var empty bool
 		err := b.ReadPartition(ctx, Partition{}, func(r Reader) error {
-			v, _, err := r.Get(ctx, keyFormat)
+			v, _, err := r.Get(ctx, []byte(layout.FormatKey))
 			if err != nil {
 				return err
 			}
@@ -77,15 +78,15 @@ func open(ctx context.Context, b PartitionedBackend, opts ...Option) (*Store, er
 			return err
 		}
 		switch {
-		case string(format) == formatValue:
+		case string(format) == layout.FormatValue:
 			return nil
 		case format != nil:
-			return fmt.Errorf("format %q, want %q: %w", format, formatValue, ErrFormat)
+			return fmt.Errorf("format %q, want %q: %w", format, layout.FormatValue, ErrFormat)
 		case !empty:
 			return fmt.Errorf("keys without a format key: %w", ErrFormat)
 		}
 		// Lost when another Open wrote the format key first: the next try reads it.
-		return lost(b.CommitPartition(ctx, Partition{}, RunChange{}, []Condition{{Key: keyFormat}}, []Write{{Key: keyFormat, Value: []byte(formatValue)}}))
+		return lost(b.CommitPartition(ctx, Partition{}, RunChange{}, []Condition{{Key: []byte(layout.FormatKey)}}, []Write{{Key: []byte(layout.FormatKey), Value: []byte(layout.FormatValue)}}))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -107,7 +108,7 @@ func checkUID(o operations.Owner, stored string) error {
 // readRun reads and decodes the run of o in r, checking o's UID. It returns
 // operations.ErrNotFound when there is none.
 func readRun(ctx context.Context, r Reader, o operations.Owner) (operations.Run, Version, error) {
-	v, ver, err := r.Get(ctx, runKey(o))
+	v, ver, err := r.Get(ctx, layout.RunKey(o))
 	if err != nil {
 		return operations.Run{}, 0, err
 	}
@@ -155,10 +156,10 @@ func (s *Store) create(ctx context.Context, r operations.Run, ops []operations.O
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.Owner, err)
 	}
-	rk, rec := runKey(r.Owner), record.AppendRun(nil, &r)
-	prefix := opsPrefix(r.Owner)
-	metaKey := opsKey(prefix, opsMeta)
-	meta := opsMetaValue{next: 1}
+	rk, rec := layout.RunKey(r.Owner), record.AppendRun(nil, &r)
+	prefix := layout.OpsPrefix(r.Owner)
+	metaKey := layout.OpsKey(prefix, layout.OpsMeta)
+	meta := layout.Meta{Next: 1}
 	body := planNew(prefix, &meta, ops, recs)
 	conds := []Condition{{Key: rk}, {Key: metaKey}}
 	change := RunChange{Record: rec, Phase: r.Phase, UID: r.Owner.UID, History: r.History, Added: len(ops), Finished: finished(recs)}
@@ -229,7 +230,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 	}
 	var after operations.Run
 	fromUpdate := false // err is update's own, returned as it is
-	err := s.writeRun(ctx, runKey(o), func() error {
+	err := s.writeRun(ctx, layout.RunKey(o), func() error {
 		before, ver, err := s.getRun(ctx, o)
 		if err != nil {
 			return err
@@ -243,7 +244,7 @@ func (s *Store) UpdateRun(ctx context.Context, o operations.Owner, update func(*
 		if err := operations.ValidateRunUpdate(before, after); err != nil {
 			return err
 		}
-		rk, rec := runKey(o), record.AppendRun(nil, &after)
+		rk, rec := layout.RunKey(o), record.AppendRun(nil, &after)
 		change := RunChange{Record: rec, Phase: after.Phase, UID: after.Owner.UID, From: before.Phase, History: after.History}
 		return lost(s.b.CommitPartition(ctx, partitionOf(o), change, []Condition{{Key: rk, Version: ver}}, []Write{{Key: rk, Value: rec}}))
 	})
@@ -280,7 +281,7 @@ func (s *Store) ListRuns(ctx context.Context, f operations.RunFilter) ([]operati
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	slices.SortFunc(out, func(a, b operations.Run) int { return compareOwners(a.Owner, b.Owner) })
+	slices.SortFunc(out, func(a, b operations.Run) int { return layout.CompareOwners(a.Owner, b.Owner) })
 	return out, nil
 }
 
@@ -294,7 +295,7 @@ func (s *Store) DeleteRun(ctx context.Context, o operations.Owner) error {
 	if err := notFoundIfInvalid(o); err != nil {
 		return fmt.Errorf("delete run %s: %w", o, err)
 	}
-	rk, prefix := runKey(o), opsPrefix(o)
+	rk, prefix := layout.RunKey(o), layout.OpsPrefix(o)
 	err := s.writeRun(ctx, rk, func() error {
 		run, ver, err := s.getRun(ctx, o)
 		if err != nil {

@@ -1,4 +1,4 @@
-package kv_test
+package salvage_test
 
 import (
 	"bytes"
@@ -14,19 +14,50 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/layout"
+	"github.com/itemops/itemops/storage/internal/salvage"
 	"github.com/itemops/itemops/storage/kv"
 	"github.com/itemops/itemops/storage/memstore"
 )
 
-// salvage runs kv.Salvage on a snapshot of b.
-func salvage(t *testing.T, b kv.Backend) ([]kv.SalvagedRun, []kv.Loss) {
+var bg = context.Background()
+
+// open opens the engine on b.
+func open(t *testing.T, b kv.Backend) *kv.Store {
 	t.Helper()
-	var runs []kv.SalvagedRun
-	var lost []kv.Loss
-	require.NoError(t, b.Read(bg, func(r kv.Reader) (err error) {
-		runs, lost, err = kv.Salvage(bg, r)
-		return err
+	s, err := kv.Open(bg, b)
+	require.NoError(t, err)
+	return s
+}
+
+// owner is the restore whose run the tests create with createRun.
+var owner = operations.Owner{Kind: phase.Restore, Name: "r", UID: "u"}
+
+func createRun(t *testing.T, s *kv.Store) {
+	t.Helper()
+	require.NoError(t, s.CreateRun(bg, operations.Run{Owner: owner, Phase: phase.WaitingForPluginOperations}))
+}
+
+// ops returns n new operations of owner, whose IDs are prefix and a number.
+func ops(prefix string, n int) []operations.Operation {
+	out := make([]operations.Operation, n)
+	for i := range out {
+		out[i] = operations.Operation{Owner: owner, ID: fmt.Sprintf("%s%03d", prefix, i), Status: operations.Status{Phase: operations.OperationNew}}
+	}
+	return out
+}
+
+// readSnapshot runs Read on a snapshot of b.
+func readSnapshot(t *testing.T, b kv.Backend) ([]salvage.Run, []salvage.Loss) {
+	t.Helper()
+	all := map[string][]byte{}
+	require.NoError(t, b.Read(bg, func(r kv.Reader) error {
+		return r.Scan(bg, nil, nil, func(k, v []byte, _ kv.Version) error {
+			all[string(k)] = bytes.Clone(v)
+			return nil
+		})
 	}))
+	runs, lost := salvage.Read(all)
 	return runs, lost
 }
 
@@ -64,10 +95,10 @@ func (b *stopAfterMeta) Commit(ctx context.Context, conds []kv.Condition, writes
 }
 
 // TestSalvageAppliesStagedBatch leaves a batch of operations committed but not applied
-// (its writer died after the commit point): Salvage reads its operations, as a reader of
+// (its writer died after the commit point): Read reads its operations, as a reader of
 // the store would after applying it.
 func TestSalvageAppliesStagedBatch(t *testing.T) {
-	metaKey, _ := kv.StagedMeta(owner)
+	metaKey := layout.OpsKey(layout.OpsPrefix(owner), layout.OpsMeta)
 	b := &stopAfterMeta{Backend: memstore.NewBackend(kv.Limits{MaxOps: 8}), meta: metaKey}
 	s := open(t, b)
 	createRun(t, s)
@@ -76,7 +107,7 @@ func TestSalvageAppliesStagedBatch(t *testing.T) {
 	require.ErrorIs(t, s.PutOperations(bg, owner, batch), errStopped)
 	require.True(t, b.stopped.Load(), "the batch reached its commit point")
 
-	runs, lost := salvage(t, b)
+	runs, lost := readSnapshot(t, b)
 	require.Empty(t, lost)
 	require.Len(t, runs, 1)
 	if diff := cmp.Diff(idsOf(batch), idsOf(runs[0].Operations)); diff != "" {
@@ -88,7 +119,7 @@ func TestSalvageAppliesStagedBatch(t *testing.T) {
 // only key that starts with 'p' and ends with a zero byte and o's name).
 func dropRunRecords(t *testing.T, b kv.Backend, o operations.Owner) {
 	t.Helper()
-	writes := []kv.Write{{Key: kv.RunKey(o), Delete: true}}
+	writes := []kv.Write{{Key: layout.RunKey(o), Delete: true}}
 	require.NoError(t, b.Read(bg, func(r kv.Reader) error {
 		return r.Scan(bg, []byte("p"), []byte("q"), func(k, _ []byte, _ kv.Version) error {
 			if bytes.HasSuffix(k, append([]byte{0}, o.Name...)) {
@@ -114,7 +145,7 @@ func timedOps(o operations.Owner, n int) []operations.Operation {
 	return out
 }
 
-// TestSalvageRunFromIndexCopy deletes a run's record: Salvage reads the run from its
+// TestSalvageRunFromIndexCopy deletes a run's record: Read reads the run from its
 // copy in the phase index, with its operations.
 func TestSalvageRunFromIndexCopy(t *testing.T) {
 	b := memstore.NewBackend(kv.Limits{})
@@ -124,9 +155,9 @@ func TestSalvageRunFromIndexCopy(t *testing.T) {
 	require.NoError(t, s.PutOperations(bg, owner, batch))
 	want, err := s.GetRun(bg, owner)
 	require.NoError(t, err)
-	require.NoError(t, b.Commit(bg, nil, []kv.Write{{Key: kv.RunKey(owner), Delete: true}}))
+	require.NoError(t, b.Commit(bg, nil, []kv.Write{{Key: layout.RunKey(owner), Delete: true}}))
 
-	runs, lost := salvage(t, b)
+	runs, lost := readSnapshot(t, b)
 	require.Empty(t, lost)
 	require.Len(t, runs, 1)
 	require.False(t, runs[0].Rebuilt)
@@ -161,7 +192,7 @@ func TestSalvageRebuildsRun(t *testing.T) {
 	dropRunRecords(t, b, owner)
 	dropRunRecords(t, b, own)
 
-	runs, lost := salvage(t, b)
+	runs, lost := readSnapshot(t, b)
 	require.Empty(t, lost)
 	require.Len(t, runs, 3)
 	reason := "salvage: the run's record was lost; its phase, counts and history are unknown; 5 of its operations were saved"
@@ -203,7 +234,7 @@ func TestSalvageCannotRebuildOwnKind(t *testing.T) {
 	require.NoError(t, s.PutOperations(bg, own, batch))
 	dropRunRecords(t, b, own)
 
-	runs, lost := salvage(t, b)
+	runs, lost := readSnapshot(t, b)
 	require.Empty(t, runs)
 	require.Len(t, lost, 3)
 	for i, l := range lost {

@@ -1,9 +1,13 @@
-package kv
+// Package salvage reads back the runs and operations that a damaged store of the engine
+// of storage/kv still holds, one record at a time, from the entries a driver could read
+// (storage/boltstore's Salvage reads them from a damaged file page by page). It is
+// internal: boltstore is its one user, and a driver of a new backend that needs it too
+// can be given it by exporting it then, which breaks nobody.
+package salvage
 
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -12,21 +16,22 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/internal/layout"
 	"github.com/itemops/itemops/storage/internal/record"
 )
 
-// A SalvagedRun is a run that [Salvage] read back, with those of its operations it read
-// back, in the order their IDs were first put.
-type SalvagedRun struct {
+// A Run is a run that [Read] read back, with those of its operations it read back, in
+// the order their IDs were first put.
+type Run struct {
 	Run        operations.Run
 	Operations []operations.Operation
 	// Rebuilt is set when the run's record and its copy were both lost and Run was
-	// rebuilt from its operations' records (see [Salvage]): its phase, counts and
+	// rebuilt from its operations' records (see [Read]): its phase, counts and
 	// history are not the ones it had.
 	Rebuilt bool
 }
 
-// A Loss is a record that [Salvage] could not read back. Owner is the run it belongs
+// A Loss is a record that [Read] could not read back. Owner is the run it belongs
 // to, when its key tells (its Kind is empty when not); ID is the operation's ID when the
 // loss is of one operation whose ID is known, and empty otherwise; Why says what was
 // found.
@@ -36,16 +41,17 @@ type Loss struct {
 	Why   string
 }
 
-// Salvage reads every run and operation that the keys of r still hold, one record at a
-// time, for a store that lost keys or holds records that do not decode: a run is read
+// Read reads every run and operation that entries, the keys and values a store of the
+// engine still holds, hold, one record at a time, for a store that lost keys or holds records that do not decode: a run is read
 // from its record, or from its copy in the phase index when its record is gone; each of
 // its operations is read from its own record, so one that is lost costs only itself. It
-// applies a batch that was committed but not yet applied (see the package
-// documentation, "Batches larger than one commit"), as a reader of the store would.
+// applies, in entries, which it changes, a batch that was committed but not yet applied
+// (see the documentation of storage/kv, "Batches larger than one commit"), as a reader
+// of the store would.
 //
 // A run whose record and copy are both lost, but some of whose operations' records are
 // read, is rebuilt from them, so that no operation read is lost with its run's record,
-// and marked [SalvagedRun.Rebuilt]. Its owner is the operations' kind and name, with the
+// and marked [Run.Rebuilt]. Its owner is the operations' kind and name, with the
 // UID of the first of them; its phase is [phase.Failed], reached from [phase.New] by
 // [operations.Run.SetPhase], with a FailureReason that says the record was lost and how
 // many operations were saved; its counts are zero. Failed because its state is unknown:
@@ -53,7 +59,7 @@ type Loss struct {
 // and a person all read Failed as a run to look at, with the reason beside it. Its
 // Created is the earliest Created of those operations, and the move to Failed is dated
 // the latest time they hold (Created or Updated), the last time the store shows the run
-// in use; Salvage reads no clock, so the same records always give the same run. A run of
+// in use; Read reads no clock, so the same records always give the same run. A run of
 // a kind of one's own is rebuilt with the profile of the other runs of its kind that
 // were read, when there are some and they all agree; without that profile the kind's
 // machine is unknown, the run is not rebuilt, and each of its operations is a Loss that
@@ -67,17 +73,10 @@ type Loss struct {
 // operation's record is read is not a loss, though the entry itself is gone: a store
 // that the runs are written to again rebuilds it.
 //
-// Salvage fails only with ctx.Err() or r's own error; the runs come in the order of
-// [Store.ListRuns], the losses in the order of their keys.
-func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
-	all := map[string][]byte{}
-	err := r.Scan(ctx, nil, nil, func(k, v []byte, _ Version) error {
-		all[string(k)] = bytes.Clone(v)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
+// The runs come in the order of operations.Store.ListRuns, the losses in the order of
+// their keys. Read reads entries alone: it is safe for concurrent use on distinct maps.
+func Read(entries map[string][]byte) ([]Run, []Loss) {
+	all := entries
 	var lost []Loss
 	applyStaged(all, &lost)
 
@@ -87,9 +86,9 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 	// it names is gone, the operation is lost); without it, the finished one is: a
 	// record moves from u to f once, never back.
 	type runOps struct {
-		records map[uint64]*[2][]byte // by sequence number: the u and the f record
-		ids     map[uint64]idEntry    // by sequence number, from the ID index
-		names   map[uint64]string     // the ID of each entry of ids
+		records map[uint64]*[2][]byte     // by sequence number: the u and the f record
+		ids     map[uint64]layout.IDEntry // by sequence number, from the ID index
+		names   map[uint64]string         // the ID of each entry of ids
 	}
 	runs := map[operations.Owner]operations.Run{}
 	copies := map[operations.Owner]operations.Run{}
@@ -97,7 +96,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 	ops := map[operations.Owner]*runOps{}
 	opsOf := func(o operations.Owner) *runOps {
 		if ops[o] == nil {
-			ops[o] = &runOps{records: map[uint64]*[2][]byte{}, ids: map[uint64]idEntry{}, names: map[uint64]string{}}
+			ops[o] = &runOps{records: map[uint64]*[2][]byte{}, ids: map[uint64]layout.IDEntry{}, names: map[uint64]string{}}
 		}
 		return ops[o]
 	}
@@ -105,11 +104,11 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 		v := all[k]
 		key := []byte(k)
 		switch {
-		case k == string(keyFormat):
+		case k == layout.FormatKey:
 		case k == "":
 			lost = append(lost, Loss{Why: "an empty key"})
-		case key[0] == prefixRun:
-			o, err := ownerOfRunKey(key)
+		case key[0] == layout.PrefixRun:
+			o, err := layout.OwnerOfRunKey(key)
 			if err != nil {
 				lost = append(lost, Loss{Why: err.Error()})
 				continue
@@ -119,32 +118,32 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 			} else {
 				runs[o] = run
 			}
-		case key[0] == prefixIdx:
+		case key[0] == layout.PrefixIdx:
 			// Only a copy: a run it would name is lost only with its record.
-			if o, err := ownerOfIdxKey(key); err == nil {
+			if o, err := layout.OwnerOfIdxKey(key); err == nil {
 				if run, err := record.DecodeRun(o, v); err == nil {
 					copies[o] = run
 				}
 			}
-		case key[0] == prefixOps:
-			o, suffix, tail, ok := cutOpsKey(key)
+		case key[0] == layout.PrefixOps:
+			o, suffix, tail, ok := layout.CutOpsKey(key)
 			switch {
 			case !ok:
 				lost = append(lost, Loss{Why: fmt.Sprintf("key %q is of no form of the layout", key)})
-			case (suffix == opsUnfinished || suffix == opsFinished) && len(tail) == 8:
+			case (suffix == layout.OpsUnfinished || suffix == layout.OpsFinished) && len(tail) == 8:
 				seq := binary.BigEndian.Uint64(tail)
 				ro := opsOf(o)
 				if ro.records[seq] == nil {
 					ro.records[seq] = new([2][]byte)
 				}
-				ro.records[seq][btoi(suffix == opsFinished)] = v
-			case suffix == opsID:
+				ro.records[seq][btoi(suffix == layout.OpsFinished)] = v
+			case suffix == layout.OpsID:
 				// An entry that does not parse costs nothing: the record names its ID.
-				if e, err := parseIDEntry(string(tail), v); err == nil {
+				if e, err := layout.ParseIDEntry(string(tail), v); err == nil {
 					ro := opsOf(o)
-					ro.ids[e.seq], ro.names[e.seq] = e, string(tail)
+					ro.ids[e.Seq], ro.names[e.Seq] = e, string(tail)
 				}
-			case suffix == opsMeta, suffix == opsStaged:
+			case suffix == layout.OpsMeta, suffix == layout.OpsStaged:
 				// applyStaged applied the batch they name, if any
 			default:
 				lost = append(lost, Loss{Owner: o, Why: fmt.Sprintf("key %q is of no form of the layout", key)})
@@ -163,7 +162,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 	for o := range ops {
 		owners = append(owners, o)
 	}
-	slices.SortFunc(owners, func(a, b operations.Owner) int { return bytes.Compare(runKey(a), runKey(b)) })
+	slices.SortFunc(owners, func(a, b operations.Owner) int { return bytes.Compare(layout.RunKey(a), layout.RunKey(b)) })
 	owners = slices.Compact(owners)
 
 	// The profiles of the kinds of one's own, from the runs read: a run rebuilt needs
@@ -177,7 +176,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 		}
 	}
 
-	var out []SalvagedRun
+	var out []Run
 	for _, o := range owners {
 		run, ok := runs[o]
 		if !ok {
@@ -202,7 +201,7 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 			id, rec := ro.names[seq], []byte(nil)
 			if both := ro.records[seq]; both != nil {
 				if e, indexed := ro.ids[seq]; indexed {
-					rec = both[btoi(!record.Unfinished(e.code))]
+					rec = both[btoi(!record.Unfinished(e.Code))]
 				} else {
 					rec = both[btoi(both[1] != nil)]
 				}
@@ -219,13 +218,13 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 			kept = append(kept, op)
 		}
 		if ok {
-			out = append(out, SalvagedRun{Run: run, Operations: kept})
+			out = append(out, Run{Run: run, Operations: kept})
 			continue
 		}
 		if len(kept) > 0 {
 			run, err := rebuildRun(o, kept, profiles[o.Kind])
 			if err == nil {
-				out = append(out, SalvagedRun{Run: run, Operations: kept, Rebuilt: true})
+				out = append(out, Run{Run: run, Operations: kept, Rebuilt: true})
 				continue
 			}
 			for _, op := range kept {
@@ -237,13 +236,13 @@ func Salvage(ctx context.Context, r Reader) ([]SalvagedRun, []Loss, error) {
 		}
 	}
 	slices.SortStableFunc(lost, func(a, b Loss) int {
-		return cmp.Or(bytes.Compare(runKey(a.Owner), runKey(b.Owner)), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(bytes.Compare(layout.RunKey(a.Owner), layout.RunKey(b.Owner)), cmp.Compare(a.ID, b.ID))
 	})
-	return out, lost, nil
+	return out, lost
 }
 
 // rebuildRun returns a run for owner o, whose record and copy are lost, from its
-// operations ops (at least one), as [Salvage] describes; profiles are those of the runs
+// operations ops (at least one), as [Read] describes; profiles are those of the runs
 // of o's kind that were read. It fails with an error wrapping phase.ErrUnknownKind when
 // o's kind is one of one's own and profiles is not exactly one profile, and with the
 // error of [operations.Run.SetPhase] or [operations.Run.Validate] when the run is not
@@ -279,23 +278,23 @@ func rebuildRun(o operations.Owner, ops []operations.Operation, profiles []phase
 }
 
 // applyStaged applies, in all, each run's batch that its operations metadata names as
-// committed but not applied: the writes of its chunks, as rollForward does.
+// committed but not applied: the writes of its chunks, as the engine's rollForward does.
 func applyStaged(all map[string][]byte, lost *[]Loss) {
 	for _, k := range slices.Sorted(maps.Keys(all)) {
-		o, suffix, tail, ok := cutOpsKey([]byte(k))
-		if !ok || suffix != opsMeta || len(tail) != 0 {
+		o, suffix, tail, ok := layout.CutOpsKey([]byte(k))
+		if !ok || suffix != layout.OpsMeta || len(tail) != 0 {
 			continue
 		}
-		meta, err := parseOpsMeta(all[k])
-		if err != nil || meta.staged == 0 {
+		meta, err := layout.ParseMeta(all[k])
+		if err != nil || meta.Staged == 0 {
 			continue
 		}
-		start := stagedPrefix(opsPrefix(o), meta.staged)
+		start := layout.StagedPrefix(layout.OpsPrefix(o), meta.Staged)
 		for _, ck := range slices.Sorted(maps.Keys(all)) {
 			if !bytes.HasPrefix([]byte(ck), start) {
 				continue
 			}
-			writes, err := parseChunk(all[ck])
+			writes, err := layout.ParseChunk(all[ck])
 			if err != nil {
 				*lost = append(*lost, Loss{Owner: o, Why: fmt.Sprintf("a chunk of a batch committed but not applied: %v", err)})
 				continue
@@ -317,49 +316,4 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// ownerOfIdxKey returns the owner (without UID) a phase index key names.
-func ownerOfIdxKey(k []byte) (operations.Owner, error) {
-	if len(k) < 3 || k[0] != prefixIdx {
-		return operations.Owner{}, fmt.Errorf("phase index key %q: %w", k, operations.ErrCorrupt)
-	}
-	i := bytes.IndexByte(k[2:], 0)
-	if i < 0 {
-		return operations.Owner{}, fmt.Errorf("phase index key %q: %w", k, operations.ErrCorrupt)
-	}
-	switch k[1] {
-	case kindBackup, kindRestore:
-		kind := phase.Backup
-		if k[1] == kindRestore {
-			kind = phase.Restore
-		}
-		if len(k) == 3+i {
-			return operations.Owner{}, fmt.Errorf("phase index key %q: no name: %w", k, operations.ErrCorrupt)
-		}
-		return operations.Owner{Kind: kind, Name: string(k[3+i:])}, nil
-	case kindOwn:
-		return ownerOfOwnIdxKey(k[:3+i], k)
-	}
-	return operations.Owner{}, fmt.Errorf("phase index key %q: unknown kind: %w", k, operations.ErrCorrupt)
-}
-
-// cutOpsKey splits a key under a run's operations prefix (see opsPrefix) into the
-// run's owner (without UID), the suffix byte and what follows it. It reports false when
-// k is no such key.
-func cutOpsKey(k []byte) (o operations.Owner, suffix byte, tail []byte, ok bool) {
-	if len(k) == 0 || k[0] != prefixOps {
-		return o, 0, nil, false
-	}
-	kind, rest, ok := cutKind(k[1:])
-	if !ok {
-		return o, 0, nil, false
-	}
-	n, size := binary.Uvarint(rest)
-	if size <= 0 || n == 0 || uint64(len(rest)-size) < n+1 {
-		return o, 0, nil, false
-	}
-	rest = rest[size:]
-	o = operations.Owner{Kind: kind, Name: string(rest[:n])}
-	return o, rest[n], rest[n+1:], true
 }

@@ -1,4 +1,4 @@
-package kv
+package layout
 
 import (
 	"errors"
@@ -16,51 +16,51 @@ import (
 func TestKeysOfOwnKinds(t *testing.T) {
 	db := operations.Owner{Kind: "DB", Name: "a"}
 	for _, tc := range []struct{ got, want []byte }{
-		{runKey(operations.Owner{Kind: phase.Backup, Name: "a"}), []byte("rBa")},
-		{runKey(operations.Owner{Kind: phase.Restore, Name: "a"}), []byte("rRa")},
-		{idxKey(operations.Owner{Kind: phase.Backup, Name: "a"}, phase.New), []byte("pBNew\x00a")},
-		{opsPrefix(operations.Owner{Kind: phase.Restore, Name: "a"}), []byte("oR\x01a")},
-		{runKey(db), []byte("rXDB\x00a")},
-		{idxKey(db, phase.New), []byte("pXNew\x00DB\x00a")},
-		{idxPrefix("", phase.New), []byte("pXNew\x00")},
-		{opsPrefix(db), []byte("oXDB\x00\x01a")},
-		{runPrefix(""), []byte("rX")},
-		{runPrefix("DB"), []byte("rXDB\x00")},
+		{RunKey(operations.Owner{Kind: phase.Backup, Name: "a"}), []byte("rBa")},
+		{RunKey(operations.Owner{Kind: phase.Restore, Name: "a"}), []byte("rRa")},
+		{IdxKey(operations.Owner{Kind: phase.Backup, Name: "a"}, phase.New), []byte("pBNew\x00a")},
+		{OpsPrefix(operations.Owner{Kind: phase.Restore, Name: "a"}), []byte("oR\x01a")},
+		{RunKey(db), []byte("rXDB\x00a")},
+		{IdxKey(db, phase.New), []byte("pXNew\x00DB\x00a")},
+		{IdxPrefix("", phase.New), []byte("pXNew\x00")},
+		{OpsPrefix(db), []byte("oXDB\x00\x01a")},
+		{RunPrefix(""), []byte("rX")},
+		{RunPrefix("DB"), []byte("rXDB\x00")},
 	} {
 		require.Equal(t, string(tc.want), string(tc.got))
 	}
 
 	for _, o := range []operations.Owner{db, {Kind: "B", Name: "x\x00y"}, {Kind: phase.Backup, Name: "X"}} {
-		got, err := ownerOfRunKey(runKey(o))
+		got, err := OwnerOfRunKey(RunKey(o))
 		require.NoError(t, err)
 		require.Empty(t, cmp.Diff(o, got))
 	}
 	for _, k := range []string{"rXDB", "rXDB\x00", "rXBackup\x00a", "rX1a\x00b", "rX\x00a", "rZa", "rB"} {
-		_, err := ownerOfRunKey([]byte(k))
+		_, err := OwnerOfRunKey([]byte(k))
 		require.ErrorIs(t, err, operations.ErrCorrupt, "%q", k)
 	}
-	start := idxPrefix("", phase.New)
-	got, err := ownerOfOwnIdxKey(start, idxKey(db, phase.New))
+	start := IdxPrefix("", phase.New)
+	got, err := OwnerOfOwnIdxKey(start, IdxKey(db, phase.New))
 	require.NoError(t, err)
 	require.Empty(t, cmp.Diff(db, got))
 	for _, k := range []string{"pXNew\x00DB", "pXNew\x00DB\x00", "pXNew\x00Restore\x00a", "pXNew\x00\x00a"} {
-		_, err := ownerOfOwnIdxKey(start, []byte(k))
+		_, err := OwnerOfOwnIdxKey(start, []byte(k))
 		require.ErrorIs(t, err, operations.ErrCorrupt, "%q", k)
 	}
 }
 
 // The operations metadata of format 1, which ended with a chunk count, still reads.
 func TestOpsMetaFormat1(t *testing.T) {
-	old := []byte{opsMetaFormat1, 7, 3, 5, 2} // next 7, batches 3, staged 5, 2 chunks
-	got, err := parseOpsMeta(old)
+	old := []byte{MetaFormat1, 7, 3, 5, 2} // next 7, batches 3, staged 5, 2 chunks
+	got, err := ParseMeta(old)
 	require.NoError(t, err)
-	want := opsMetaValue{next: 7, batches: 3, staged: 5}
-	if d := cmp.Diff(want, got, cmp.AllowUnexported(opsMetaValue{})); d != "" {
+	want := Meta{Next: 7, Batches: 3, Staged: 5}
+	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("format 1 metadata (-want +got):\n%s", d)
 	}
-	again, err := parseOpsMeta(got.append(nil))
+	again, err := ParseMeta(got.Append(nil))
 	require.NoError(t, err)
-	if d := cmp.Diff(want, again, cmp.AllowUnexported(opsMetaValue{})); d != "" {
+	if d := cmp.Diff(want, again); d != "" {
 		t.Errorf("metadata written again (-want +got):\n%s", d)
 	}
 }
@@ -71,23 +71,19 @@ func TestOpsMetaFormat1(t *testing.T) {
 // they return must encode back to the same bytes. The records have their own fuzz test
 // in storage/internal/record.
 func FuzzDecode(f *testing.F) {
-	f.Add(opsMetaValue{next: 7, batches: 3, staged: 5}.append(nil))
-	f.Add([]byte{opsMetaFormat1, 7, 3, 5, 2})
-	chunks, err := (&Store{}).chunks(nil, 1, []Write{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("d"), Delete: true}})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(chunks[0])
+	f.Add(Meta{Next: 7, Batches: 3, Staged: 5}.Append(nil))
+	f.Add([]byte{MetaFormat1, 7, 3, 5, 2})
+	f.Add(AppendChunkWrite(AppendChunkWrite(nil, ChunkWrite{Key: []byte("k"), Value: []byte("v")}), ChunkWrite{Key: []byte("d"), Delete: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if m, err := parseOpsMeta(b); err != nil {
+		if m, err := ParseMeta(b); err != nil {
 			if !errors.Is(err, operations.ErrCorrupt) {
-				t.Fatalf("parseOpsMeta error %v does not wrap ErrCorrupt", err)
+				t.Fatalf("ParseMeta error %v does not wrap ErrCorrupt", err)
 			}
-		} else if b != nil && b[0] == opsMetaFormat2 && string(m.append(nil)) != string(b) {
-			t.Fatalf("operations metadata %x parses to %+v, which encodes to %x", b, m, m.append(nil))
+		} else if b != nil && b[0] == MetaFormat2 && string(m.Append(nil)) != string(b) {
+			t.Fatalf("operations metadata %x parses to %+v, which encodes to %x", b, m, m.Append(nil))
 		}
-		if _, err := parseChunk(b); err != nil && !errors.Is(err, operations.ErrCorrupt) {
-			t.Fatalf("parseChunk error %v does not wrap ErrCorrupt", err)
+		if _, err := ParseChunk(b); err != nil && !errors.Is(err, operations.ErrCorrupt) {
+			t.Fatalf("ParseChunk error %v does not wrap ErrCorrupt", err)
 		}
 	})
 }
