@@ -490,7 +490,7 @@ func TestScheduleAcrossRestart(t *testing.T) {
 type untouchable struct{ operations.Store }
 
 // TestInvalidOptions checks that an option given an invalid value makes every method
-// that works on the store (Run, RunOnce, Poll, Finalize, Recover, SubmitRun, CancelRun)
+// that works on the store (Run, RunOnce, Poll, Finalize, Recover, StartRun, RequestCancel)
 // return an error wrapping operations.ErrInvalid that names the option, before any call
 // to the store, and that New does not panic.
 func TestInvalidOptions(t *testing.T) {
@@ -514,12 +514,12 @@ func TestInvalidOptions(t *testing.T) {
 			_, errPoll := m.Poll(ctx, o)
 			_, errFinalize := m.Finalize(ctx, o)
 			_, errRecover := m.Recover(ctx)
-			_, errSubmit := m.SubmitRun(ctx, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
-				t.Fatal("SubmitRun ran main")
+			_, errStart := m.StartRun(ctx, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+				t.Fatal("StartRun ran main")
 				return operations.MainRun{}, nil
 			})
-			_, errCancel := m.CancelRun(ctx, o, "cancelled")
-			for _, err := range []error{m.Run(ctx), errOnce, errPoll, errFinalize, errRecover, errSubmit, errCancel} {
+			_, errCancel := m.RequestCancel(ctx, o, "cancelled")
+			for _, err := range []error{m.Run(ctx), errOnce, errPoll, errFinalize, errRecover, errStart, errCancel} {
 				require.ErrorIs(t, err, operations.ErrInvalid)
 				require.ErrorContains(t, err, tc.wantText)
 			}
