@@ -54,7 +54,9 @@ var ErrInvalidOperationID = errors.New("invalid operation ID")
 
 // ErrRetry marks a plugin's Progress error as transient: the plugin cannot answer now but
 // expects to later (its backend restarts, a rate limit holds it back). Return it, wrap
-// it, or wrap an error with [Retryable]. A Monitor with a retry policy (package
+// it, or wrap an error with [Retryable]; the client of a plugin that runs in another
+// process marks so the transport errors it knows to be transient (integrations/velero
+// marks gRPC's Unavailable). A Monitor with a retry policy (package
 // operations/monitor, WithRetryPolicy) asks the plugin again later, after a backoff,
 // rather than failing the operation; without one, the operation fails with the error's
 // text, as Velero fails it. An error that also wraps [ErrInvalidOperationID] or

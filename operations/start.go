@@ -60,10 +60,11 @@ type MainRun struct {
 // operations; else the system clock's current time is.
 //
 // StartRun needs only the store. A program that runs a Monitor (package
-// operations/monitor) calls the Monitor's SubmitRun instead, which calls this one on the
-// Monitor's store, stamps a template without a Created time with the Monitor's clock (so
-// that an operation's age is never counted across two clocks) and wakes the Monitor, so
-// that the new operations are polled at once.
+// operations/monitor) calls the Monitor's method of the same name instead, which calls
+// this one on the Monitor's store, stamps a template without a Created time with the
+// Monitor's clock (so that an operation's age is never counted across two clocks),
+// wakes the Monitor's Run, so that the new operations are polled at once, and on a
+// store with claims applies the restart rule to a run whose starter died.
 //
 // # Main runs once
 //
@@ -80,7 +81,7 @@ type MainRun struct {
 //     holds the run's claim while its main runs, so that a Monitor can tell a main under
 //     way from one whose process died: Monitor.Recover (package operations/monitor)
 //     fails an InProgress run only when it gets the run's claim, as Velero fails a
-//     backup it finds InProgress when its server starts, and Monitor.SubmitRun does the
+//     backup it finds InProgress when its server starts, and Monitor.StartRun does the
 //     same for a run it finds InProgress once the claim of its dead starter has ended.
 //     On a store without claims (used by one process), Recover fails every InProgress
 //     run when the process starts again.
@@ -96,7 +97,7 @@ type MainRun struct {
 // run stays InProgress and is not undone: a write whose answer was lost may have been
 // applied, and the operations it recorded may be running. So does a crash while main
 // runs or between the writes. The restart rules then take the run: Recover (or, on a
-// store with claims, a later SubmitRun of package operations/monitor once the claim has
+// store with claims, a later StartRun of package operations/monitor once the claim has
 // ended) cancels the operations it recorded and fails it. Since main may thus run again for
 // one owner after a failure, the operation IDs it returns should be derived from the run
 // and the item (as Velero's data movers do), or its plugins should tolerate a second
@@ -338,8 +339,8 @@ func endMainRun(r *Run, res MainRun, pending int, now time.Time) error {
 //
 // RequestCancel needs only the store, as in a tool that runs apart from the Monitor (the
 // cancel command of cmd/itemops). A program that runs a Monitor calls the Monitor's
-// CancelRun instead, which calls this one with the Monitor's clock and wakes the
-// Monitor, so that the operations are cancelled at once.
+// method of the same name instead, which calls this one with the Monitor's clock and
+// wakes the Monitor's Run, so that the operations are cancelled at once.
 func RequestCancel(ctx context.Context, s Store, o Owner, reason string, at time.Time) (Run, error) {
 	return s.UpdateRun(ctx, o, func(r *Run) error { return r.RequestCancel(reason, at) })
 }

@@ -217,7 +217,7 @@ func (h *host) cancelLatest(ctx context.Context) {
 			continue // runs list restores after backups: the first unfinished from the end is the latest
 		}
 		reason := fmt.Sprintf("cancelled by the demo (-cancel-after %s)", h.cfg.cancelAfter)
-		if _, err := h.mon.CancelRun(ctx, r.Owner, reason); err == nil {
+		if _, err := h.mon.RequestCancel(ctx, r.Owner, reason); err == nil {
 			h.ui.printf("%s %s: cancel requested; the Monitor cancels its operations and fails it", r.Owner.Kind, r.Owner.Name)
 		}
 		return

@@ -78,7 +78,7 @@ func (r *BackupReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	main := func(ctx context.Context) (operations.MainRun, error) { return r.mainRun(ctx, &b) }
-	if _, err := r.Monitor.SubmitRun(ctx, r.Kind.Run(&b), main); err != nil {
+	if _, err := r.Monitor.StartRun(ctx, r.Kind.Run(&b), main); err != nil {
 		return ctrl.Result{}, err
 	}
 	var read controllerruntime.RunStatus // the status as read, for the Events

@@ -108,7 +108,7 @@ func TestAPIServerHandleDeletion(t *testing.T) {
 	deleted, err := m.HandleDeletion(ctx, c, obj, Kind{Name: phase.Backup})
 	require.NoError(t, err)
 	require.False(t, deleted)
-	_, err = m.SubmitRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, obj)}, j.start("a", "b"))
+	_, err = m.StartRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, obj)}, j.start("a", "b"))
 	require.NoError(t, err)
 	require.NoError(t, c.Delete(ctx, obj))
 
@@ -191,7 +191,7 @@ func TestAPIServerSourceEnqueues(t *testing.T) {
 	// started, and stopping them does not leave controller-runtime v0.19's source
 	// goroutine of a controller that was still starting (which goleak would report).
 	require.ElementsMatch(t, []string{"backups", "restores"}, []string{next(), next()})
-	_, err = m.SubmitRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, obj)}, func(context.Context) (operations.MainRun, error) {
+	_, err = m.StartRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, obj)}, func(context.Context) (operations.MainRun, error) {
 		return operations.MainRun{Operations: []operations.Operation{{Action: "p", ID: "op-1"}}}, nil
 	})
 	require.NoError(t, err)
@@ -222,7 +222,7 @@ func TestAPIServerStatusConflict(t *testing.T) {
 	w := &widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"}}
 	require.NoError(t, c.Create(ctx, w))
 	owner := OwnerOf(phase.Backup, w)
-	_, err := m.SubmitRun(ctx, operations.Run{Owner: owner}, func(context.Context) (operations.MainRun, error) {
+	_, err := m.StartRun(ctx, operations.Run{Owner: owner}, func(context.Context) (operations.MainRun, error) {
 		return operations.MainRun{Operations: []operations.Operation{{Action: "p", ID: "op-1"}}}, nil
 	})
 	require.NoError(t, err)
@@ -272,7 +272,7 @@ func TestAPIServerEventsOfARetriedReconcile(t *testing.T) {
 	m := newMonitor(memstore.New(), operationstest.Resolver(nil), logr.Discard(), []monitor.Option{monitor.WithClock(clocktest.NewClock(t0))})
 	w := &widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"}}
 	require.NoError(t, c.Create(ctx, w))
-	run, err := m.SubmitRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, w)}, func(context.Context) (operations.MainRun, error) {
+	run, err := m.StartRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, w)}, func(context.Context) (operations.MainRun, error) {
 		return operations.MainRun{Operations: []operations.Operation{{Action: "p", ID: "op-1"}}}, nil
 	})
 	require.NoError(t, err)

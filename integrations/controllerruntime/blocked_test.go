@@ -75,7 +75,7 @@ func TestAPIServerStoreErrorBlocksRun(t *testing.T) {
 		}
 		o := OwnerOf(phase.Backup, &got)
 		if _, err := store.GetRun(ctx, o); errors.Is(err, operations.ErrNotFound) {
-			if _, err := m.SubmitRun(ctx, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+			if _, err := m.StartRun(ctx, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
 				return operations.MainRun{Operations: []operations.Operation{{Action: "p", ID: "op-1"}}}, nil
 			}); err != nil {
 				return reconcile.Result{}, err

@@ -174,7 +174,7 @@ func TestAPIServerDeletionWhileOwnPassPolls(t *testing.T) {
 			if deleted, err := m.HandleDeletion(ctx, c, &got, kind); deleted || err != nil {
 				return err
 			}
-			_, err := m.SubmitRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, &got)}, main)
+			_, err := m.StartRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, &got)}, main)
 			return err
 		}()
 		if err != nil {

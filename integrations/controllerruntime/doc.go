@@ -57,12 +57,12 @@
 //
 // A reconcile calls [Monitor.HandleDeletion], with the Kind, first: it keeps [Finalizer]
 // on the object, and when the object is deleted it cancels the run's operations through
-// their plugins, deletes the run and lets the object go. Then [Monitor.SubmitRun] starts the run, stamped
+// their plugins, deletes the run and lets the object go. Then [Monitor.StartRun] starts the run, stamped
 // by the Monitor's clock, and wakes the Monitor so that the run's operations are polled
 // at once; it refuses an owner without a UID, and cancels the stale run of a deleted
 // object of the same name before starting the new object's.
 // A claim on the run held by a pass of the operator's own Monitor is no error:
-// HandleDeletion and SubmitRun wait for the pass to end; only a claim another Monitor
+// HandleDeletion and StartRun wait for the pass to end; only a claim another Monitor
 // holds gives an error wrapping [ErrClaimed].
 //
 // # Names

@@ -66,7 +66,7 @@ func TestOwnKindOnManager(t *testing.T) {
 	j := newJobs()
 	j.progress = make(chan string, 100)
 	passes := make(chan monitor.PassStats, 100)
-	// An interval of an hour: the Monitor polls the run when SubmitRun wakes it, and the
+	// An interval of an hour: the Monitor polls the run when StartRun wakes it, and the
 	// deletion cancels through Poll, so the test sees no pass but those.
 	m := startManagerOn(t, c, store, resolverOf(t, c, j), monitor.WithInterval(time.Hour),
 		monitor.WithObserver(monitor.Observer{Pass: func(s monitor.PassStats) {
@@ -109,7 +109,7 @@ func TestOwnKindOnManager(t *testing.T) {
 		if deleted, err := m.HandleDeletion(ctx, c, &obj, snapshots); deleted || err != nil {
 			return err
 		}
-		_, err := m.SubmitRun(ctx, snapshots.Run(&obj), main)
+		_, err := m.StartRun(ctx, snapshots.Run(&obj), main)
 		return err
 	}
 	require.NoError(t, reconcileSnapshot(j.start("a", "b")))

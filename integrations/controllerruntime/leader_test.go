@@ -127,7 +127,7 @@ func testTakeover(t *testing.T, cfg *rest.Config, release bool, wantHolders []st
 		for _, id := range ids {
 			ops = append(ops, operations.Operation{Action: leaderAction, ID: id})
 		}
-		_, err := monA.SubmitRun(ctx, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: name, UID: "uid-" + name}},
+		_, err := monA.StartRun(ctx, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: name, UID: "uid-" + name}},
 			func(context.Context) (operations.MainRun, error) { return operations.MainRun{Operations: ops}, nil })
 		require.NoError(t, err)
 	}

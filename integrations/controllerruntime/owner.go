@@ -39,7 +39,7 @@ func ObjectKey(o operations.Owner) types.NamespacedName {
 // the run's owner: deleted and created again), the function returns a stand-in instead:
 // an empty object with the namespace, name and UID of the run's owner, so that the
 // plugins can still cancel the operations of a deleted object's run (see
-// [Monitor.SubmitRun]). It fails with c's other errors.
+// [Monitor.StartRun]). It fails with c's other errors.
 func Lookup[T client.Object](c client.Reader, newObject func() T) func(context.Context, operations.Owner) (T, error) {
 	return func(ctx context.Context, o operations.Owner) (T, error) {
 		obj := newObject()
@@ -68,7 +68,7 @@ func Lookup[T client.Object](c client.Reader, newObject func() T) func(context.C
 //
 //	snapshots, err := controllerruntime.DeclareKind("DatabaseSnapshot", phase.Backup)
 //	...
-//	run, err := m.SubmitRun(ctx, snapshots.Run(&obj), mainRun)
+//	run, err := m.StartRun(ctx, snapshots.Run(&obj), mainRun)
 //
 // Its zero value names no kind. For Velero's kinds, Kind{Name: phase.Backup} (or
 // phase.Restore, with the profile of their options) does; their runs show as before.
@@ -101,7 +101,7 @@ func DeclareKind(name, base phase.Kind, opts ...phase.Option) (Kind, error) {
 // Owner returns the owner of obj's run, of kind k.Name (see [OwnerOf]).
 func (k Kind) Owner(obj client.Object) operations.Owner { return OwnerOf(k.Name, obj) }
 
-// Run returns the template of obj's run for [Monitor.SubmitRun]: the owner of
+// Run returns the template of obj's run for [Monitor.StartRun]: the owner of
 // [Kind.Owner] and the profile k.Profile. Set the template's other fields (its
 // operation timeout, its item counts) before starting it.
 func (k Kind) Run(obj client.Object) operations.Run {

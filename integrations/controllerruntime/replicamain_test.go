@@ -30,25 +30,25 @@ import (
 const replicaObjects = 6
 
 // replicaLog records, per object, the main runs each replica's reconcile ran and the
-// replicas whose reconcile reached SubmitRun. Its methods are safe for concurrent use.
+// replicas whose reconcile reached StartRun. Its methods are safe for concurrent use.
 type replicaLog struct {
-	mu        sync.Mutex
-	mains     map[string][]string // object name → the replicas that ran its main run
-	submitted map[string]map[string]bool
-	changed   chan struct{} // receives (without blocking) after each record
+	mu           sync.Mutex
+	mains        map[string][]string // object name → the replicas that ran its main run
+	startCallers map[string]map[string]bool
+	changed      chan struct{} // receives (without blocking) after each record
 }
 
 func newReplicaLog() *replicaLog {
-	return &replicaLog{mains: map[string][]string{}, submitted: map[string]map[string]bool{}, changed: make(chan struct{}, 1)}
+	return &replicaLog{mains: map[string][]string{}, startCallers: map[string]map[string]bool{}, changed: make(chan struct{}, 1)}
 }
 
-func (l *replicaLog) submit(object, replica string) {
+func (l *replicaLog) startCalled(object, replica string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.submitted[object] == nil {
-		l.submitted[object] = map[string]bool{}
+	if l.startCallers[object] == nil {
+		l.startCallers[object] = map[string]bool{}
 	}
-	l.submitted[object][replica] = true
+	l.startCallers[object][replica] = true
 	select {
 	case l.changed <- struct{}{}:
 	default:
@@ -61,15 +61,15 @@ func (l *replicaLog) main(object, replica string) {
 	l.mains[object] = append(l.mains[object], replica)
 }
 
-// submitters returns how many replicas' reconciles of object have reached SubmitRun.
-func (l *replicaLog) submitters(object string) int {
+// startCallerCount returns how many replicas' reconciles of object have reached StartRun.
+func (l *replicaLog) startCallerCount(object string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.submitted[object])
+	return len(l.startCallers[object])
 }
 
 // replica is one operator process of the tests: a manager whose controller reconciles
-// the ConfigMaps of one namespace with HandleDeletion and SubmitRun, its Monitor over
+// the ConfigMaps of one namespace with HandleDeletion and StartRun, its Monitor over
 // the store the replicas share, and the plugin the runs' operations belong to.
 type replica struct {
 	name string
@@ -117,7 +117,7 @@ func newReplica(t *testing.T, name string, opts manager.Options, scheme *runtime
 		if deleted || err != nil {
 			return reconcile.Result{}, err
 		}
-		log.submit(obj.Name, name)
+		log.startCalled(obj.Name, name)
 		main := func(context.Context) (operations.MainRun, error) {
 			log.main(obj.Name, name)
 			if beforeMain != nil {
@@ -125,7 +125,7 @@ func newReplica(t *testing.T, name string, opts manager.Options, scheme *runtime
 			}
 			return operations.MainRun{Operations: []operations.Operation{{Action: "p", ID: "upload-" + string(obj.UID)}}}, nil
 		}
-		_, err = m.SubmitRun(ctx, kind.Run(&obj), main)
+		_, err = m.StartRun(ctx, kind.Run(&obj), main)
 		return reconcile.Result{}, err
 	})
 	require.NoError(t, builder.ControllerManagedBy(mgr).Named("replicas").For(&corev1.ConfigMap{}).
@@ -178,8 +178,8 @@ func waitCompleted(t *testing.T, store operations.Store, ns string, names []stri
 // TestAPIServerReplicasWithoutLeaderElection is the model of shared claims: two
 // replicas (two managers, without leader election) over one store with claims, so that
 // both reconcile every object and both Monitors run. Each main run waits until the
-// other replica's reconcile of its object has reached SubmitRun too, so that both
-// replicas submit every run while its main run is under way: the main run of each
+// other replica's reconcile of its object has reached StartRun too, so that both
+// replicas start every run while its main run is under way: the main run of each
 // object runs exactly once, on one replica, and every run ends Completed. Replica b
 // starts once a's main runs are under way, and applies the restart rules (Recover)
 // while they are: it leaves their InProgress runs alone, since their main runs hold the
@@ -191,17 +191,17 @@ func TestAPIServerReplicasWithoutLeaderElection(t *testing.T) {
 	store := newClaimStore()
 	log := newReplicaLog()
 	// The main run of an object waits, within a guard against hanging, until both
-	// replicas' reconciles of the object have reached SubmitRun.
-	bothSubmitted := func(object string) {
-		for deadline := time.Now().Add(30 * time.Second); log.submitters(object) < 2 && time.Now().Before(deadline); {
+	// replicas' reconciles of the object have reached StartRun.
+	bothStarted := func(object string) {
+		for deadline := time.Now().Add(30 * time.Second); log.startCallerCount(object) < 2 && time.Now().Before(deadline); {
 			select {
 			case <-log.changed:
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
 	}
-	a := newReplica(t, "a", manager.Options{}, scheme, c, ns, store, log, bothSubmitted)
-	b := newReplica(t, "b", manager.Options{}, scheme, c, ns, store, log, bothSubmitted)
+	a := newReplica(t, "a", manager.Options{}, scheme, c, ns, store, log, bothStarted)
+	b := newReplica(t, "b", manager.Options{}, scheme, c, ns, store, log, bothStarted)
 	stopA := runManager(t, a.mgr)
 	defer stopA()
 	// b starts once a's main runs are under way, so that b's Recover finds their runs
@@ -219,7 +219,7 @@ func TestAPIServerReplicasWithoutLeaderElection(t *testing.T) {
 	defer log.mu.Unlock()
 	for _, n := range names {
 		require.Len(t, log.mains[n], 1, "the main runs of %s, by replica", n)
-		require.Len(t, log.submitted[n], 2, "the replicas whose reconcile of %s reached SubmitRun", n)
+		require.Len(t, log.startCallers[n], 2, "the replicas whose reconcile of %s reached StartRun", n)
 	}
 }
 
@@ -259,6 +259,6 @@ func TestLeaderElectionReplicasMainRunsOnce(t *testing.T) {
 	defer log.mu.Unlock()
 	for _, n := range names {
 		require.Equal(t, []string{"a"}, log.mains[n], "the main runs of %s, by replica", n)
-		require.Equal(t, map[string]bool{"a": true}, log.submitted[n], "the replicas whose reconcile of %s reached SubmitRun", n)
+		require.Equal(t, map[string]bool{"a": true}, log.startCallers[n], "the replicas whose reconcile of %s reached StartRun", n)
 	}
 }

@@ -18,19 +18,19 @@ import (
 // cancelled.
 const Finalizer = "itemops.io/cancel-operations"
 
-// SubmitRun starts the run of template.Owner as [monitor.Monitor.SubmitRun] does: on the
-// Monitor's store, stamped with the Monitor's clock, and waking the Monitor so that the
-// run's operations are polled at once rather than up to an interval later. It is
-// idempotent, so a reconcile calls it every time, and main runs once for a run even
-// when the reconciles of several replicas submit it at once (see
-// [operations.StartRun], "Main runs once").
+// StartRun starts the run of template.Owner as [monitor.Monitor.StartRun] does: on the
+// Monitor's store, stamped with the Monitor's clock, waking the Monitor's Run so that
+// the run's operations are polled at once rather than up to an interval later, and, on
+// a store with claims, failing a run whose starter died. It is idempotent, so a
+// reconcile calls it every time, and main runs once for a run even when the reconciles
+// of several replicas start it at once (see [operations.StartRun], "Main runs once").
 //
-// The owner must have a UID ([OwnerOf] gives the object's): SubmitRun fails with an error
+// The owner must have a UID ([OwnerOf] gives the object's): StartRun fails with an error
 // wrapping [operations.ErrInvalid] without one, since the UID is what tells the run of a
 // deleted object from the run of a new object of the same name. When the store holds
 // such a stale run under the owner's name (its object was deleted without
 // [Monitor.HandleDeletion], for instance before the operator kept the finalizer),
-// SubmitRun cancels the stale run's unfinished operations through their plugins (see
+// StartRun cancels the stale run's unfinished operations through their plugins (see
 // [Monitor.HandleDeletion]), deletes it, and then starts the new run.
 //
 // It fails as [operations.StartRun] does, with an error wrapping
@@ -38,12 +38,12 @@ const Finalizer = "itemops.io/cancel-operations"
 // yet (another Monitor holds its claim, [ErrClaimed]; a later reconcile tries again), and
 // with ctx.Err(). Like HandleDeletion, it waits for a pass of the Monitor's own Run that
 // holds the stale run's claim.
-func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
+func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
 	o := template.Owner
 	if o.UID == "" {
 		return operations.Run{}, fmt.Errorf("start run %s: owner has no UID: %w", o, operations.ErrInvalid)
 	}
-	r, err := m.Monitor.SubmitRun(ctx, template, main)
+	r, err := m.Monitor.StartRun(ctx, template, main)
 	if !errors.Is(err, operations.ErrUIDMismatch) {
 		return r, err
 	}
@@ -51,7 +51,7 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 	if err := m.endRun(ctx, stale, "its object was deleted: a new object of the same name (UID "+o.UID+") replaces it"); err != nil {
 		return operations.Run{}, fmt.Errorf("start run %s: cancel the stale run of its name: %w", o, err)
 	}
-	return m.Monitor.SubmitRun(ctx, template, main)
+	return m.Monitor.StartRun(ctx, template, main)
 }
 
 // HandleDeletion keeps the run of obj, of kind k (the Kind its runs are started with,
@@ -108,7 +108,7 @@ func (m *Monitor) HandleDeletion(ctx context.Context, c client.Client, obj clien
 	return true, nil
 }
 
-// ErrClaimed is the error (wrapped) of [Monitor.HandleDeletion] and [Monitor.SubmitRun]
+// ErrClaimed is the error (wrapped) of [Monitor.HandleDeletion] and [Monitor.StartRun]
 // when the run to cancel is claimed by another Monitor (see [operations.RunClaimer]):
 // its claim stayed held while the passes of this Monitor's own Run ended, or this
 // Monitor's Run is not under way.
@@ -135,7 +135,7 @@ func (m *Monitor) endRun(ctx context.Context, o operations.Owner, reason string)
 	}
 	o = run.Owner // with the stored UID, so that a run created since is never deleted
 	if !phase.IsTerminal(run.Phase) {
-		_, err := m.CancelRun(ctx, o, reason)
+		_, err := m.RequestCancel(ctx, o, reason)
 		if err != nil && !errors.Is(err, operations.ErrRunEnded) {
 			return err
 		}

@@ -122,7 +122,7 @@ func reconcileConfigMap(ctx context.Context, m *Monitor, c client.Client, main f
 	if deleted, err := m.HandleDeletion(ctx, c, &obj, Kind{Name: phase.Backup}); deleted || err != nil {
 		return err
 	}
-	_, err := m.SubmitRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, &obj)}, main)
+	_, err := m.StartRun(ctx, operations.Run{Owner: OwnerOf(phase.Backup, &obj)}, main)
 	return err
 }
 
@@ -160,7 +160,7 @@ func TestRecreatedObjectCancelsStaleRun(t *testing.T) {
 	j := newJobs()
 	m := newMonitor(memstore.New(), resolverOf(t, c, j), logr.Discard(), nil)
 	old := OwnerOf(phase.Backup, newConfigMap("uid-1"))
-	_, err := m.SubmitRun(ctx, operations.Run{Owner: old}, j.start("old-a", "old-b"))
+	_, err := m.StartRun(ctx, operations.Run{Owner: old}, j.start("old-a", "old-b"))
 	require.NoError(t, err)
 	require.NoError(t, c.Delete(ctx, newConfigMap("uid-1"))) // no finalizer: gone at once
 	require.NoError(t, c.Create(ctx, newConfigMap("uid-2")))
@@ -184,7 +184,7 @@ func TestOwnerWithoutUIDRefused(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(newConfigMap("")).Build()
 	j := newJobs()
 	m := newMonitor(memstore.New(), resolverOf(t, c, j), logr.Discard(), nil)
-	_, err := m.SubmitRun(ctx, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "shop/nightly"}}, j.start("a"))
+	_, err := m.StartRun(ctx, operations.Run{Owner: operations.Owner{Kind: phase.Backup, Name: "shop/nightly"}}, j.start("a"))
 	require.ErrorIs(t, err, operations.ErrInvalid)
 	_, err = m.HandleDeletion(ctx, c, newConfigMap(""), Kind{Name: phase.Backup})
 	require.ErrorIs(t, err, operations.ErrInvalid)
@@ -226,7 +226,7 @@ func startManagerOn(t *testing.T, c client.Client, store operations.Store, resol
 
 // TestFirstPollAtOnce: on a manager, a run started while the Monitor waits out its 10 s
 // interval is polled at once. The Monitor's clock is fake and never moves, so the
-// interval never ends: only the wake of SubmitRun can bring the poll.
+// interval never ends: only the wake of StartRun can bring the poll.
 func TestFirstPollAtOnce(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithObjects(newConfigMap("uid-1")).Build()

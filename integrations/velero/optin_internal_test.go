@@ -24,7 +24,8 @@ import (
 // fails the operation.
 func TestMonitorOptionsOptIn(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	unavailable := status.Error(codes.Unavailable, "connection error")
+	// As the bridge's Resolver gives it (see TestTransientGRPC): marked transient.
+	unavailable := markTransient(status.Error(codes.Unavailable, "connection error"))
 	tests := []struct {
 		name    string
 		opts    func(*clocktest.Clock) []monitor.Option

@@ -48,7 +48,11 @@ type Objects struct {
 // [operations.ErrAsyncOperationsNotSupported], and one whose text is
 // InvalidOperationIDError's for the operation's ID into one that matches
 // [operations.ErrInvalidOperationID], with errors.Is; the text is kept, so the
-// failed operation records the plugin's own message, as Velero does. Every other
+// failed operation records the plugin's own message, as Velero does. A Progress error
+// that carries the gRPC code Unavailable (a plugin process that died or restarts),
+// DeadlineExceeded or ResourceExhausted is wrapped with [operations.Retryable], its text
+// kept, so that a Monitor with a retry policy asks again later (monitor.Transient); a
+// plugin's own error, which Velero's server sends as code Unknown, is not. Every other
 // error, from the plugin manager, from Objects or from the plugin, is returned as it
 // is. A Velero plugin call takes no context: a Tracker checks ctx before each call,
 // and the Monitor's call timeout (monitor.WithCallTimeout) bounds a call that
@@ -124,14 +128,14 @@ func (t restoreTarget) cancel(id string) error { return t.a.Cancel(id, t.r) }
 func (t *tracker) Progress(ctx context.Context, op operations.Operation) (operations.Progress, error) {
 	tg, err := t.lookup(ctx, op)
 	if err != nil {
-		return operations.Progress{}, t.pluginError(op, err)
+		return operations.Progress{}, t.progressError(op, err)
 	}
 	t.lastMu.Lock()
 	t.last, t.lastOwner, t.lastID = tg, op.Owner, op.ID
 	t.lastMu.Unlock()
 	p, err := tg.progress(op.ID)
 	if err != nil {
-		return operations.Progress{}, t.pluginError(op, err)
+		return operations.Progress{}, t.progressError(op, err)
 	}
 	return FromProgress(p), nil
 }
@@ -209,10 +213,30 @@ func (t *tracker) lookup(ctx context.Context, op operations.Operation) (target, 
 	return tg, nil
 }
 
-// pluginError maps Velero's two plugin conditions to itemops's errors. Velero's
-// constructors are the same for backup and restore actions; over gRPC the message
-// may come wrapped, so it is looked for anywhere in the text.
+// progressError is the error a Progress call returns for err: Velero's two plugin
+// conditions as itemops's errors (see pluginError), else err marked transient when its
+// gRPC code says so (see markTransient).
+func (t *tracker) progressError(op operations.Operation, err error) error {
+	if known := t.knownError(op, err); known != nil {
+		return known
+	}
+	return markTransient(err)
+}
+
+// pluginError is the error a Cancel call returns for err: Velero's two plugin
+// conditions as itemops's errors, else err as it is.
 func (t *tracker) pluginError(op operations.Operation, err error) error {
+	if known := t.knownError(op, err); known != nil {
+		return known
+	}
+	return err
+}
+
+// knownError maps Velero's two plugin conditions to itemops's errors, and returns nil
+// for any other error. Velero's constructors are the same for backup and restore
+// actions; over gRPC the message may come wrapped, so it is looked for anywhere in the
+// text.
+func (t *tracker) knownError(op operations.Operation, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, biav2.AsyncOperationsNotSupportedError().Error()):
@@ -220,7 +244,7 @@ func (t *tracker) pluginError(op operations.Operation, err error) error {
 	case strings.Contains(msg, biav2.InvalidOperationIDError(op.ID).Error()):
 		return &PluginError{Err: err, Is: operations.InvalidOperationID(t.action, op.ID)}
 	}
-	return err
+	return nil
 }
 
 // A PluginError is a Velero plugin's error that means one of the conditions itemops

@@ -1,6 +1,7 @@
 package velero_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -20,15 +21,17 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// TestTransientGRPC holds monitor.Transient, the classification a retry policy uses by
-// default, to the errors a Velero plugin client really returns: gRPC's own status
-// errors with the codes of a plugin that cannot answer now are transient, and a
-// plugin's own error, which Velero's plugin server sends with code Unknown and a stack
-// and its client turns into a ProtoStackError (FromGRPCError), is not, nor is a
-// ProtoStackError of another code, which hides its status. Each error then
-// comes from a plugin's Progress through the bridge's Resolver to a Monitor with a retry
-// policy: a transient one leaves the operation waiting for its next poll, any other
-// fails it at once with the plugin's text, as Velero does.
+// TestTransientGRPC holds the Resolver's classification of Progress errors to the
+// errors a Velero plugin client really returns. monitor.Transient, the classification
+// a retry policy uses by default, reads no gRPC status: none of these errors is
+// transient to it as it is. The Resolver's Tracker marks gRPC's own status errors with
+// the codes of a plugin that cannot answer now (operations.Retryable, the text kept),
+// and Transient then retries them; a plugin's own error, which Velero's plugin server
+// sends with code Unknown and a stack and its client turns into a ProtoStackError
+// (FromGRPCError), is not marked, nor is a ProtoStackError of another code, which hides
+// its status. Each error then comes from a plugin's Progress through the Resolver to a
+// Monitor with a retry policy: a transient one leaves the operation waiting for its
+// next poll, any other fails it at once with the plugin's text, as Velero does.
 func TestTransientGRPC(t *testing.T) {
 	own := common.FromGRPCError(common.NewGRPCError(pkgerrors.New("VolumeSnapshot snap-1 has an error: InvalidSnapshot.NotFound")))
 	var stack *common.ProtoStackError
@@ -55,10 +58,20 @@ func TestTransientGRPC(t *testing.T) {
 	policy := monitor.RetryPolicy{InitialInterval: time.Minute, MaxAttempts: 3}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.transient, monitor.Transient(tc.err), "Transient(%v)", tc.err)
+			require.False(t, monitor.Transient(tc.err), "Transient(%v) of the error as the plugin client gives it", tc.err)
 
 			h := newHarness(t, phase.Backup, phase.WaitingForPluginOperations, testNow)
 			h.onProgress(vplugin.OperationProgress{}, tc.err)
+			tr, err := h.resolver().Resolve(h.action)
+			require.NoError(t, err)
+			stored, err := h.store.GetOperation(context.Background(), h.owner, h.opID)
+			require.NoError(t, err)
+			_, got := tr.Progress(context.Background(), stored)
+			require.EqualError(t, got, tc.err.Error(), "the Tracker keeps the plugin's text")
+			require.ErrorIs(t, got, tc.err, "the Tracker's error wraps the plugin's")
+			require.Equal(t, tc.transient, errors.Is(got, operations.ErrRetry), "marked with operations.Retryable")
+			require.Equal(t, tc.transient, monitor.Transient(got), "Transient(%v) of the Tracker's error", got)
+
 			_, _, op := h.poll(t, monitor.WithRetryPolicy(policy))
 			wantPhase, wantError, wantState := operations.OperationFailed, tc.err.Error(), operations.MonitorState{}
 			if tc.transient {

@@ -68,9 +68,7 @@ func TestRetryBackoff(t *testing.T) {
 		err  error
 	}{
 		{"Retryable", operations.Retryable(errors.New("busy"))},
-		{"gRPC Unavailable", grpcErr(14)},
-		{"gRPC DeadlineExceeded", grpcErr(4)},
-		{"gRPC ResourceExhausted", grpcErr(8)},
+		{"gRPC Unavailable, marked by its client", markedGRPC(14)},
 		{"a wrapped deadline", fmt.Errorf("snapshot status: %w", context.DeadlineExceeded)},
 	}
 	for _, tc := range tests {
@@ -122,7 +120,7 @@ func TestRetryBackoff(t *testing.T) {
 // clears the retry state in one write, and that the count of a later row starts at 1.
 func TestRetryRecoveredKeepsRunning(t *testing.T) {
 	e := newEnv(t)
-	unavailable := grpcErr(14)
+	unavailable := markedGRPC(14)
 	var n atomic.Int32
 	e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
 		if n.Add(1) == 2 {
@@ -150,7 +148,7 @@ func TestRetryRecoveredKeepsRunning(t *testing.T) {
 // operation, with the plugin's text and how many attempts were made over how long, and
 // that the Observer is told.
 func TestRetryExhausted(t *testing.T) {
-	unavailable := grpcErr(14)
+	unavailable := markedGRPC(14)
 	tests := []struct {
 		name    string
 		policy  monitor.RetryPolicy
@@ -205,6 +203,7 @@ func TestRetryNonRetryable(t *testing.T) {
 		{"not supported, made retryable", operations.Retryable(operations.AsyncOperationsNotSupported("p", "a")), false,
 			`p: operation "a": asynchronous operations not supported`},
 		{"gRPC Unknown", grpcErr(2), false, "rpc error: code = 2"},
+		{"gRPC Unavailable, unmarked", grpcErr(14), false, "rpc error: code = 14"},
 		{"a panic", nil, true, "progress: plugin panicked: boom"},
 	}
 	for _, tc := range tests {
@@ -229,11 +228,56 @@ func TestRetryNonRetryable(t *testing.T) {
 	}
 }
 
+// TestRetryableOfOnesOwn checks the other way a caller of gRPC plugins gets their
+// transient codes retried: a policy's Retryable that reads the status code. It retries
+// an unmarked Unavailable, fails an Unknown at once, and cannot retry an error that
+// wraps operations.ErrAsyncOperationsNotSupported whatever it says.
+func TestRetryableOfOnesOwn(t *testing.T) {
+	transientCode := func(err error) bool {
+		var st interface{ GRPCStatus() *grpcStatus }
+		if errors.As(err, &st) && st.GRPCStatus() != nil {
+			return st.GRPCStatus().Code() == 14
+		}
+		return monitor.Transient(err)
+	}
+	policy := backoff
+	policy.Retryable = transientCode
+	tests := []struct {
+		name      string
+		err       error
+		wantPhase operations.OperationPhase
+		wantError string
+	}{
+		{"gRPC Unavailable", grpcErr(14), operations.OperationNew, ""},
+		{"gRPC Unknown", grpcErr(2), operations.OperationFailed, "rpc error: code = 2"},
+		{"a call given up", fmt.Errorf("progress: %w", monitor.NoAnswer(time.Second)), operations.OperationNew, ""},
+		{"not supported, over gRPC Unavailable", errors.Join(grpcErr(14), operations.ErrAsyncOperationsNotSupported),
+			operations.OperationFailed, "rpc error: code = 14\nasynchronous operations not supported"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
+				return operations.Progress{}, tc.err
+			}}
+			o := e.run(phase.Backup, "b1", phase.WaitingForPluginOperations, phase.Profile{}, ops("a")...)
+			_, err := e.monitor(monitor.WithRetryPolicy(policy)).RunOnce(context.Background())
+			require.NoError(t, err)
+			got := e.op(o, "a")
+			require.Equal(t, tc.wantPhase, got.Status.Phase)
+			require.Equal(t, tc.wantError, got.Status.Error)
+			if tc.wantError == "" {
+				require.Equal(t, 1, got.Monitor.Attempts, "the error is counted for a retry")
+			}
+		})
+	}
+}
+
 // TestRetryPastTimeoutOrStall checks that a transient error that comes past the
 // operation's timeout, or past the end of its stall window, is not retried: the
 // operation is cancelled and failed as timed out or stalled, with the error appended.
 func TestRetryPastTimeoutOrStall(t *testing.T) {
-	unavailable := grpcErr(14)
+	unavailable := markedGRPC(14)
 	tests := []struct {
 		name     string
 		at       time.Duration // of the error after the first
@@ -283,7 +327,7 @@ func TestBackoffNotCalled(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	store := &countingStore{Store: e.store}
-	unavailable := grpcErr(14)
+	unavailable := markedGRPC(14)
 	tr := &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
 		return operations.Progress{}, unavailable
 	}}
@@ -367,7 +411,7 @@ func TestWakeEarliestDue(t *testing.T) {
 			e := newEnv(t)
 			var err error
 			if tc.initial > 0 {
-				err = grpcErr(14)
+				err = markedGRPC(14)
 			}
 			e.trackers["p"] = &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
 				return running, err
@@ -431,7 +475,7 @@ func TestScheduleAcrossRestart(t *testing.T) {
 			ctx := context.Background()
 			reopen := newStore(t)
 			clk := clocktest.NewClock(t0)
-			unavailable := grpcErr(14)
+			unavailable := markedGRPC(14)
 			var mu sync.Mutex
 			report := stuck
 			flaky, calls := failing(stuck, unavailable, unavailable, unavailable)
@@ -490,7 +534,7 @@ func TestScheduleAcrossRestart(t *testing.T) {
 type untouchable struct{ operations.Store }
 
 // TestInvalidOptions checks that an option given an invalid value makes every method
-// that works on the store (Run, RunOnce, Poll, Finalize, Recover, SubmitRun, CancelRun)
+// that works on the store (Run, RunOnce, Poll, Finalize, Recover, StartRun, RequestCancel)
 // return an error wrapping operations.ErrInvalid that names the option, before any call
 // to the store, and that New does not panic.
 func TestInvalidOptions(t *testing.T) {
@@ -514,12 +558,12 @@ func TestInvalidOptions(t *testing.T) {
 			_, errPoll := m.Poll(ctx, o)
 			_, errFinalize := m.Finalize(ctx, o)
 			_, errRecover := m.Recover(ctx)
-			_, errSubmit := m.SubmitRun(ctx, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
-				t.Fatal("SubmitRun ran main")
+			_, errStart := m.StartRun(ctx, operations.Run{Owner: o}, func(context.Context) (operations.MainRun, error) {
+				t.Fatal("StartRun ran main")
 				return operations.MainRun{}, nil
 			})
-			_, errCancel := m.CancelRun(ctx, o, "cancelled")
-			for _, err := range []error{m.Run(ctx), errOnce, errPoll, errFinalize, errRecover, errSubmit, errCancel} {
+			_, errCancel := m.RequestCancel(ctx, o, "cancelled")
+			for _, err := range []error{m.Run(ctx), errOnce, errPoll, errFinalize, errRecover, errStart, errCancel} {
 				require.ErrorIs(t, err, operations.ErrInvalid)
 				require.ErrorContains(t, err, tc.wantText)
 			}

@@ -57,7 +57,7 @@ func ExampleMonitor_Poll() {
 	// Completed 5368709120 Bytes
 }
 
-// A test drives a backup to Completed with a fake clock: SubmitRun records the upload the
+// A test drives a backup to Completed with a fake clock: StartRun records the upload the
 // plugin started, and each RunOnce is one pass of the Monitor, with no real waiting.
 func ExampleMonitor_RunOnce() {
 	ctx := context.Background()

@@ -95,7 +95,8 @@ func (m *Monitor) wait(nextDue time.Time) time.Duration {
 // the runs before the change that called for the wake. Wakes that come before that next
 // pass starts make one pass. Wake never blocks, does nothing when no Run is going (the
 // next Run's first pass starts at once anyway), and is safe for concurrent use.
-// [Monitor.SubmitRun] calls it for the runs it starts.
+// [Monitor.StartRun] calls it for the runs it starts, and [Monitor.RequestCancel] for
+// the runs it asks to cancel.
 func (m *Monitor) Wake() {
 	select {
 	case m.wake <- struct{}{}:

@@ -78,7 +78,7 @@ var errNoChange = errors.New("no change")
 // New returns a Monitor of the runs in s whose plugins r resolves. See the Option
 // functions for the defaults. An option given an invalid value (see [WithRetryPolicy]
 // and [WithStallTimeout]) does not stop New: every method of the Monitor that works on
-// the store (Run, RunOnce, Poll, Finalize, Recover, SubmitRun and CancelRun) returns
+// the store (Run, RunOnce, Poll, Finalize, Recover, StartRun and RequestCancel) returns
 // its error instead, before it touches the store.
 func New(s operations.Store, r operations.Resolver, opts ...Option) *Monitor {
 	cfg := newConfig(opts)

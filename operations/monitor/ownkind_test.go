@@ -17,7 +17,7 @@ import (
 // TestOwnKinds runs kinds of one's own through a Monitor, each along its base's machine
 // as its stored profile says: a backup-like DatabaseSnapshot goes through Finalizing, a
 // restore-like Migration ends when its operations do, and so does a backup-like Copy
-// declared without Finalizing among its phases; SubmitRun, a cancel request and
+// declared without Finalizing among its phases; StartRun, a cancel request and
 // Recover work on them as on Backup and Restore runs, and the Observer counts them under
 // their own kinds.
 func TestOwnKinds(t *testing.T) {
@@ -82,10 +82,10 @@ func TestOwnKinds(t *testing.T) {
 	}, counted)
 	mu.Unlock()
 
-	// SubmitRun, then a cancel request that the next pass honours.
+	// StartRun, then a cancel request that the next pass honours.
 	s2 := operations.Owner{Kind: "DatabaseSnapshot", Name: "s2", UID: "uid-s2"}
 	e.trackers["p"] = scriptedFunc(func(operations.Operation) operations.Progress { return running })
-	r, err := m.SubmitRun(ctx, operations.Run{Owner: s2, Profile: snapshot}, startingOne("op-1"))
+	r, err := m.StartRun(ctx, operations.Run{Owner: s2, Profile: snapshot}, startingOne("op-1"))
 	require.NoError(t, err)
 	require.Equal(t, phase.WaitingForPluginOperations, r.Phase)
 	require.Equal(t, snapshot, r.Profile)
@@ -100,7 +100,7 @@ func TestOwnKinds(t *testing.T) {
 	require.Equal(t, operations.OperationFailed, e.op(s2, "op-1").Status.Phase)
 
 	// Without its profile the kind is refused, before anything is written.
-	_, err = m.SubmitRun(ctx, operations.Run{Owner: operations.Owner{Kind: "DatabaseSnapshot", Name: "s3"}}, startingOne("op-1"))
+	_, err = m.StartRun(ctx, operations.Run{Owner: operations.Owner{Kind: "DatabaseSnapshot", Name: "s3"}}, startingOne("op-1"))
 	require.ErrorIs(t, err, operations.ErrInvalid)
 	require.ErrorIs(t, err, phase.ErrUnknownKind)
 	_, err = e.store.GetRun(ctx, operations.Owner{Kind: "DatabaseSnapshot", Name: "s3"})

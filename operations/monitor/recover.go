@@ -34,8 +34,8 @@ type RecoverResult struct {
 // fails an InProgress run only when it gets the run's claim: [operations.StartRun]
 // holds it while the run's main run is under way, in this process or another, and
 // such a run is left alone. The claim of a starter that died ends by itself (see
-// operations.RunClaimer); [Monitor.SubmitRun] fails the run then, when a reconcile
-// submits it again, and so does a later Recover.
+// operations.RunClaimer); [Monitor.StartRun] fails the run then, when a reconcile
+// starts it again, and so does a later Recover.
 //
 // Recover is idempotent. It stops at the first store error (a claim the store cannot
 // tell the holder of among them), or when ctx ends, returning what it did so far; a

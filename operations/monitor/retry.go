@@ -66,9 +66,13 @@ type RetryPolicy struct {
 	// operation; no wait runs past it, so the last poll comes at that time. Zero: no
 	// bound on the time.
 	MaxElapsed time.Duration
-	// Retryable tells the errors to retry. Nil means [Transient]. Whatever it says, an
-	// error wrapping [operations.ErrInvalidOperationID] or
-	// [operations.ErrAsyncOperationsNotSupported] is not retried: it cannot heal.
+	// Retryable tells the errors to retry: the classification of a plugin's errors,
+	// for a caller whose plugins report transient errors in a way of their own (a
+	// gRPC status code, an HTTP status) and whose client does not mark them with
+	// [operations.Retryable]. Nil means [Transient]; a Retryable of one's own usually
+	// calls Transient too. Whatever it says, an error wrapping
+	// [operations.ErrInvalidOperationID] or [operations.ErrAsyncOperationsNotSupported]
+	// is not retried: it cannot heal.
 	Retryable func(error) bool
 }
 
@@ -136,31 +140,26 @@ func (p RetryPolicy) exhausted(ms operations.MonitorState, now time.Time) bool {
 // Transient reports whether err is one that a plugin may answer later, which a
 // [RetryPolicy] without a Retryable of its own retries:
 //
-//   - an error wrapping [operations.ErrRetry] (see [operations.Retryable]);
+//   - an error wrapping [operations.ErrRetry]: the plugin, or the client that speaks to
+//     it, marked the error transient (see [operations.Retryable]);
 //   - an error wrapping [context.DeadlineExceeded]: a plugin call that did not answer
-//     within the call timeout ([WithCallTimeout]), or a plugin's own deadline;
-//   - an error that carries the gRPC code Unavailable (a plugin process that died or
-//     restarts), DeadlineExceeded or ResourceExhausted through a GRPCStatus method, as
-//     google.golang.org/grpc/status.FromError finds it, on it or on an error it wraps.
+//     within the call timeout ([WithCallTimeout]), or a plugin's own deadline.
+//
+// Transient knows no transport: this module does not depend on gRPC, and an error's
+// text or shape is no contract. A gRPC status error (code Unavailable, say) is
+// transient only once marked: the client of a gRPC plugin wraps the codes it deems
+// transient with [operations.Retryable], as the Resolver of integrations/velero does
+// for Unavailable, DeadlineExceeded and ResourceExhausted, or a policy's Retryable
+// classifies the errors itself (docs/timeouts.md shows both).
 //
 // An error wrapping [operations.ErrInvalidOperationID] or
 // [operations.ErrAsyncOperationsNotSupported] is not transient, whatever else it wraps;
-// nor is a plugin's panic, nor nil. A Velero plugin's own errors reach its server as
-// gRPC code Unknown, and are not transient.
+// nor is a plugin's panic, nor context.Canceled, nor nil.
 func Transient(err error) bool {
 	if err == nil || permanent(err) {
 		return false
 	}
-	if errors.Is(err, operations.ErrRetry) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	switch code, ok := grpcCode(err); {
-	case !ok:
-		return false
-	case code == grpcUnavailable, code == grpcDeadlineExceeded, code == grpcResourceExhausted:
-		return true
-	}
-	return false
+	return errors.Is(err, operations.ErrRetry) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // permanent reports whether err is one that cannot heal: the plugin does not know the

@@ -8,27 +8,29 @@ import (
 	"github.com/itemops/itemops/phase"
 )
 
-// SubmitRun starts a run as [operations.StartRun] does, on the Monitor's store, and hands
-// it to the Monitor; the process that runs the Monitor calls it rather than
-// operations.StartRun, for two differences:
+// StartRun starts a run as [operations.StartRun] does, on the Monitor's store: it is
+// the same act under the same name, and the process that runs the Monitor calls this
+// form, which adds three things to it:
 //
-//   - A template without a Created time is stamped with the Monitor's clock
+//   - The clock. A template without a Created time is stamped with the Monitor's clock
 //     ([WithClock]), so that the run's history and its operations' ages are counted on
 //     the clock that times the operations out.
-//   - When this call ran main and left the run waiting for its operations (or
-//     finalizing), it wakes [Monitor.Run] (see [Monitor.Wake]), so that the operations
-//     are first polled at once rather than up to an interval later. A call that finds
-//     the run already started wakes nothing: a reconcile may call SubmitRun every time.
-//   - On a store that is an [operations.RunClaimer], a call that finds the run
-//     InProgress, its main run not this call's, applies the restart rule to it as
-//     [Monitor.Recover] does when it gets the run's claim: no main run holds the claim,
-//     so the process that ran main died, and the run becomes Failed (its recorded
+//   - The wake. When this call ran main and left the run waiting for its operations (or
+//     finalizing), it calls [Monitor.Wake], so that [Monitor.Run] starts a pass at once
+//     and polls the new operations then, rather than up to an interval later. A call
+//     that finds the run already started wakes nothing: a reconcile may call StartRun
+//     every time.
+//   - The restart rule. On a store that is an [operations.RunClaimer], a call that finds
+//     the run InProgress, its main run not this call's, applies the restart rule to it
+//     as [Monitor.Recover] does when it gets the run's claim: no main run holds the
+//     claim, so the process that ran main died, and the run becomes Failed (its recorded
 //     operations cancelled). While another caller's main run holds the claim, the call
 //     returns the run InProgress, and a later call finds it started.
 //
-// It fails as operations.StartRun does, and as Recover does for the run it fails. It is
-// safe for concurrent use.
-func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
+// It fails as operations.StartRun does, as Recover does for the run it fails, and with
+// the error of an invalid option before it touches the store. It is safe for
+// concurrent use.
+func (m *Monitor) StartRun(ctx context.Context, template operations.Run, main func(context.Context) (operations.MainRun, error)) (operations.Run, error) {
 	if err := m.cfg.invalid; err != nil {
 		return operations.Run{}, err
 	}
@@ -60,13 +62,16 @@ func (m *Monitor) SubmitRun(ctx context.Context, template operations.Run, main f
 	return r, err
 }
 
-// CancelRun asks that the run of o be cancelled, as [operations.RequestCancel] does
-// on the Monitor's store, stamped with the Monitor's clock, and wakes [Monitor.Run] so
-// that a pass cancels the run's operations at once rather than up to an interval later. The process that runs the
-// Monitor calls it rather than operations.RequestCancel. It fails as
+// RequestCancel asks that the run of o be cancelled, as [operations.RequestCancel] does
+// on the Monitor's store: it is the same act under the same name, and the process that
+// runs the Monitor calls this form, which adds two things to it. The request is stamped
+// with the Monitor's clock ([WithClock]). When it is stored, the call calls
+// [Monitor.Wake], so that [Monitor.Run] starts a pass at once and cancels the run's
+// operations then, rather than up to an interval later. It fails as
 // operations.RequestCancel does (an error wrapping [operations.ErrRunEnded] for a run
-// already ended). It is safe for concurrent use.
-func (m *Monitor) CancelRun(ctx context.Context, o operations.Owner, reason string) (operations.Run, error) {
+// already ended, and then wakes nothing), and with the error of an invalid option
+// before it touches the store. It is safe for concurrent use.
+func (m *Monitor) RequestCancel(ctx context.Context, o operations.Owner, reason string) (operations.Run, error) {
 	if err := m.cfg.invalid; err != nil {
 		return operations.Run{}, err
 	}

@@ -57,11 +57,11 @@ func TestRecoverAsksForTheClaim(t *testing.T) {
 	require.ErrorIs(t, err, s.err, "Recover that cannot tell who holds an InProgress run's claim")
 }
 
-// TestSubmitRunFailsARunWhoseStarterDied: on a store with claims, SubmitRun that finds
+// TestStartRunFailsARunWhoseStarterDied: on a store with claims, StartRun that finds
 // the run InProgress returns it as it is while another holder has its claim (a main
 // run under way), and fails it, as Recover would, once the claim is free (the process
 // that ran main died); main is never run.
-func TestSubmitRunFailsARunWhoseStarterDied(t *testing.T) {
+func TestStartRunFailsARunWhoseStarterDied(t *testing.T) {
 	ctx := context.Background()
 	s := newClaimingStore()
 	o := operations.Owner{Kind: phase.Restore, Name: "r"}
@@ -72,14 +72,14 @@ func TestSubmitRunFailsARunWhoseStarterDied(t *testing.T) {
 		t.Fatal("main ran for a run already InProgress")
 		return operations.MainRun{}, nil
 	}
-	r, err := m.SubmitRun(ctx, operations.Run{Owner: o}, main)
+	r, err := m.StartRun(ctx, operations.Run{Owner: o}, main)
 	require.NoError(t, err)
 	require.Equal(t, phase.InProgress, r.Phase, "the run while its starter holds the claim")
 
 	s.mu.Lock()
 	delete(s.holders, o) // the starter's claim ends with its process
 	s.mu.Unlock()
-	r, err = m.SubmitRun(ctx, operations.Run{Owner: o}, main)
+	r, err = m.StartRun(ctx, operations.Run{Owner: o}, main)
 	require.NoError(t, err)
 	require.Equal(t, phase.Failed, r.Phase, "the run once its starter's claim ended")
 	_, want, _ := phase.OnRestart(phase.Restore, phase.InProgress, phase.Profile{})
@@ -89,10 +89,10 @@ func TestSubmitRunFailsARunWhoseStarterDied(t *testing.T) {
 	require.Equal(t, map[string]operations.OperationPhase{"x": operations.OperationFailed}, got)
 }
 
-// TestSubmitRunMainRunsOnce: SubmitRun of one run from several goroutines at once, on
+// TestStartRunMainRunsOnce: StartRun of one run from several goroutines at once, on
 // Monitors of one store (the replicas of an operator), runs main once; the Monitor
 // whose call ran it is woken, the others return the run InProgress.
-func TestSubmitRunMainRunsOnce(t *testing.T) {
+func TestStartRunMainRunsOnce(t *testing.T) {
 	const callers = 6
 	ctx := context.Background()
 	s := newClaimingStore()
@@ -118,7 +118,7 @@ func TestSubmitRunMainRunsOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := m.SubmitRun(ctx, operations.Run{Owner: o, Created: t0}, main)
+			r, err := m.StartRun(ctx, operations.Run{Owner: o, Created: t0}, main)
 			mu.Lock()
 			defer mu.Unlock()
 			errs = append(errs, err)
