@@ -5,9 +5,9 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-cmp v0.7.0
-	github.com/itemops/itemops v0.0.0-20261129141323-6c03d64b3b74
-	github.com/itemops/itemops/integrations/controllerruntime v0.0.0-20261129141323-6c03d64b3b74
-	github.com/itemops/itemops/storage/kubestore v0.0.0-20261129141323-6c03d64b3b74
+	github.com/itemops/itemops v0.0.0-20261129141850-25cefdc1808c
+	github.com/itemops/itemops/integrations/controllerruntime v0.0.0-20261129141850-25cefdc1808c
+	github.com/itemops/itemops/storage/kubestore v0.0.0-20261129141850-25cefdc1808c
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/mod v0.41.0
 	k8s.io/api v0.37.2
