@@ -342,18 +342,8 @@ func moduleOf(t *testing.T, dir string) string {
 func parseSources(t *testing.T, fn func(path string, fset *token.FileSet, f *ast.File)) int {
 	t.Helper()
 	files := 0
-	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+	walkRepository(t, func(path string) error {
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
 		files++
@@ -365,8 +355,28 @@ func parseSources(t *testing.T, fn func(path string, fset *token.FileSet, f *ast
 		fn(path, fset, f)
 		return nil
 	})
-	require.NoError(t, err)
 	return files
+}
+
+// walkRepository calls fn with the path of every file of the repository, of every
+// module, outside testdata, vendor and hidden directories. An error of fn or of the walk
+// fails the test.
+func walkRepository(t *testing.T, fn func(path string) error) {
+	t.Helper()
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		return fn(path)
+	})
+	require.NoError(t, err)
 }
 
 // TestNoGoroutineIdentity keeps a rule of docs/architecture.md "Concurrency": no code of
