@@ -41,37 +41,19 @@ type Loss struct {
 	Why   string
 }
 
-// Read reads every run and operation that entries, the keys and values a store of the
-// engine still holds, hold, one record at a time, for a store that lost keys or holds records that do not decode: a run is read
-// from its record, or from its copy in the phase index when its record is gone; each of
-// its operations is read from its own record, so one that is lost costs only itself. It
+// Read reads back every run and operation held in entries, the keys and values that a
+// damaged store of the engine still holds, one record at a time: a run is read from its
+// record, or from its copy in the phase index when its record is gone; each of its
+// operations is read from its own record, so one that is lost costs only itself. It
 // applies, in entries, which it changes, a batch that was committed but not yet applied
 // (see the documentation of storage/kv, "Batches larger than one commit"), as a reader
 // of the store would.
 //
 // A run whose record and copy are both lost, but some of whose operations' records are
-// read, is rebuilt from them, so that no operation read is lost with its run's record,
-// and marked [Run.Rebuilt]. Its owner is the operations' kind and name, with the
-// UID of the first of them; its phase is [phase.Failed], reached from [phase.New] by
-// [operations.Run.SetPhase], with a FailureReason that says the record was lost and how
-// many operations were saved; its counts are zero. Failed because its state is unknown:
-// it must not be finalized, resumed or reported Completed, and a controller, a Monitor
-// and a person all read Failed as a run to look at, with the reason beside it. Its
-// Created is the earliest Created of those operations, and the move to Failed is dated
-// the latest time they hold (Created or Updated), the last time the store shows the run
-// in use; Read reads no clock, so the same records always give the same run. A run of
-// a kind of one's own is rebuilt with the profile of the other runs of its kind that
-// were read, when there are some and they all agree; without that profile the kind's
-// machine is unknown, the run is not rebuilt, and each of its operations is a Loss that
-// says why.
-//
-// Every record it cannot read back is a [Loss]: an operation whose ID index entry
-// remains but whose record is gone or does not decode (named by that ID), an operation
-// whose run is gone and cannot be rebuilt (named by its record's ID), a run record that
-// does not decode, has no copy and is not rebuilt, and a key of no form of the layout. A
-// rebuilt run's record is not a Loss: Rebuilt says it was lost. An index entry whose
-// operation's record is read is not a loss, though the entry itself is gone: a store
-// that the runs are written to again rebuilds it.
+// read, is rebuilt from them and marked [Run.Rebuilt]; every record it cannot read back
+// is a [Loss]. The rules of both (the rebuilt run's owner, phase, reason and times; what
+// counts as a loss) are written once, for users, in the docs of storage/boltstore's
+// SalvagedRun and Loss, which Salvage returns; Read is their implementation.
 //
 // The runs come in the order of operations.Store.ListRuns, the losses in the order of
 // their keys. Read reads entries alone: it is safe for concurrent use on distinct maps.
