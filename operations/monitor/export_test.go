@@ -12,7 +12,14 @@ func (m *Monitor) WorkersBusy() int {
 
 // HungCalls returns how many plugin calls the Monitor gave up whose plugin has not
 // returned.
-func (m *Monitor) HungCalls() int { return int(m.pool.nHung.Load()) }
+func (m *Monitor) HungCalls() int { return m.pool.hungLen() }
+
+// hungLen is how many calls the pool has given up that have not returned.
+func (p *pool[K]) hungLen() int {
+	p.hungMu.Lock()
+	defer p.hungMu.Unlock()
+	return len(p.hung)
+}
 
 // PollsQueued returns how many polls have operations no worker has taken.
 func (m *Monitor) PollsQueued() int {

@@ -51,11 +51,9 @@ type pool[K comparable] struct {
 	queue []*batch[K] // the batches with tasks no worker has taken, first come first
 	busy  int         // the tasks the workers hold, at most workers
 
-	// hungMu guards hung, the calls given up that have not returned, by key; nHung is
-	// len(hung), read without the lock while nothing hangs.
+	// hungMu guards hung, the calls given up that have not returned, by key.
 	hungMu sync.Mutex
 	hung   map[K]*call[K]
-	nHung  atomic.Int64
 }
 
 // newPool returns a pool of at most workers tasks at once, each call bounded by timeout.
@@ -309,9 +307,6 @@ func (p *pool[K]) list(c *call[K]) bool {
 	if p.hung == nil {
 		p.hung = make(map[K]*call[K])
 	}
-	if _, listed := p.hung[c.key]; !listed {
-		p.nHung.Add(1)
-	}
 	p.hung[c.key] = c
 	return true
 }
@@ -322,16 +317,11 @@ func (p *pool[K]) unlist(c *call[K]) {
 	defer p.hungMu.Unlock()
 	if p.hung[c.key] == c {
 		delete(p.hung, c.key)
-		p.nHung.Add(-1)
 	}
 }
 
 // hungCall returns the call under key that was given up and has not returned, or nil.
-// It costs one atomic load while no call hangs.
 func (p *pool[K]) hungCall(key K) *call[K] {
-	if p.nHung.Load() == 0 {
-		return nil
-	}
 	p.hungMu.Lock()
 	defer p.hungMu.Unlock()
 	return p.hung[key]

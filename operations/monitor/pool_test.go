@@ -188,7 +188,7 @@ func TestPoolTimeout(t *testing.T) {
 	}))
 	require.Eventually(t, func() bool { return timedOut.Load()+givenUp.Load() == n }, time.Minute, time.Millisecond)
 	require.Equal(t, givenUp.Load(), hooks.Load(), "the hook runs for each call given up, and only for those")
-	require.Zero(t, p.nHung.Load(), "every call returned")
+	require.Zero(t, p.hungLen(), "every call returned")
 	require.Zero(t, p.busyNow())
 }
 
@@ -222,7 +222,7 @@ func TestPoolHungCall(t *testing.T) {
 	// after the batch ended.
 	require.Eventually(t, func() bool { return others.Load() == 2 }, time.Minute, time.Millisecond,
 		"the other tasks ran on the worker's replacement")
-	require.Eventually(t, func() bool { return p.nHung.Load() == 1 }, time.Minute, time.Millisecond)
+	require.Eventually(t, func() bool { return p.hungLen() == 1 }, time.Minute, time.Millisecond)
 	require.Zero(t, p.busyNow(), "the hung call holds no worker")
 
 	var (
@@ -239,7 +239,7 @@ func TestPoolHungCall(t *testing.T) {
 	close(release)
 	require.True(t, <-leftAfterGivenUp, "the task of the hung call is told it was given up")
 	require.Zero(t, after.Load())
-	require.Eventually(t, func() bool { return p.nHung.Load() == 0 }, time.Minute, time.Millisecond)
+	require.Eventually(t, func() bool { return p.hungLen() == 0 }, time.Minute, time.Millisecond)
 	require.NoError(t, p.run(context.Background(), 1, func(tk *task[int], _ int) {
 		tk.call(hangs, "progress", callFunc(func(context.Context) error { made.Store(true); return nil }))
 	}))
@@ -274,7 +274,7 @@ func TestPoolCancel(t *testing.T) {
 	require.Zero(t, p.busyNow())
 	require.Zero(t, p.queued())
 	close(release)
-	require.Eventually(t, func() bool { return p.nHung.Load() == 0 }, time.Minute, time.Millisecond)
+	require.Eventually(t, func() bool { return p.hungLen() == 0 }, time.Minute, time.Millisecond)
 }
 
 // TestPoolCancelReturned checks that a call that returns after its batch's context
