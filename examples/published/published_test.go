@@ -107,6 +107,61 @@ func TestDependOnNestedModules(t *testing.T) {
 	require.Empty(t, f.Replace, "the user's go.mod holds a replace")
 }
 
+// TestPin runs .ci/pin in a clone of the repository, as docs/contributing.md "Releases"
+// has a maintainer run it: with a release's version (v0 or v1), every requirement of a nested
+// module on the repository's modules names that version; without one, it commits twice,
+// and the second commit's go.mod files name the first commit's pseudo-version as the go
+// command computes it.
+func TestPin(t *testing.T) {
+	repo := strings.TrimSpace(git(t, "", "rev-parse", "--show-toplevel"))
+	clone := filepath.Join(t.TempDir(), "itemops")
+	git(t, "", "clone", "--quiet", repo, clone)
+	for _, kv := range [][2]string{{"user.name", "pin test"}, {"user.email", "pin@localhost"}} {
+		git(t, clone, "config", kv[0], kv[1])
+	}
+	// A major version of 2 or more would need /v2 module paths: refused, nothing written.
+	out, err := exec.Command(filepath.Join(clone, ".ci", "pin"), "v2.0.0").CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.Empty(t, git(t, clone, "status", "--porcelain"), ".ci/pin v2.0.0 changed the tree")
+	out, err = exec.Command(filepath.Join(clone, ".ci", "pin"), "v0.8.7").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	requirements(t, clone, func(gomod string, r *modfile.Require) {
+		require.Equal(t, "v0.8.7", r.Mod.Version, "%s requires %s", gomod, r.Mod.Path)
+	})
+	git(t, clone, "checkout", "--quiet", "--", ".")
+
+	p := &proxy{t: t, repo: clone}
+	first := strings.TrimSpace(git(t, clone, "rev-parse", "HEAD"))
+	out, err = exec.Command(filepath.Join(clone, ".ci", "pin")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	second := strings.TrimSpace(git(t, clone, "rev-parse", "HEAD~1"))
+	require.Equal(t, first, strings.TrimSpace(git(t, clone, "rev-parse", "HEAD~2")), ".ci/pin made two commits")
+	requirements(t, clone, func(gomod string, r *modfile.Require) {
+		dir, _ := dirOf(r.Mod.Path)
+		require.Equal(t, p.pseudoVersion(dir, second), r.Mod.Version, "%s requires %s", gomod, r.Mod.Path)
+	})
+}
+
+// requirements calls f with each requirement on a module of the repository of every
+// nested module's go.mod in the checkout at dir.
+func requirements(t *testing.T, dir string, f func(gomod string, r *modfile.Require)) {
+	t.Helper()
+	seen := 0
+	for _, gomod := range strings.Fields(git(t, dir, "ls-files", "*/go.mod")) {
+		data, err := os.ReadFile(filepath.Join(dir, gomod))
+		require.NoError(t, err)
+		mf, err := modfile.ParseLax(gomod, data, nil)
+		require.NoError(t, err)
+		for _, r := range mf.Require {
+			if _, ours := dirOf(r.Mod.Path); ours {
+				f(gomod, r)
+				seen++
+			}
+		}
+	}
+	require.NotZero(t, seen, "no requirement on the repository's modules")
+}
+
 // A proxy is a directory laid out as a GOPROXY (the go command's module proxy protocol,
 // served from files) that holds modules of the repository at versions of its history.
 type proxy struct {
