@@ -107,7 +107,7 @@ func TestDependOnNestedModules(t *testing.T) {
 	require.Empty(t, f.Replace, "the user's go.mod holds a replace")
 }
 
-// TestPin runs .ci/pin in a clone of the repository, as docs/contributing.md "Releases"
+// TestPin runs .ci/pin in a clone of the repository's HEAD, as docs/contributing.md "Releases"
 // has a maintainer run it: with a release's version (v0 or v1), every requirement of a nested
 // module on the repository's modules names that version; without one, it commits twice,
 // and the second commit's go.mod files name the first commit's pseudo-version as the go
