@@ -86,3 +86,30 @@ func TestTransientGRPC(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryableReadsGRPCCode holds the policy that docs/timeouts.md ("Plugins over
+// gRPC") gives a program whose gRPC plugins do not go through the Resolver: its
+// Retryable retries the three transient codes, unmarked, and leaves the rest to
+// monitor.Transient; the policy is valid.
+func TestRetryableReadsGRPCCode(t *testing.T) {
+	policy := monitor.RetryPolicy{
+		InitialInterval: 10 * time.Second,
+		MaxAttempts:     6,
+		Retryable: func(err error) bool {
+			switch status.Code(err) { // google.golang.org/grpc/status
+			case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+				return true
+			}
+			return monitor.Transient(err)
+		},
+	}
+	require.NoError(t, policy.Validate())
+	for code, want := range map[codes.Code]bool{
+		codes.Unavailable: true, codes.DeadlineExceeded: true, codes.ResourceExhausted: true,
+		codes.Unknown: false, codes.NotFound: false, codes.Internal: false,
+	} {
+		err := fmt.Errorf("progress: %w", status.Error(code, "plugin"))
+		require.Equal(t, want, policy.Retryable(err), "code %s", code)
+	}
+	require.True(t, policy.Retryable(operations.Retryable(errors.New("marked"))), "an error marked transient")
+}
