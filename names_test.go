@@ -376,6 +376,8 @@ func benchmarkCitations(text string) []string {
 	return titles
 }
 
+// TestDocLinksBenchmarkCitationForms holds which wordings benchmarkCitations reads as
+// citations of sections of BENCHMARKS.md, and which it leaves alone.
 func TestDocLinksBenchmarkCitationForms(t *testing.T) {
 	for _, tc := range []struct {
 		text string
