@@ -113,3 +113,24 @@ func keys[V any](m map[string]V) []string {
 	slices.Sort(ks)
 	return ks
 }
+
+// TestREADMECommandsInCI checks that .ci/run runs the README's two first commands: the
+// demo (with flags of its own) and the test command, word for word.
+func TestREADMECommandsInCI(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	ci, err := os.ReadFile(".ci/run")
+	require.NoError(t, err)
+	block := regexp.MustCompile("(?s)```sh\n(.*?)```").FindSubmatch(readme)
+	require.NotNil(t, block, "no command block in the README")
+	var cmds []string
+	for _, line := range strings.Split(strings.TrimSpace(string(block[1])), "\n") {
+		cmd, _, _ := strings.Cut(line, "#")
+		cmds = append(cmds, strings.TrimSpace(cmd))
+	}
+	require.Len(t, cmds, 2, "the README's first block: the demo's command and the tests'")
+	require.Equal(t, "go run ./cmd/itemops demo", cmds[0])
+	require.Contains(t, cmds[1], "go test ")
+	require.True(t, slices.Contains(strings.Split(string(ci), "\n"), cmds[1]), ".ci/run has no line that is the README's test command, %q", cmds[1])
+	require.True(t, strings.Contains(string(ci), cmds[0]), ".ci/run does not run the README's demo, %q", cmds[0])
+}

@@ -370,14 +370,14 @@ func changeDetected(t testing.TB, dir string, b []byte, off int, x byte) (bool, 
 // for its last transaction, one at a time, with two XOR masks (0x5a, which changes
 // four bits, and 0x01, a single bit), and asserts that a read-only Open with
 // Check, as itemops check does, reports every one. In -short mode it tries every
-// seventh byte.
+// 17th byte.
 func TestCheckFindsEveryChangedLiveByte(t *testing.T) {
 	t.Parallel()
 	b := liveStoreFile(t)
 	live := liveBytes(t, b)
 	stride := 1
 	if testing.Short() {
-		stride = 7
+		stride = 17
 	}
 	dir := t.TempDir()
 	tried, missed := 0, 0

@@ -339,13 +339,13 @@ func TestDefaultOpenOnEveryChangedLiveByte(t *testing.T) {
 
 // changeEachByte changes each byte of b that changes names, one at a time, with each
 // XOR mask of masks, and uses the file, opened with opts, as useDamagedAsMonitor
-// does, against the steps of the sound store. In -short mode it changes every 31st
+// does, against the steps of the sound store. In -short mode it changes every 61st
 // byte. It returns how many changes it tried and how many of them met damage.
 func changeEachByte(t *testing.T, b []byte, changes []liveByte, masks []byte, opts *boltstore.Options, sound []step) (tried, damaged int) {
 	t.Helper()
 	stride := 1
 	if testing.Short() {
-		stride = 31
+		stride = 61
 	}
 	dir := t.TempDir()
 	for i := 0; i < len(changes); i += stride {

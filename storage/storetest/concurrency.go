@@ -29,11 +29,11 @@ func concurrencyChecks() []check {
 // workers is how many goroutines write at once in a concurrency check.
 const workers = 8
 
-// writeRounds is how many writes each writer of a concurrency check makes: 50, or 20
+// writeRounds is how many writes each writer of a concurrency check makes: 50, or 10
 // with -short.
 func writeRounds() int {
 	if testing.Short() {
-		return 20
+		return 10
 	}
 	return 50
 }

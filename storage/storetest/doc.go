@@ -115,7 +115,7 @@
 //
 // The suite stores about 110,000 operations in all, most of them in the one large batch.
 // Against storage/memstore it takes a few seconds, and several times that under the
-// race detector. With -short ([testing.Short]) the large batch holds 10,000 operations,
+// race detector. With -short ([testing.Short]) the large batch holds 2,000 operations,
 // which still spans many writes of a backend that splits batches, and each writer of the
-// Concurrency checks makes 20 writes instead of 50.
+// Concurrency checks makes 10 writes instead of 50.
 package storetest

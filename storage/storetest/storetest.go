@@ -85,8 +85,8 @@ func WithoutRunStarter() Option {
 // (Runs/CreateExisting), and the cases of a table inside a check share its store. Run
 // uses only the Store's methods and reports every broken rule as a failure of a named
 // subtest, with a sentence that says which call returned what; it never skips a check.
-// With -short ([testing.Short]) the slowest check, Scale/LargeBatch, stores 10,000
-// operations instead of 100,000, and each writer of the Concurrency checks makes 20
+// With -short ([testing.Short]) the slowest check, Scale/LargeBatch, stores 2,000
+// operations instead of 100,000, and each writer of the Concurrency checks makes 10
 // writes instead of 50. Run returns when every subtest has finished, and starts
 // no goroutine that outlives it.
 //
