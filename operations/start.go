@@ -77,9 +77,11 @@ type MainRun struct {
 //     ReadyToStart) is moved to InProgress by one [Store.UpdateRun] that refuses a run
 //     already moved. Only the caller whose write made the run InProgress calls main.
 //   - A call that finds the run InProgress returns it as stored and does not call main:
-//     another caller's main is under way. When the store is a [RunClaimer], that caller
-//     holds the run's claim while its main runs, so that a Monitor can tell a main under
-//     way from one whose process died: Monitor.Recover (package operations/monitor)
+//     another caller's main is under way. When the store is a [RunClaimer], only a caller
+//     that holds the run's claim writes the run InProgress, and it holds the claim until
+//     main's result is written; a call that finds the claim held waits until its holder
+//     has made the run InProgress (and then returns it) or the claim is free. So a
+//     Monitor can tell a main under way from one whose process died: Monitor.Recover (package operations/monitor)
 //     fails an InProgress run only when it gets the run's claim, as Velero fails a
 //     backup it finds InProgress when its server starts, and Monitor.StartRun does the
 //     same for a run it finds InProgress once the claim of its dead starter has ended.
@@ -146,9 +148,12 @@ func StartRun(ctx context.Context, s Store, template Run, main func(context.Cont
 	case err != nil:
 		return Run{}, err
 	}
-	release, err := claimMainRun(ctx, s, r.Owner)
-	if err != nil {
+	release, other, err := claimMainRun(ctx, s, r.Owner)
+	switch {
+	case err != nil:
 		return Run{}, err
+	case release == nil:
+		return other, nil // another caller started it while this one waited for the claim
 	}
 	defer release()
 	stored, took, created, err := takeMainRun(ctx, s, r, stored, now)
@@ -190,22 +195,48 @@ func StartRun(ctx context.Context, s Store, template Run, main func(context.Cont
 }
 
 // claimMainRun claims the run of o, when s is a RunClaimer, for the main run about to
-// start, and returns the function that gives the claim up. A claim another holder has
-// is no error: the write that makes the run InProgress decides who runs main, and the
-// claim only tells a main under way from one whose process died.
-func claimMainRun(ctx context.Context, s Store, o Owner) (release func(), err error) {
+// start, and returns the function that gives the claim up (a no-op on a store without
+// claims). The caller that runs main must hold the claim from before its write makes
+// the run InProgress until main's result is written, so that a Monitor can tell a main
+// under way from one whose process died: a caller that wrote the run InProgress without
+// the claim could have its run failed by a Monitor that took the free claim. So while
+// another caller holds the claim (it is starting the run), claimMainRun waits, reading
+// the run, until that caller has made the run InProgress, and then returns a nil
+// release and the run as stored; or until the claim is free again (its holder gave up,
+// or its process died and the claim ended by itself), which it then takes. It fails
+// with the store's errors, or with ctx.Err() while it waits.
+func claimMainRun(ctx context.Context, s Store, o Owner) (release func(), other Run, err error) {
 	claimer, ok := s.(RunClaimer)
 	if !ok {
-		return func() {}, nil
+		return func() {}, Run{}, nil
 	}
-	release, ok, err = claimer.ClaimRun(ctx, o)
-	if err != nil {
-		return nil, fmt.Errorf("start run %s: claim it for its main run: %w", o, err)
+	wait := time.Millisecond
+	for {
+		release, ok, err := claimer.ClaimRun(ctx, o)
+		switch {
+		case err != nil:
+			return nil, Run{}, fmt.Errorf("start run %s: claim it for its main run: %w", o, err)
+		case ok && release == nil:
+			return func() {}, Run{}, nil
+		case ok:
+			return release, Run{}, nil
+		}
+		stored, err := s.GetRun(ctx, o)
+		switch {
+		case err == nil && (stored.Phase == phase.InProgress || started(stored.Phase)):
+			return nil, stored, nil
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return nil, Run{}, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, Run{}, fmt.Errorf("start run %s: wait for the claim that another caller holds: %w", o, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
 	}
-	if !ok || release == nil {
-		return func() {}, nil
-	}
-	return release, nil
 }
 
 // takeMainRun writes r, InProgress, for its main run: it creates r when stored is the

@@ -29,6 +29,7 @@ type claimingStore struct {
 	mu       sync.Mutex // guards the fields below
 	holders  map[operations.Owner]string
 	claims   int   // successful ClaimRun calls
+	refused  int   // ClaimRun calls that found another holder
 	releases int   // release calls that gave a claim up
 	err      error // when set, ClaimRun fails with it
 }
@@ -47,6 +48,7 @@ func (s *claimingStore) ClaimRun(ctx context.Context, o operations.Owner) (func(
 	}
 	o.UID = ""
 	if s.holders[o] != "" {
+		s.refused++
 		return nil, false, nil
 	}
 	s.holders[o] = "monitor"
@@ -60,6 +62,13 @@ func (s *claimingStore) ClaimRun(ctx context.Context, o operations.Owner) (func(
 			s.releases++
 		})
 	}, true, nil
+}
+
+// refusals returns how many ClaimRun calls found another holder.
+func (s *claimingStore) refusals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // holder returns who holds the claim of o.

@@ -89,6 +89,64 @@ func TestStartRunFailsARunWhoseStarterDied(t *testing.T) {
 	require.Equal(t, map[string]operations.OperationPhase{"x": operations.OperationFailed}, got)
 }
 
+// TestStartRunWaitsForTheClaimOfAnotherStarter: on a store with claims, StartRun that
+// finds the claim of a run not yet stored held by another caller (starting it, say in
+// another replica) neither writes the run nor runs main: it waits. It returns the run
+// once the other caller has made it InProgress, leaving it alone; and when the claim is
+// given up with no run written, it takes the claim and runs main itself. A caller that
+// wrote the run InProgress without the claim could see a Monitor take the free claim
+// and fail the run while its main ran.
+func TestStartRunWaitsForTheClaimOfAnotherStarter(t *testing.T) {
+	ctx := context.Background()
+	var calls atomic.Int32
+	main := func(context.Context) (operations.MainRun, error) {
+		calls.Add(1)
+		return operations.MainRun{Operations: []operations.Operation{{Action: "p", ID: "x"}}}, nil
+	}
+	start := func(s *claimingStore, o operations.Owner) <-chan operations.Run {
+		done := make(chan operations.Run, 1)
+		m := monitor.New(s, operationstest.Resolver(nil))
+		go func() {
+			r, err := m.StartRun(ctx, operations.Run{Owner: o, Created: t0}, main)
+			if err != nil {
+				t.Errorf("StartRun: %v", err)
+			}
+			done <- r
+		}()
+		// It asked for the claim, found it held, read the run, and asked again.
+		require.Eventually(t, func() bool { return s.refusals() >= 2 }, 10*time.Second, time.Millisecond)
+		return done
+	}
+
+	t.Run("the other caller starts the run", func(t *testing.T) {
+		s := newClaimingStore()
+		o := operations.Owner{Kind: phase.Backup, Name: "b", UID: "uid-b"}
+		s.hold(o)
+		done := start(s, o)
+		require.Equal(t, int32(0), calls.Load(), "main ran while another caller held the claim")
+		inProgress(t, s, o) // the other caller's write
+		r := <-done
+		require.Equal(t, phase.InProgress, r.Phase, "the run the other caller started")
+		require.Equal(t, int32(0), calls.Load(), "main runs")
+		stored, err := s.GetRun(ctx, o)
+		require.NoError(t, err)
+		require.Equal(t, phase.InProgress, stored.Phase, "the run as stored: its main runs under the other caller's claim")
+	})
+	t.Run("the other caller gives up", func(t *testing.T) {
+		s := newClaimingStore()
+		o := operations.Owner{Kind: phase.Backup, Name: "c", UID: "uid-c"}
+		s.hold(o)
+		done := start(s, o)
+		s.mu.Lock()
+		delete(s.holders, operations.Owner{Kind: o.Kind, Name: o.Name}) // the store keys claims by kind and name
+		s.mu.Unlock()
+		r := <-done
+		require.Equal(t, phase.WaitingForPluginOperations, r.Phase)
+		require.Equal(t, int32(1), calls.Load(), "main runs")
+		require.Empty(t, s.holder(o), "a claim left after the main run")
+	})
+}
+
 // TestStartRunMainRunsOnce: StartRun of one run from several goroutines at once, on
 // Monitors of one store (the replicas of an operator), runs main once; the Monitor
 // whose call ran it is woken, the others return the run InProgress.
