@@ -453,6 +453,7 @@ type runPage struct {
 	Live       bool
 	ETag       string
 	RefreshMS  int64
+	Every      string // the refresh interval, written out
 	Run        runView
 	Operations []operationView
 	Links      pageLinks
@@ -506,7 +507,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 	now := h.clock.Now()
 	page := runPage{
 		Title: "Run " + vis(string(o.Kind)) + "/" + vis(o.Name), Live: j.Live, ETag: jsonTag(j),
-		RefreshMS: h.refresh.Milliseconds(), Run: h.runView(run), Operations: make([]operationView, len(shown)),
+		RefreshMS: h.refresh.Milliseconds(), Every: h.refresh.String(), Run: h.runView(run), Operations: make([]operationView, len(shown)),
 		Links: linksOf("run", q, p, len(ops), pages), JSON: "run?" + withJSON(q), List: "./",
 	}
 	for i, op := range shown {
@@ -526,6 +527,7 @@ type opPage struct {
 	Live      bool
 	ETag      string
 	RefreshMS int64
+	Every     string
 	Run       runView
 	Op        operationView
 	JSON      string
@@ -556,7 +558,7 @@ func (h *Handler) serveOperation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page := opPage{
-		Title: "Operation " + vis(op.ID), Live: j.Live, ETag: jsonTag(j), RefreshMS: h.refresh.Milliseconds(),
+		Title: "Operation " + vis(op.ID), Live: j.Live, ETag: jsonTag(j), RefreshMS: h.refresh.Milliseconds(), Every: h.refresh.String(),
 		Run: h.runView(run), Op: h.operationView(op, h.clock.Now()), JSON: "op?" + withJSON(q), List: "./",
 	}
 	h.serveHTML(w, r, http.StatusOK, "op", page)

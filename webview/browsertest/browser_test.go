@@ -3,6 +3,7 @@ package browsertest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +28,8 @@ import (
 	"github.com/itemops/itemops/storage/memstore"
 	"github.com/itemops/itemops/webview"
 )
+
+var screenshot = flag.String("screenshot", "", "write a screenshot of a run's page, as PNG, to this `file` (docs/images/webview-run.png)")
 
 // guard bounds every wait of the tests: a guard against a hang, not a timing.
 const guard = 60 * time.Second
@@ -354,6 +357,15 @@ func TestPagesInChromium(t *testing.T) {
 	t.Run("live update without reload", func(t *testing.T) {
 		navigate(t, ctx, l.base+"run?kind=Backup&name=moving")
 		waitFor(t, ctx, `document.querySelector("tbody tr td:nth-child(5)").textContent.includes("0/3")`)
+		if *screenshot != "" {
+			l.mover.done.Store(2)
+			waitFor(t, ctx, `document.querySelector("tbody tr td:nth-child(5)").textContent.includes("2/3")`)
+			var png []byte
+			run(t, ctx, chromedp.FullScreenshot(&png, 100))
+			require.NoError(t, os.WriteFile(*screenshot, png, 0o644))
+			l.mover.done.Store(0)
+			waitFor(t, ctx, `document.querySelector("tbody tr td:nth-child(5)").textContent.includes("0/3")`)
+		}
 		// A mark that a reload would lose.
 		run(t, ctx, chromedp.Evaluate(`window.notReloaded = true`, nil))
 		l.mover.done.Store(1)
@@ -363,7 +375,7 @@ func TestPagesInChromium(t *testing.T) {
 
 		// The run ends: the page shows it, and stops asking.
 		l.mover.done.Store(3)
-		waitFor(t, ctx, `document.querySelector("#live-status").textContent.includes("ended")`)
+		waitFor(t, ctx, `document.querySelector("#live-status").textContent.includes("The run has ended.")`)
 		require.True(t, eval[bool](t, ctx, `window.notReloaded === true`))
 		require.Equal(t, "Completed", eval[string](t, ctx, `document.querySelector(".facts .phase").textContent`))
 		require.False(t, eval[bool](t, ctx, `!!document.querySelector("main[data-live]")`))
