@@ -172,29 +172,35 @@ func matchTag(list, tag string) bool {
 // wantJSON reports whether the request asks for the JSON form of its page.
 func wantJSON(r *http.Request) bool { return r.URL.Query().Get("format") == "json" }
 
-// serveJSON writes v as the JSON form of a page.
-func serveJSON(w http.ResponseWriter, r *http.Request, v any) {
+// encodeJSON returns the JSON form of a page's value, as it is served.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", " ")
-	if err := enc.Encode(v); err != nil {
+	err := enc.Encode(v)
+	return buf.Bytes(), err
+}
+
+// serveJSON writes v as the JSON form of a page.
+func serveJSON(w http.ResponseWriter, r *http.Request, v any) {
+	b, err := encodeJSON(v)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	serveTagged(w, r, buf.Bytes())
+	serveTagged(w, r, b)
 }
 
-// jsonTag returns the ETag that the JSON form of v has, for a page to hand its script.
+// jsonTag returns the ETag that the JSON form of v has, for a page to hand its script;
+// empty (the script's first ask then gets the form) when v does not encode.
 func jsonTag(v any) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", " ")
-	if err := enc.Encode(v); err != nil {
+	b, err := encodeJSON(v)
+	if err != nil {
 		return ""
 	}
-	return etag(buf.Bytes())
+	return etag(b)
 }
 
 // serveHTML renders the page named page with data.
@@ -234,7 +240,6 @@ type errorPage struct {
 	Title   string
 	Status  int
 	Message string
-	Live    bool
 }
 
 // fail answers with an error: as JSON ({"error": text}) when the request asked for
@@ -253,14 +258,15 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 	})
 }
 
-// token returns the cancel token of the run of o.
-func (h *Handler) token(o operations.Owner) string {
+// tokenOf returns the cancel token of the run of o: the HMAC-SHA256, under the key New
+// made, of its kind, name and UID. A page writes it in hexadecimal.
+func (h *Handler) tokenOf(o operations.Owner) []byte {
 	m := hmac.New(sha256.New, h.key)
 	for _, s := range []string{"cancel", string(o.Kind), o.Name, o.UID} {
 		// Each field with its length, so that no two owners give the same input.
 		fmt.Fprintf(m, "%d:%s;", len(s), s)
 	}
-	return hex.EncodeToString(m.Sum(nil))
+	return m.Sum(nil)
 }
 
 // serveCancel records a cancel request, after the checks the package documentation
@@ -289,7 +295,7 @@ func (h *Handler) serveCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	o := operations.Owner{Kind: kindOf(run.Get("kind")), Name: run.Get("name"), UID: run.Get("uid")}
 	got, err := hex.DecodeString(r.PostForm.Get("token"))
-	if err != nil || !hmac.Equal(got, mustHex(h.token(o))) {
+	if err != nil || !hmac.Equal(got, h.tokenOf(o)) {
 		h.fail(w, r, http.StatusForbidden, errors.New("the cancel token does not match the run: reload its page and try again"))
 		return
 	}
@@ -314,13 +320,4 @@ func (h *Handler) serveCancel(w http.ResponseWriter, r *http.Request) {
 func redirect(w http.ResponseWriter, to string, status int) {
 	w.Header().Set("Location", to)
 	w.WriteHeader(status)
-}
-
-// mustHex decodes a hexadecimal string made by this package.
-func mustHex(s string) []byte {
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }

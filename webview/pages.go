@@ -2,6 +2,7 @@ package webview
 
 import (
 	"cmp"
+	"encoding/hex"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -359,7 +360,6 @@ type phaseOption struct {
 
 type runsPage struct {
 	Title  string
-	Live   bool
 	Filter filterView
 	Runs   []runView
 	Links  pageLinks
@@ -516,7 +516,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 	if h.authorize != nil && j.Live && !run.CancelRequested() && run.Phase != phase.Deleting {
 		page.Cancel = &cancelForm{
 			Run:   url.Values{"kind": {string(run.Owner.Kind)}, "name": {run.Owner.Name}, "uid": {run.Owner.UID}}.Encode(),
-			Token: h.token(run.Owner),
+			Token: hex.EncodeToString(h.tokenOf(run.Owner)),
 		}
 	}
 	h.serveHTML(w, r, http.StatusOK, "run", page)
