@@ -36,7 +36,11 @@
 //     one bbolt file; storage/etcdstore and storage/kubestore, modules of their own, on
 //     etcd and on the Kubernetes API; storage/storetest: the conformance suite every
 //     Store passes.
-//   - cmd/itemops: a command that shows the library at work.
+//   - [github.com/itemops/itemops/webview]: a web view of any Store, an http.Handler
+//     to mount on a mux of one's own (runs, a run's history and operations, as pages
+//     and as JSON, with live refresh). It builds on operations.
+//   - cmd/itemops: a command that shows the library at work (`itemops serve` serves the
+//     web view of a boltstore file).
 //   - integrations/controllerruntime, a module of its own: the Monitor in a
 //     controller-runtime manager (gated by Recover, with an event source, status and
 //     Event helpers), and Prometheus metrics in integrations/controllerruntime/prommetrics.

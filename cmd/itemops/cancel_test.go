@@ -63,6 +63,7 @@ func TestCommandsNeverCreateAStore(t *testing.T) {
 		{"inspect", missing},
 		{"inspect", "-run", "r1", missing},
 		{"salvage", missing, filepath.Join(dir, "saved.db")},
+		{"serve", "-addr", "127.0.0.1:0", missing},
 	} {
 		status, out, errOut := runCLI(args...)
 		require.Equal(t, 1, status, "%v: %s%s", args, out, errOut)
@@ -88,6 +89,7 @@ func TestCommandsNeverWriteANonStore(t *testing.T) {
 			{"check", "FILE"},
 			{"inspect", "FILE"},
 			{"salvage", "FILE", "NEW"},
+			{"serve", "-addr", "127.0.0.1:0", "FILE"},
 		} {
 			t.Run(name+"/"+args[0], func(t *testing.T) {
 				dir := t.TempDir()

@@ -8,6 +8,7 @@
 //	itemops check DB
 //	itemops cancel [-kind backup|restore|KIND] [-reason TEXT] DB RUN
 //	itemops salvage [-json] DB NEW
+//	itemops serve [-addr HOST:PORT] [-allow-cancel] DB
 //
 // demo backs up a synthetic application, then restores it, through the itemops packages,
 // on a bbolt store (by default a new file in a temporary directory): the phase rules,
@@ -43,6 +44,16 @@
 // Monitor honours it on its next pass. -kind is needed only when runs of several kinds
 // share the name: backup, restore, or the name of a kind of one's own. A request cannot be withdrawn, and a run that has
 // ended cannot be cancelled.
+//
+// serve serves the web view of a boltstore file (package webview) over HTTP on -addr
+// (127.0.0.1:8080 by default; port 0 picks a free one, and the line serve prints names
+// it) until interrupted: the runs, filtered and paged, each run's phase history and
+// operations, each operation, as pages and as JSON. The store is opened read-only and
+// held open while serve runs, so no other process can write to it meanwhile. With
+// -allow-cancel it is opened for writing, and a run's page can request the run's cancel,
+// by POST with a token, from a request of this machine to a loopback host name only
+// (-addr must then be a loopback address); the Monitor of the next process that works on
+// the store honours it, as with cancel.
 //
 // check reads every page of a boltstore file and every run and operation in it, and
 // prints one line: that the file is sound, or what is damaged (exit status 1). Every
@@ -107,6 +118,7 @@ var commands = map[string]command{
 	"check":   {"check a boltstore file for damage: every page, every record", runCheck},
 	"cancel":  {"request the cancel of a run in a boltstore file (one-way)", runCancel},
 	"salvage": {"copy what can still be read from a damaged boltstore file into a new one", runSalvage},
+	"serve":   {"serve the web view of a boltstore file (read-only unless -allow-cancel)", runServe},
 }
 
 func main() {
