@@ -182,8 +182,12 @@ func (c *checks) call(t *task[hungKey], tracker operations.Tracker, i int, op op
 	pc := &pluginCall{c: c, tracker: tracker, i: i, op: op, now: now, msg: msg}
 	parent := c.ctx
 	if f := c.m.cfg.tracer.Call; f != nil {
-		parent, pc.end = f(parent, CallStart{Owner: op.Owner, OperationID: op.ID, Action: op.Action, Cancel: cancel,
-			Queued: c.queued, Started: c.m.cfg.clock.Now()})
+		s := CallStart{Owner: op.Owner, OperationID: op.ID, Action: op.Action, Cancel: cancel, Reason: msg,
+			Queued: c.queued, Started: c.m.cfg.clock.Now()}
+		if !cancel {
+			s.Attempts = op.Monitor.Attempts
+		}
+		parent, pc.end = f(parent, s)
 	}
 	r, ok := t.callUnder(parent, hungKeyOf(&op), callName(cancel), pc)
 	switch {

@@ -126,6 +126,15 @@ type CallStart struct {
 	OperationID string
 	Action      string // the plugin's registered name
 	Cancel      bool   // a Cancel call; else a Progress call
+	// Reason is, for a Cancel call, the error the operation fails with: it begins with
+	// [TimeoutMessage] for an operation that ran past its timeout, [StallPrefix] for
+	// one that stalled, and [CanceledPrefix] when its run is being cancelled or failed
+	// on a restart. Empty for a Progress call.
+	Reason string
+	// Attempts is, for a Progress call, how many Progress errors in a row a retry
+	// policy retried before this call ([operations.MonitorState.Attempts]): a call with
+	// Attempts above zero is a retry.
+	Attempts int
 	// Queued is when the operation's check was queued for a worker, and Started when
 	// the call starts, both by the Monitor's clock: Started minus Queued is how long
 	// the check waited for a worker (see [WithWorkers]) and, for a Cancel after a

@@ -197,6 +197,7 @@ func TestTracerCallEnds(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rec.ends, 3)
 	require.Equal(t, monitor.CallHung, rec.ends[2].Outcome)
+	require.Equal(t, 1, rec.calls[2].Attempts, "the call after a retried error is a retry")
 
 	// A pass acts on b1's cancel request: the run's end shows it.
 	_, err = m.RunOnce(context.Background())
@@ -215,6 +216,7 @@ func TestTracerCallEnds(t *testing.T) {
 		last = rec.calls[len(rec.calls)-2] // the pass polled b1 and b2 at once
 	}
 	require.True(t, last.Cancel, "b1's operation is cancelled: %+v", last)
+	require.Equal(t, monitor.CanceledPrefix+"user asked", last.Reason)
 }
 
 // TestTracersCompose gives a Monitor two tracers: each piece of work starts with the
