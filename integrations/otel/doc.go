@@ -31,8 +31,9 @@
 // monitor.Monitor.Poll and of Recover, called by a program itself, have their spans
 // under whatever span the program's context holds; only a pass makes run spans.
 //
-// Attributes. A run's span, a call's span and a finalizer's span name the run:
-// itemops.run.kind, itemops.run.name and itemops.run.uid. A run's span also has
+// Attributes. A run's span and a finalizer's span name the run: itemops.run.kind,
+// itemops.run.name and itemops.run.uid (a call's span does not: its parent, the run's
+// span, does). A run's span also has
 // itemops.run.step (poll or finalize) and itemops.run.phase, the phase the pass listed
 // it in; at its end, for a poll, itemops.run.operations.running, .completed, .failed
 // (those that ended in the poll) and .deferred (those left for a later poll after a

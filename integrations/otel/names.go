@@ -27,7 +27,7 @@ const (
 
 // The keys of the attributes.
 const (
-	// Of a run, on the spans of a run, a plugin call and a finalizer call.
+	// Of a run, on the spans of a run and a finalizer call.
 	keyRunKind = attribute.Key("itemops.run.kind")
 	keyRunName = attribute.Key("itemops.run.name")
 	keyRunUID  = attribute.Key("itemops.run.uid")

@@ -121,26 +121,34 @@ func (t *tracer) run(ctx context.Context, r monitor.RunStart) (context.Context, 
 	}
 }
 
+// call starts the span of a plugin call. A pass makes one per operation, so the span
+// gets its attributes once, at its end, in one slice: given at the start too, they
+// would be copied into the span twice (the SDK grows the span's slice for the outcome).
+// A sampler thus sees no attributes of a call's span, only its name and parent.
 func (t *tracer) call(ctx context.Context, c monitor.CallStart) (context.Context, func(monitor.CallStats)) {
 	name := spanProgress
-	attrs := runAttrs(c.Owner,
-		keyPlugin.String(c.Action),
-		keyOperationID.String(c.OperationID),
-		keyCallWait.Float64(c.Started.Sub(c.Queued).Seconds()),
-	)
 	if c.Cancel {
 		name = spanCancel
-		attrs = append(attrs, keyCallCause.String(cause(c.Reason)), keyCancelReason.String(c.Reason))
-	} else {
-		attrs = append(attrs, keyCallAttempt.Int(c.Attempts))
 	}
-	ctx, span := t.t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	ctx, span := t.t.Start(ctx, name) // of kind Internal, the default
 	return ctx, func(s monitor.CallStats) {
 		outcome := string(s.Outcome)
 		if outcome == "" {
 			outcome = "abandoned" // the poll's context ended first
 		}
-		span.SetAttributes(keyCallOutcome.String(outcome))
+		attrs := make([]attribute.KeyValue, 0, 7)
+		attrs = append(attrs,
+			keyPlugin.String(c.Action),
+			keyOperationID.String(c.OperationID),
+			keyCallWait.Float64(c.Started.Sub(c.Queued).Seconds()),
+		)
+		if c.Cancel {
+			attrs = append(attrs, keyCallCause.String(cause(c.Reason)), keyCancelReason.String(c.Reason))
+		} else {
+			attrs = append(attrs, keyCallAttempt.Int(c.Attempts))
+		}
+		attrs = append(attrs, keyCallOutcome.String(outcome))
+		span.SetAttributes(attrs...)
 		if s.Outcome != monitor.CallSucceeded {
 			fail(span, s.Err, outcome)
 		}
