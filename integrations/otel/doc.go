@@ -53,7 +53,9 @@
 // the error the operation fails with. At its end, itemops.call.outcome: succeeded,
 // errored, panicked, timed_out (given up after the call timeout; the plugin may go on,
 // and its answer is dropped), hung (not made, as the operation's previous call was
-// given up and has not returned) or abandoned (the pass's context ended first).
+// given up and has not returned) or abandoned (the pass's context ended first). A
+// call's span gets all its attributes at its end, which costs less (docs/BENCHMARKS.md,
+// "Traces"): a sampler sees its name and parent only.
 //
 // A pass's span has, at its end, itemops.pass.runs, .operations, .completed, .failed,
 // .finalized and .skipped, as monitor.PassStats counts them. A finalizer's span has
