@@ -56,7 +56,7 @@ func TestExampleTraces(t *testing.T) {
 	attr := func(s sdktrace.ReadOnlySpan, key string) string {
 		for _, kv := range s.Attributes() {
 			if string(kv.Key) == key {
-				return kv.Value.Emit()
+				return kv.Value.String()
 			}
 		}
 		return ""
@@ -75,7 +75,7 @@ func TestExampleTraces(t *testing.T) {
 		case "itemops.run":
 			for _, ev := range s.Events() {
 				for _, kv := range ev.Attributes {
-					completed = completed || ev.Name == "itemops.phase_change" && string(kv.Key) == "itemops.phase.to" && kv.Value.Emit() == "Completed"
+					completed = completed || ev.Name == "itemops.phase_change" && string(kv.Key) == "itemops.phase.to" && kv.Value.String() == "Completed"
 				}
 			}
 		}
