@@ -40,9 +40,11 @@ type Tracer struct {
 	// called by a program itself, is not wrapped: the program holds the context.
 	Run func(ctx context.Context, r RunStart) (context.Context, func(RunEnd))
 	// Call wraps each Progress and Cancel call to a plugin, as the Observer's Call
-	// sees them, and each call not made because the operation's previous call hangs
-	// ([CallHung]); the context that Call returns is the parent of the one the plugin
-	// receives. The end function is called once: when the call returns, when the
+	// sees them, and each call that a check does not make because the operation's
+	// previous call hangs ([CallHung]); the context that Call returns is the parent of
+	// the one the plugin receives. (The Cancel not made for an operation that times
+	// out or stalls while its Progress call hangs, which the Observer hears of as
+	// CallHung, has no start and no end: it is not a check's.) The end function is called once: when the call returns, when the
 	// Monitor gives it up after the call timeout (the plugin may return later; its
 	// answer is dropped), or when the poll's context ends first (the Outcome is then
 	// empty and Err is the context's error).
