@@ -3,12 +3,16 @@ module github.com/itemops/itemops/examples
 go 1.26.0
 
 require (
-	github.com/go-logr/logr v1.4.3
+	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
-	github.com/itemops/itemops v0.0.0-20261129141850-25cefdc1808c
+	github.com/itemops/itemops v0.0.0-20261129154418-113007fb2293
 	github.com/itemops/itemops/integrations/controllerruntime v0.0.0-20261129141850-25cefdc1808c
+	github.com/itemops/itemops/integrations/otel v0.0.0-20261129154748-75f95905e59d
 	github.com/itemops/itemops/storage/kubestore v0.0.0-20261129141850-25cefdc1808c
 	github.com/stretchr/testify v1.12.1
+	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
+	go.opentelemetry.io/otel/sdk v1.47.0
+	go.opentelemetry.io/otel/trace v1.47.0
 	golang.org/x/mod v0.41.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -26,6 +30,7 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-openapi/jsonreference v1.0.0 // indirect
 	github.com/go-openapi/swag v0.27.1 // indirect
@@ -55,6 +60,10 @@ require (
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.59.0 // indirect
@@ -79,5 +88,6 @@ require (
 replace (
 	github.com/itemops/itemops => ..
 	github.com/itemops/itemops/integrations/controllerruntime => ../integrations/controllerruntime
+	github.com/itemops/itemops/integrations/otel => ../integrations/otel
 	github.com/itemops/itemops/storage/kubestore => ../storage/kubestore
 )

@@ -24,6 +24,12 @@
 // controller-runtime's fake client, with the Monitor in it but no controller (a
 // controller watches the API server), and reconciles the AppBackup whenever the Monitor
 // reports that its run changed, as the Monitor's source does in a controller.
+//
+// With -trace (without -cluster), the Monitor is traced with OpenTelemetry, through one
+// more Monitor option, integrations/otel's Options, and its spans are printed to stderr
+// as OpenTelemetry's stdout exporter writes them (docs/tracing.md):
+//
+//	go run ./operator -trace 2>spans.json
 package main
 
 import (
@@ -36,6 +42,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -48,6 +56,7 @@ import (
 
 	"github.com/itemops/itemops/clock"
 	"github.com/itemops/itemops/integrations/controllerruntime"
+	itemotel "github.com/itemops/itemops/integrations/otel"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
@@ -59,13 +68,31 @@ func main() {
 	flag.StringVar(&store.kind, "store", "memory", "with -cluster, where the operator keeps its runs: memory, or kube for objects of the API server in -store-namespace")
 	flag.StringVar(&store.namespace, "store-namespace", "itemops", "with -store=kube, the namespace of the store's objects, created if missing")
 	flag.BoolVar(&store.install, "install-store-crds", false, "with -store=kube, install the store's CRDs first, which needs an administrator's rights")
+	trace := flag.Bool("trace", false, "without -cluster, trace the Monitor with OpenTelemetry and print its spans to stderr")
 	flag.Parse() // controller-runtime registers -kubeconfig
 	if !*cluster && store.kind != "memory" {
 		log.Fatalf("-store=%s needs -cluster", store.kind)
 	}
+	if *cluster && *trace {
+		log.Fatal("-trace works without -cluster only")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run := example
+	var opts []monitor.Option
+	if *trace {
+		exporter, err := stdouttrace.New(stdouttrace.WithWriter(os.Stderr))
+		if err != nil {
+			log.Fatal(err)
+		}
+		provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
+		defer func() {
+			if err := provider.Shutdown(context.Background()); err != nil { // sends the spans left
+				log.Print(err)
+			}
+		}()
+		opts = itemotel.Options(itemotel.WithTracerProvider(provider)) // the one option
+	}
+	run := func(ctx context.Context, w io.Writer) error { return example(ctx, w, opts...) }
 	if *cluster {
 		run = func(ctx context.Context, w io.Writer) error {
 			cfg, err := ctrl.GetConfig()
@@ -118,8 +145,8 @@ func newBackup(uid types.UID) *AppBackup {
 }
 
 // example reconciles one AppBackup to its end and writes each status it goes through to
-// w.
-func example(ctx context.Context, w io.Writer) error {
+// w; opts are added to the Monitor's options.
+func example(ctx context.Context, w io.Writer, opts ...monitor.Option) error {
 	// The Monitor wakes the loop below when it changes the run; a change that finds the
 	// loop busy is dropped, since the loop reads the whole state anyway.
 	changes := make(chan struct{}, 1)
@@ -129,7 +156,7 @@ func example(ctx context.Context, w io.Writer) error {
 		default:
 		}
 	}
-	r, mgr, _, err := newReconciler(clock.System{}, []monitor.Option{monitor.WithObserver(monitor.Observer{RunChanged: wake})},
+	r, mgr, _, err := newReconciler(clock.System{}, append([]monitor.Option{monitor.WithObserver(monitor.Observer{RunChanged: wake})}, opts...),
 		newBackup("7c1e2f4a-0000-4000-8000-000000000001"))
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -10,12 +11,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/itemops/itemops/clock/clocktest"
+	itemotel "github.com/itemops/itemops/integrations/otel"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
 )
@@ -30,6 +35,53 @@ func TestExample(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Equal(t, "status: phase WaitingForPluginOperations, 0 of 3 operations completed", lines[0])
 	require.Equal(t, "status: phase Completed, 3 of 3 operations completed", lines[len(lines)-1])
+}
+
+// TestExampleTraces runs the example with its Monitor traced, one option more
+// (integrations/otel's, as main's -trace gives it): each upload's Progress calls have
+// spans under the run's span, under a pass's, and the run's span that finalizes it
+// shows its move to Completed.
+func TestExampleTraces(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer func() { require.NoError(t, provider.Shutdown(context.Background())) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, example(ctx, io.Discard, itemotel.Options(itemotel.WithTracerProvider(provider))...))
+
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, s := range spans.Ended() {
+		byID[s.SpanContext().SpanID()] = s
+	}
+	attr := func(s sdktrace.ReadOnlySpan, key string) string {
+		for _, kv := range s.Attributes() {
+			if string(kv.Key) == key {
+				return kv.Value.String()
+			}
+		}
+		return ""
+	}
+	uploads := map[string]bool{} // the operations with a Progress span
+	completed := false
+	for _, s := range byID {
+		switch s.Name() {
+		case "itemops.progress":
+			require.Equal(t, "example.itemops.io/uploader", attr(s, "itemops.plugin"))
+			run, ok := byID[s.Parent().SpanID()]
+			require.True(t, ok && run.Name() == "itemops.run", "a Progress span's parent is a run's span")
+			pass, ok := byID[run.Parent().SpanID()]
+			require.True(t, ok && pass.Name() == "itemops.pass", "a run span's parent is a pass's span")
+			uploads[attr(s, "itemops.operation.id")] = true
+		case "itemops.run":
+			for _, ev := range s.Events() {
+				for _, kv := range ev.Attributes {
+					completed = completed || ev.Name == "itemops.phase_change" && string(kv.Key) == "itemops.phase.to" && kv.Value.String() == "Completed"
+				}
+			}
+		}
+	}
+	require.Len(t, uploads, 3, "a Progress span for each of the three uploads")
+	require.True(t, completed, "a run span shows the move to Completed")
 }
 
 var key = types.NamespacedName{Namespace: "shop", Name: "nightly"}

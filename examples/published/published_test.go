@@ -29,7 +29,8 @@ import (
 const mod = "github.com/itemops/itemops"
 
 // TestDependOnNestedModules is a user's module that depends on storage/kubestore,
-// integrations/controllerruntime and storage/etcdstore at the repository's HEAD, as
+// integrations/controllerruntime, storage/etcdstore and integrations/otel at the
+// repository's HEAD, as
 // `go get <module>@<commit>` would record them, with no replace: go mod tidy and go build
 // must succeed through a module proxy that serves what GitHub would serve of the
 // repository's history (a file-based GOPROXY made here with git, in front of the
@@ -49,6 +50,7 @@ func TestDependOnNestedModules(t *testing.T) {
 		"storage/kubestore":              "kubestore.Open",
 		"integrations/controllerruntime": "controllerruntime.New",
 		"storage/etcdstore":              "etcdstore.Open",
+		"integrations/otel":              "otel.Options",
 	}
 	var program strings.Builder
 	program.WriteString("package main\n\nimport (\n")

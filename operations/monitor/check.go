@@ -26,6 +26,9 @@ type checks struct {
 	// cancelReason, when set, makes every check cancel its operation instead of asking
 	// for its progress: the run's cancel was requested, or the run failed on a restart.
 	cancelReason string
+	// queued is when the checks were queued for the pool's workers, by the Monitor's
+	// clock; set only when a Tracer wraps the calls.
+	queued time.Time
 }
 
 // check asks the plugin about operation i, a task of the Monitor's pool, and stores the
@@ -177,20 +180,30 @@ func callName(cancel bool) string {
 func (c *checks) call(t *task[hungKey], tracker operations.Tracker, i int, op operations.Operation, now time.Time, msg string) (progress operations.Progress, ok bool, err error) {
 	cancel := msg != ""
 	pc := &pluginCall{c: c, tracker: tracker, i: i, op: op, now: now, msg: msg}
-	r, ok := t.call(hungKeyOf(&op), callName(cancel), pc)
+	parent := c.ctx
+	if f := c.m.cfg.tracer.Call; f != nil {
+		s := CallStart{Owner: op.Owner, OperationID: op.ID, Action: op.Action, Cancel: cancel, Reason: msg,
+			Queued: c.queued, Started: c.m.cfg.clock.Now()}
+		if !cancel {
+			s.Attempts = op.Monitor.Attempts
+		}
+		parent, pc.end = f(parent, s)
+	}
+	r, ok := t.callUnder(parent, hungKeyOf(&op), callName(cancel), pc)
 	switch {
 	case !ok:
-		return operations.Progress{}, false, nil
+		return operations.Progress{}, false, nil // the call was ended by givenUp or dropped
 	case r.outcome == CallHung:
-		return operations.Progress{}, true, c.notCalled(op, cancel, r.hung, r.took)
+		return operations.Progress{}, true, c.notCalled(pc.end, op, cancel, r.hung, r.took)
 	case r.ended:
+		pc.endTrace(CallStats{Action: op.Action, Cancel: cancel, Duration: r.took, Err: r.err})
 		return operations.Progress{}, true, r.err // the poll ended: not the plugin's doing
 	}
 	err = r.err
 	if r.outcome == CallTimedOut {
 		err = c.m.noAnswer()
 	}
-	c.observeCall(op.Action, cancel, r.took, r.outcome)
+	c.observeCall(pc.end, op.Action, cancel, r.took, r.outcome, err)
 	switch {
 	case r.outcome == CallErrored && !cancel:
 		// The plugin's own error is recorded as it is, as Velero records it; the
@@ -212,6 +225,20 @@ type pluginCall struct {
 	now      time.Time           // when the check started
 	msg      string              // for Cancel, the error op fails with; empty for Progress
 	progress operations.Progress // what Progress answered
+	end      func(CallStats)     // ends the Tracer's Call; nil when there is none
+}
+
+// endTrace ends the Tracer's Call of pc, if any, with s.
+func (pc *pluginCall) endTrace(s CallStats) {
+	if pc.end != nil {
+		pc.end(s)
+	}
+}
+
+// dropped ends the Tracer's Call of pc, given up hungFor after it started because the
+// poll's ctx ended: the operation is left as it is.
+func (pc *pluginCall) dropped(hungFor time.Duration) {
+	pc.endTrace(CallStats{Action: pc.op.Action, Cancel: pc.msg != "", Duration: hungFor, Err: pc.c.ctx.Err()})
 }
 
 func (pc *pluginCall) call(ctx context.Context) (err error) {
@@ -230,22 +257,32 @@ type hungKey struct {
 
 func hungKeyOf(op *operations.Operation) hungKey { return hungKey{keyOf(op.Owner), op.ID} }
 
-// observeCall tells the Observer, if any, how a call for an operation of action ended,
-// a Cancel call when cancel is set, after took.
-func (c *checks) observeCall(action string, cancel bool, took time.Duration, outcome CallOutcome) {
-	if f := c.m.cfg.observer.Call; f != nil {
-		f(CallStats{Action: action, Cancel: cancel, Duration: took, Outcome: outcome})
+// observeCall tells the Observer, if any, and end, the end function of the Tracer's
+// Call when not nil, how a call for an operation of action ended, a Cancel call when
+// cancel is set, after took, with err.
+func (c *checks) observeCall(end func(CallStats), action string, cancel bool, took time.Duration, outcome CallOutcome, err error) {
+	f := c.m.cfg.observer.Call
+	if f == nil && end == nil {
+		return
+	}
+	s := CallStats{Action: action, Cancel: cancel, Duration: took, Outcome: outcome, Err: err}
+	if f != nil {
+		f(s)
+	}
+	if end != nil {
+		end(s)
 	}
 }
 
-// notCalled reports to the Observer that a call of op, a Cancel when cancel is set, is
-// not made because an earlier call, hung (a "progress" or "cancel" call), was given up
-// and has not returned since hungFor, and returns the error of a call given up.
-func (c *checks) notCalled(op operations.Operation, cancel bool, hung string, hungFor time.Duration) error {
+// notCalled reports to the Observer, and to end (the end function of the Tracer's Call)
+// when not nil, that a call of op, a Cancel when cancel is set, is not made because an
+// earlier call, hung (a "progress" or "cancel" call), was given up and has not returned
+// since hungFor, and returns the error of a call given up.
+func (c *checks) notCalled(end func(CallStats), op operations.Operation, cancel bool, hung string, hungFor time.Duration) error {
 	what := callName(cancel)
 	c.m.cfg.logger.WarnContext(c.ctx, "plugin call not made: an earlier call given up has not returned",
 		"run", op.Owner.String(), "operation", op.ID, "call", what, "hung call", hung, "hung for", hungFor)
-	c.observeCall(op.Action, cancel, hungFor, CallHung)
+	c.observeCall(end, op.Action, cancel, hungFor, CallHung, c.m.noAnswer())
 	return fmt.Errorf("%s: %w", what, c.m.noAnswer())
 }
 
@@ -259,7 +296,7 @@ func (m *Monitor) noAnswer() error { return &noAnswerError{m.cfg.callTimeout} }
 // goroutine of the pool's, while the call hangs on in the worker's.
 func (pc *pluginCall) givenUp(hungFor time.Duration) {
 	c, i, op, now, msg, cancel := pc.c, pc.i, pc.op, pc.now, pc.msg, pc.msg != ""
-	c.observeCall(op.Action, cancel, hungFor, CallTimedOut)
+	c.observeCall(pc.end, op.Action, cancel, hungFor, CallTimedOut, c.m.noAnswer())
 	err := fmt.Errorf("%s: %w", callName(cancel), c.m.noAnswer())
 	if cancel {
 		c.ops[i], c.changed[i] = c.cancelled(op, msg, err), moved
@@ -270,7 +307,7 @@ func (pc *pluginCall) givenUp(hungFor time.Duration) {
 		// The operation is to be cancelled, but its Progress call hangs: no Cancel is
 		// made, as by a check (see call).
 		c.observeEnd(next, end)
-		next = c.cancelled(next, end.msg, c.notCalled(next, true, callName(false), hungFor))
+		next = c.cancelled(next, end.msg, c.notCalled(nil, next, true, callName(false), hungFor))
 	}
 	c.ops[i], c.changed[i] = next, changeOf(op, next)
 	c.know(i, op, next)

@@ -63,7 +63,11 @@
 // Monitor: its logger ([WithLogger]), and an [Observer] ([WithObserver]), whose
 // functions it calls with each pass, each run a pass changed (to wake a controller's
 // reconcile), each plugin call, each operation that timed out and each finalizer call,
-// for metrics and event sources.
+// for metrics and event sources. A [Tracer] ([WithTracer]) wraps the same work in a
+// start and an end, each start returning the context the work runs under: a pass,
+// each run it polls or finalizes, each plugin call and each finalizer call, so that a
+// span started for a call is in the context its plugin receives (integrations/otel
+// does this with OpenTelemetry). Neither costs anything when unset.
 //
 // # Several Monitors
 //

@@ -145,7 +145,18 @@ func (m *Monitor) RunOnce(ctx context.Context) (PassStats, error) {
 // runOnce is RunOnce, with the claims of the pass made under session when it is not nil
 // (a pass of Run on a store that keeps claims); it tells session how the pass ended.
 func (m *Monitor) runOnce(ctx context.Context, session operations.ClaimSession) (PassStats, error) {
+	var end func(PassStats)
+	if f := m.cfg.tracer.Pass; f != nil {
+		ctx, end = f(ctx, m.cfg.clock.Now())
+	}
 	stats, listed, complete := m.pass(ctx, session)
+	if end != nil {
+		traced := stats
+		if err := ctx.Err(); err != nil && !errors.Is(traced.Err, err) {
+			traced.Err = errors.Join(traced.Err, err)
+		}
+		end(traced)
+	}
 	if err := ctx.Err(); err != nil {
 		return stats, err
 	}
@@ -231,7 +242,11 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 				}
 				runs = append(runs, pr.Run)
 				polls.Go(func() error {
+					ctx, end := m.startRun(ctx, pr.Run, false)
 					res, info, err := m.pollRead(ctx, pr, session)
+					if end != nil {
+						endRun(end, res, info.cancel, err)
+					}
 					polled(pr.Run, res, info, err)
 					return nil
 				})
@@ -251,7 +266,11 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 			complete = false
 		}
 		each(ctx, m.cfg.storeWork, runs, func(r operations.Run) {
+			ctx, end := m.startRun(ctx, r, false)
 			res, info, err := m.poll(ctx, r.Owner, session)
+			if end != nil {
+				endRun(end, res, info.cancel, err)
+			}
 			polled(r, res, info, err)
 		})
 	}
@@ -266,7 +285,12 @@ func (m *Monitor) pass(ctx context.Context, session operations.ClaimSession) (st
 	}
 	stats.RunPhases = countPhases(runs, fin)
 	each(ctx, m.cfg.storeWork, fin, func(r operations.Run) {
-		to, skipped, err := m.finalize(ctx, r.Owner, session)
+		ctx, end := m.startRun(ctx, r, true)
+		to, skipped, cancel, err := m.finalize(ctx, r.Owner, session)
+		if end != nil {
+			res := PollResult{Phase: cmp.Or(to, r.Phase), Skipped: skipped}
+			endRun(end, res, cancel, err)
+		}
 		if gone(err) {
 			return
 		} else if err != nil {
@@ -360,7 +384,7 @@ func (m *Monitor) Finalize(ctx context.Context, o operations.Owner) (phase.Phase
 	if !phase.IsFinalizing(run.Phase) {
 		return run.Phase, nil
 	}
-	to, skipped, err := m.finalize(ctx, o, nil)
+	to, skipped, _, err := m.finalize(ctx, o, nil)
 	switch {
 	case skipped:
 		return run.Phase, nil
@@ -375,29 +399,30 @@ func (m *Monitor) Finalize(ctx context.Context, o operations.Owner) (phase.Phase
 
 // finalize runs the finalizer for the run of o, if it is still finalizing and this
 // Monitor can claim it (under session when it is not nil; see claim), and moves it to
-// its terminal phase. It returns that phase when it moved the run (else ""), and whether
-// it skipped the run because another Monitor holds its claim.
-func (m *Monitor) finalize(ctx context.Context, o operations.Owner, session operations.ClaimSession) (to phase.Phase, skipped bool, err error) {
+// its terminal phase. It returns that phase when it moved the run (else ""), whether
+// it skipped the run because another Monitor holds its claim, and the run's cancel
+// request when it failed the run for it instead.
+func (m *Monitor) finalize(ctx context.Context, o operations.Owner, session operations.ClaimSession) (to phase.Phase, skipped bool, cancel operations.CancelRequest, err error) {
 	release, ok, err := m.claim(ctx, o, session)
 	if err != nil {
-		return "", false, fmt.Errorf("claim run %s: %w", o, err)
+		return "", false, cancel, fmt.Errorf("claim run %s: %w", o, err)
 	}
 	if !ok {
-		return "", true, nil
+		return "", true, cancel, nil
 	}
 	defer release()
 	// Read the run under the claim: a Monitor that held it before may have finalized
 	// it since the pass listed it, and the finalizer should not run again for nothing.
 	run, err := m.store.GetRun(ctx, o)
 	if err != nil || !phase.IsFinalizing(run.Phase) {
-		return "", false, err
+		return "", false, cancel, err
 	}
 	if run.CancelRequested() {
 		_, to, err = m.failCancelled(ctx, run)
-		return to, false, err
+		return to, false, run.Cancel, err
 	}
 	to, err = m.finalizeClaimed(ctx, o, run)
-	return to, false, err
+	return to, false, cancel, err
 }
 
 // finalizeClaimed is finalize once the run is claimed.
@@ -445,6 +470,10 @@ func (m *Monitor) finalizeClaimed(ctx context.Context, o operations.Owner, run o
 // saying it was given up when it has not returned by the deadline. A finalizer that
 // ignores its context keeps its goroutine until it returns.
 func (m *Monitor) runFinalizer(parent context.Context, r operations.Run, items []operations.ResourceIdentifier) error {
+	var end func(FinalizeStats)
+	if f := m.cfg.tracer.Finalize; f != nil {
+		parent, end = f(parent, r.Clone())
+	}
 	ctx, cancel := context.WithTimeout(parent, m.cfg.finalizeTimeout)
 	defer cancel()
 	start := time.Now()
@@ -470,8 +499,14 @@ func (m *Monitor) runFinalizer(parent context.Context, r operations.Run, items [
 			err = fmt.Errorf("no answer within %s", m.cfg.finalizeTimeout)
 		}
 	}
-	if f := m.cfg.observer.Finalized; f != nil {
-		f(FinalizeStats{Owner: r.Owner, Duration: time.Since(start), Err: err, TimedOut: timedOut})
+	if f := m.cfg.observer.Finalized; f != nil || end != nil {
+		s := FinalizeStats{Owner: r.Owner, Duration: time.Since(start), Err: err, TimedOut: timedOut}
+		if f != nil {
+			f(s)
+		}
+		if end != nil {
+			end(s)
+		}
 	}
 	return err
 }

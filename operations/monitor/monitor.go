@@ -332,14 +332,20 @@ func (m *Monitor) pollOps(ctx context.Context, run operations.Run, ops []operati
 	if res.Phase != run.Phase {
 		m.progress.forget(keyOf(o))
 	}
-	return res, pollInfo{fresh: fresh, wrote: len(batch) > 0}, err
+	info := pollInfo{fresh: fresh, wrote: len(batch) > 0}
+	if run.CancelRequested() {
+		info.cancel = run.Cancel
+	}
+	return res, info, err
 }
 
 // pollInfo is what a poll tells a pass beside its PollResult: fresh counts the running
-// operations still New, and wrote says whether the poll wrote operations of the run.
+// operations still New, wrote says whether the poll wrote operations of the run, and
+// cancel is the run's cancel request when the poll acted upon one.
 type pollInfo struct {
-	fresh int
-	wrote bool
+	fresh  int
+	wrote  bool
+	cancel operations.CancelRequest
 }
 
 // writeBatch writes the operations a poll changed. When a pass read the run with the
@@ -369,6 +375,9 @@ func (m *Monitor) writeBatch(ctx context.Context, o operations.Owner, pr *operat
 // pluginCall.givenUp); one given up because ctx ended leaves it as it is.
 func (m *Monitor) check(ctx context.Context, ops []operations.Operation, timeout time.Duration, cancelReason string) (*checks, error) {
 	c := &checks{m: m, ctx: ctx, ops: ops, changed: make([]change, len(ops)), timeout: timeout, cancelReason: cancelReason}
+	if m.cfg.tracer.Call != nil {
+		c.queued = m.cfg.clock.Now()
+	}
 	err := m.pool.run(ctx, len(ops), c.check)
 	return c, err
 }

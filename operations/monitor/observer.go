@@ -110,6 +110,10 @@ type CallStats struct {
 	// the hung call has been running.
 	Duration time.Duration
 	Outcome  CallOutcome
+	// Err is what the call returned (nil when it succeeded); for a call that panicked,
+	// an error that says with what value; for a call given up or not made, the error
+	// of a call with no answer within the call timeout.
+	Err error
 }
 
 // A RetryOutcome says what a [RetryPolicy] made of a Progress error, or of the answer

@@ -266,7 +266,8 @@ func TestRunChanges(t *testing.T) {
 	require.Empty(t, pass(nil))
 }
 
-// TestObserverCalls: every plugin call and operation timeout is reported.
+// TestObserverCalls: every plugin call and operation timeout is reported, with the
+// call's error.
 func TestObserverCalls(t *testing.T) {
 	e := newEnv(t)
 	hangs := hang(t, false)
@@ -285,6 +286,7 @@ func TestObserverCalls(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		calls    []monitor.CallStats
+		errs     []string // the calls' errors, "action: error"
 		timedOut []string
 	)
 	m := e.monitor(monitor.WithCallTimeout(20*time.Millisecond), monitor.WithObserver(monitor.Observer{
@@ -293,6 +295,10 @@ func TestObserverCalls(t *testing.T) {
 			defer mu.Unlock()
 			require.Positive(t, s.Duration)
 			s.Duration = 0
+			if s.Err != nil {
+				errs = append(errs, s.Action+": "+s.Err.Error())
+				s.Err = nil
+			}
 			calls = append(calls, s)
 		},
 		TimedOut: func(op operations.Operation) {
@@ -314,6 +320,7 @@ func TestObserverCalls(t *testing.T) {
 		{Action: "slow", Cancel: true, Outcome: monitor.CallSucceeded},
 	}
 	require.ElementsMatch(t, want, calls)
+	require.ElementsMatch(t, []string{"err: unreachable", "panic: plugin panicked: boom", "hang: no answer within 20ms"}, errs)
 	require.Equal(t, []string{"e"}, timedOut)
 }
 

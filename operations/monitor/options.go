@@ -47,6 +47,7 @@ type config struct {
 	finalizeTimeout  time.Duration
 	storeWork        int // 0: workers
 	observer         Observer
+	tracer           Tracer
 	keepClaims       bool          // RunOnce keeps its claims in a session (WithKeptClaims)
 	progressEvery    time.Duration // 0: progress is written at once (WithProgressWriteInterval)
 

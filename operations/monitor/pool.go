@@ -186,6 +186,9 @@ type caller interface {
 	// started. It runs in a goroutine of the pool's while the call hangs on in the
 	// task's, and only when the batch's ctx has not ended.
 	givenUp(hungFor time.Duration)
+	// dropped is givenUp's counterpart for a call given up because the batch's ctx
+	// ended, hungFor after it started: the task is left as it is.
+	dropped(hungFor time.Duration)
 }
 
 // A call is one call of a task, as the pool knows it while it runs and, given up, until
@@ -231,12 +234,18 @@ type callResult struct {
 // settled. A call made while an earlier call under key hangs is not made: call returns
 // CallHung. Otherwise ok is true.
 func (t *task[K]) call(key K, label string, f caller) (r callResult, ok bool) {
+	return t.callUnder(t.b.ctx, key, label, f)
+}
+
+// callUnder is call, the call's context derived from parent, which is the batch's ctx
+// or a context derived from it (that carries a tracer's span, for instance).
+func (t *task[K]) callUnder(parent context.Context, key K, label string, f caller) (r callResult, ok bool) {
 	p := t.p
 	if h := p.hungCall(key); h != nil {
 		return callResult{outcome: CallHung, took: time.Since(h.start), hung: h.label}, true
 	}
 	c := &call[K]{p: p, b: t.b, key: key, label: label, start: time.Now(), caller: f}
-	ctx, stop := context.WithTimeout(t.b.ctx, p.timeout)
+	ctx, stop := context.WithTimeout(parent, p.timeout)
 	defer stop()
 	unwatch := context.AfterFunc(ctx, c.giveUp)
 	panicked, err := protect(ctx, f)
@@ -288,6 +297,8 @@ func (c *call[K]) giveUp() {
 	}
 	if c.b.ctx.Err() == nil {
 		c.caller.givenUp(time.Since(c.start))
+	} else {
+		c.caller.dropped(time.Since(c.start))
 	}
 	if next, i, ok := p.done(c.b); ok {
 		go p.work(next, i)

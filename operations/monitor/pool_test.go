@@ -17,6 +17,7 @@ type callFunc func(ctx context.Context) error
 
 func (f callFunc) call(ctx context.Context) error { return f(ctx) }
 func (callFunc) givenUp(time.Duration)            {}
+func (callFunc) dropped(time.Duration)            {}
 
 // hooked is a caller that counts its givenUp calls.
 type hooked struct {
@@ -26,6 +27,7 @@ type hooked struct {
 
 func (h hooked) call(ctx context.Context) error { return h.f(ctx) }
 func (h hooked) givenUp(time.Duration)          { h.hooks.Add(1) }
+func (hooked) dropped(time.Duration)            {}
 
 // runAsync runs a batch of n tasks on p in a goroutine and returns a channel that gets
 // run's error.
