@@ -92,10 +92,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Shutdown waits for the requests under way. It counts a connection on which no
+	// request came yet (a client may dial one it never uses) as under way for its first
+	// 5 s, so it is given longer than that; what is still open then is closed.
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {
-		return err
+		srv.Close()
 	}
 	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		return err
