@@ -139,8 +139,9 @@ const (
 	callCancel   = "cancel"
 )
 
-// The metrics, in the order All returns them. Each is a value, copied out by All, so
-// that no caller changes what another reads.
+// The metrics, in the order All returns them. All copies them, slices included, so
+// that no caller changes what another reads; the Observer passes them to its sink
+// as they are, which costs no copy per update.
 var (
 	runs = Metric{
 		Name: "itemops.runs", Instrument: Gauge, Unit: "{run}", Labels: []string{"kind", "phase"},
@@ -224,8 +225,9 @@ type Point struct {
 // A Sink takes the updates of the metrics that an [Observer] makes, and is the whole of
 // what an exporter implements. Its methods are called from the Monitor's goroutines,
 // several at once, so they must be safe for concurrent use, and must not block (see
-// monitor.Observer). The [Metric] they are given is a copy of one of [All]'s, which a
-// sink may tell apart by its Name; it must not keep its slices.
+// monitor.Observer). The [Metric] they are given is one of [All]'s, which a sink tells
+// apart by its Name; its slices are the package's own, so a sink must neither change
+// nor keep them (a sink that needs them keeps what All returned).
 type Sink interface {
 	// Record adds value to the series of counter m with the label values labels, or
 	// observes value in that series of histogram m. labels are in the order of
