@@ -17,7 +17,8 @@
 //     operations/operationstest holds a scriptable Tracker for tests.
 //   - [github.com/itemops/itemops/operations/monitor]: the Monitor that polls operations
 //     through their plugins' Trackers and moves runs along, and Recover, the restart
-//     rules. It builds on operations.
+//     rules. It builds on operations. operations/monitor/monitormetrics defines its
+//     metrics once, for every exporter (Prometheus, OpenTelemetry).
 //   - [github.com/itemops/itemops/operations/opsfile]: the codec of Velero's
 //     itemoperations.json.gz files. It builds on operations.
 //   - [github.com/itemops/itemops/progress]: restore and backup item counters with

@@ -75,14 +75,39 @@
 // upon it (cancelled its operations, or failed it). Both are added at the end of the
 // run's work.
 //
-// Operation IDs, run names and UIDs are attributes of spans only: this package makes
-// no metrics. The Monitor's metrics are those of prommetrics
-// (integrations/controllerruntime/prommetrics).
+// Operation IDs, run names and UIDs are attributes of spans only, never of metrics.
+//
+// # Metrics
+//
+// With [WithMeterProvider], the options also record the Monitor's metrics through the
+// provider's meter of the same scope name. They are the metrics of prommetrics
+// (integrations/controllerruntime/prommetrics), with the same meaning: both export the
+// one definition of package monitormetrics
+// (github.com/itemops/itemops/operations/monitor/monitormetrics), which says what each
+// metric counts, and the one function of it that updates them from what the Monitor
+// tells its observers. Each instrument has the definition's name (OpenTelemetry's
+// spelling: itemops.plugin.calls, itemops.plugin.call.duration), its help as
+// description, its unit ("s", or a count such as "{call}") and, for a histogram, its
+// bucket bounds; the attributes of a series are the definition's labels (action, call,
+// kind, outcome, phase) and nothing else. Exported to Prometheus by OpenTelemetry's
+// Prometheus exporter, the names become prommetrics' own (itemops_plugin_calls_total,
+// itemops_plugin_call_duration_seconds).
+//
+// The counters and histograms are synchronous instruments of float64 values. The
+// gauges (itemops.runs, itemops.operations, itemops.operations.in_backoff) are
+// observable gauges whose callback reports the last pass of the Monitor: a series the
+// last pass did not find is not reported. Unlike prommetrics, which adds the label
+// monitor and sums the gauges of Monitors that report under one name, this package adds
+// no attribute of its own: a process whose several Monitors record through one meter
+// provider gets each gauge series from one of them, the last to report it. Give such
+// Monitors providers of their own (with a resource attribute that tells them apart), or
+// use prommetrics. The gauges of a Monitor that stops show its last pass until the
+// provider shuts down.
 //
 // # Supported versions
 //
-// Go 1.23.0 and go.opentelemetry.io/otel v1.34.0 (with its trace package) are the
-// floor, which go.mod requires; CI builds the module there, and tests it with the
+// Go 1.23.0 and go.opentelemetry.io/otel v1.34.0 (with its trace and metric packages)
+// are the floor, which go.mod requires; CI builds the module there, and tests it with the
 // newest Go and OpenTelemetry too. OpenTelemetry v1.39.0 and later need Go 1.24 or
 // later.
 package otel

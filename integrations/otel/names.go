@@ -3,7 +3,8 @@ package otel
 import "go.opentelemetry.io/otel/attribute"
 
 // The names of the spans, their events and their attributes: the one place they are
-// written, each documented in the package comment. The attributes follow
+// written, each documented in the package comment. The names of the metrics, and their
+// attributes, are monitormetrics' (see the package comment, "Metrics"). The attributes follow
 // OpenTelemetry's rules for names of one's own (a namespace, "itemops.", dots between
 // the parts, snake_case within them), and error.type is OpenTelemetry's own attribute.
 

@@ -8,10 +8,12 @@ import (
 	otelapi "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
+	"github.com/itemops/itemops/operations/monitor/monitormetrics"
 )
 
 // An Option configures what [Options] sets up.
@@ -23,6 +25,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	provider trace.TracerProvider
+	meters   metric.MeterProvider // nil: no metrics
 }
 
 // WithTracerProvider sets where the spans go. The default is OpenTelemetry's global
@@ -37,10 +40,20 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	})
 }
 
+// WithMeterProvider makes [Options] record the Monitor's metrics through mp as well, as
+// the package documentation says ("Metrics"). By default, and with a nil mp, there are
+// no metrics.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meters = mp })
+}
+
 // Options returns the options of monitor.New that trace what the Monitor does, as the
-// package documentation says: today one, a [monitor.WithTracer]. Give them to every
-// Monitor to trace; a Monitor given them twice makes every span twice. Options cannot
-// fail; the provider's own errors go where it sends them.
+// package documentation says: a [monitor.WithTracer], and with [WithMeterProvider] a
+// [monitor.WithObserver] that records its metrics. Give them to every Monitor to
+// trace; a Monitor given them twice makes every span twice, and counts everything
+// twice. Options cannot fail; the providers' own errors, and an instrument a meter
+// refuses, go to OpenTelemetry's error handler (otel.Handle) or where the providers
+// send them.
 func Options(opts ...Option) []monitor.Option {
 	c := config{}
 	for _, o := range opts {
@@ -52,12 +65,16 @@ func Options(opts ...Option) []monitor.Option {
 		c.provider = otelapi.GetTracerProvider()
 	}
 	t := &tracer{t: c.provider.Tracer(scopeName)}
-	return []monitor.Option{monitor.WithTracer(monitor.Tracer{
+	mopts := []monitor.Option{monitor.WithTracer(monitor.Tracer{
 		Pass:     t.pass,
 		Run:      t.run,
 		Call:     t.call,
 		Finalize: t.finalize,
 	})}
+	if c.meters != nil {
+		mopts = append(mopts, monitor.WithObserver(monitormetrics.Observer(newMeterSink(c.meters))))
+	}
+	return mopts
 }
 
 // tracer makes the spans. It keeps nothing between calls, so it is safe for

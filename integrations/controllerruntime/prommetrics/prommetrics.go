@@ -2,31 +2,22 @@
 // metrics. It works with any Prometheus registry: controller-runtime's (the
 // controllerruntime package registers it there) or a program's own.
 //
-// The metrics, all prefixed itemops_, each with the label monitor, the name of the
-// Monitor that reports them (see [Metrics.Reporter]):
+// The metrics are defined in package monitormetrics
+// (github.com/itemops/itemops/operations/monitor/monitormetrics), once for every
+// exporter: what each counts, its help, labels and buckets, and how a Monitor's events
+// update it. This package exports them under their Prometheus names
+// (monitormetrics.Metric.PrometheusName), each with one label more, monitor, the name of
+// the Monitor that reports them (see [Metrics.Reporter]):
 //
-//   - runs{kind,phase} (gauge): the runs the last pass found waiting or finalizing.
-//   - operations{phase} (gauge): the unfinished operations of the runs the last pass
-//     polled, New or InProgress.
-//   - operations_ended_total{phase} (counter): operations that ended, Completed or
-//     Failed.
-//   - operations_timed_out_total{action} (counter): operations failed for running past
-//     their timeout.
-//   - operations_stalled_total{action} (counter): operations failed for making no
-//     progress within their stall timeout (see monitor.WithStallTimeout).
-//   - operation_retries_total{action,outcome} (counter): what a retry policy (see
-//     monitor.RetryPolicy) made of each Progress error, or of the answer after a row of
-//     them: scheduled, exhausted, refused or recovered (monitor.RetryOutcome).
-//   - operations_in_backoff (gauge): the operations the last pass left alone because
-//     they wait for their next poll after a Progress error.
-//   - monitor_pass_duration_seconds (histogram): passes, by the Monitor's clock.
-//   - plugin_call_duration_seconds{action,call} (histogram): Progress and Cancel calls
-//     (call is "progress" or "cancel"), in real time.
-//   - plugin_calls_total{action,call,outcome} (counter): the same calls by outcome:
-//     succeeded, errored, panicked or timed_out; and, as hung, the calls not made
-//     because the operation's previous call hangs (see monitor.CallHung), which the
-//     histogram leaves out.
-//   - finalizer_failures_total{kind} (counter): Finalizer calls that failed or timed out.
+//   - itemops_runs{kind,phase} and itemops_operations{phase}, gauges;
+//   - itemops_operations_ended_total{phase}, itemops_operations_timed_out_total{action},
+//     itemops_operations_stalled_total{action},
+//     itemops_operation_retries_total{action,outcome}, counters;
+//   - itemops_operations_in_backoff, a gauge;
+//   - itemops_monitor_pass_duration_seconds and
+//     itemops_plugin_call_duration_seconds{action,call}, histograms;
+//   - itemops_plugin_calls_total{action,call,outcome} and
+//     itemops_finalizer_failures_total{kind}, counters.
 //
 // # Several Monitors
 //
@@ -52,64 +43,43 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
+	"github.com/itemops/itemops/operations/monitor/monitormetrics"
 )
 
 // Metrics holds the metrics of one or more Monitors. Create it with [New], register it
 // with [Metrics.Register], and pass the options of a [Metrics.Reporter] to monitor.New.
 // It is safe for concurrent use.
 type Metrics struct {
-	runs            *sumGauge
-	operations      *sumGauge
-	operationsEnded *prometheus.CounterVec
-	timedOut        *prometheus.CounterVec
-	stalled         *prometheus.CounterVec
-	retries         *prometheus.CounterVec
-	inBackoff       *sumGauge
-	passDuration    *prometheus.HistogramVec
-	callDuration    *prometheus.HistogramVec
-	calls           *prometheus.CounterVec
-	finalizerFailed *prometheus.CounterVec
+	// collectors holds the collector of each metric, by its monitormetrics name: a
+	// *prometheus.CounterVec, *prometheus.HistogramVec or *sumGauge. Register may
+	// replace one with the collector a registry already holds; mu guards that.
+	mu         sync.RWMutex
+	collectors map[string]prometheus.Collector
+	order      []string // the names, in monitormetrics.All's order
 }
 
 // New returns the metrics, unregistered, all zero.
 func New() *Metrics {
-	return &Metrics{
-		runs: newSumGauge("itemops_runs", "Runs the last pass of each Monitor found waiting or finalizing, by kind and phase.",
-			"kind", "phase"),
-		operations: newSumGauge("itemops_operations", "Unfinished operations of the runs the last pass of each Monitor polled, by phase.",
-			"phase"),
-		operationsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "itemops_operations_ended_total", Help: "Operations that ended, by the phase they ended in.",
-		}, []string{"monitor", "phase"}),
-		timedOut: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "itemops_operations_timed_out_total", Help: "Operations failed for running past their timeout, by plugin.",
-		}, []string{"monitor", "action"}),
-		stalled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "itemops_operations_stalled_total", Help: "Operations failed for making no progress within their stall timeout, by plugin.",
-		}, []string{"monitor", "action"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "itemops_operation_retries_total",
-			Help: "Progress errors under a retry policy, and answers after them, by plugin and outcome (scheduled, exhausted, refused, recovered).",
-		}, []string{"monitor", "action", "outcome"}),
-		inBackoff: newSumGauge("itemops_operations_in_backoff",
-			"Operations the last pass of each Monitor left alone because they wait for their next poll after a Progress error."),
-		passDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "itemops_monitor_pass_duration_seconds", Help: "Duration of Monitor passes.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
-		}, []string{"monitor"}),
-		callDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "itemops_plugin_call_duration_seconds", Help: "Duration of plugin Progress and Cancel calls, by plugin and call.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-		}, []string{"monitor", "action", "call"}),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "itemops_plugin_calls_total", Help: "Plugin Progress and Cancel calls, by plugin, call and outcome (succeeded, errored, panicked, timed_out, hung).",
-		}, []string{"monitor", "action", "call", "outcome"}),
-		finalizerFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "itemops_finalizer_failures_total", Help: "Finalizer calls that failed or timed out, by run kind.",
-		}, []string{"monitor", "kind"}),
+	m := &Metrics{collectors: map[string]prometheus.Collector{}}
+	for _, d := range monitormetrics.All() {
+		labels := append([]string{"monitor"}, d.Labels...)
+		var c prometheus.Collector
+		switch d.Instrument {
+		case monitormetrics.Counter:
+			c = prometheus.NewCounterVec(prometheus.CounterOpts{Name: d.PrometheusName(), Help: d.Help}, labels)
+		case monitormetrics.Histogram:
+			c = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: d.PrometheusName(), Help: d.Help, Buckets: d.Buckets}, labels)
+		case monitormetrics.Gauge:
+			if len(d.Labels) > len([2]string{}) {
+				panic("prommetrics: the gauge " + d.Name + " has more labels than a sumGauge keeps")
+			}
+			c = newSumGauge(d.PrometheusName(), d.Help, d.Labels...)
+		}
+		m.collectors[d.Name] = c
+		m.order = append(m.order, d.Name)
 	}
+	return m
 }
 
 // Register registers the metrics with r. A metric that r already holds from another
@@ -117,17 +87,23 @@ func New() *Metrics {
 // errors.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	var errs []error
-	m.runs = register(r, m.runs, &errs)
-	m.operations = register(r, m.operations, &errs)
-	m.operationsEnded = register(r, m.operationsEnded, &errs)
-	m.timedOut = register(r, m.timedOut, &errs)
-	m.stalled = register(r, m.stalled, &errs)
-	m.retries = register(r, m.retries, &errs)
-	m.inBackoff = register(r, m.inBackoff, &errs)
-	m.passDuration = register(r, m.passDuration, &errs)
-	m.callDuration = register(r, m.callDuration, &errs)
-	m.calls = register(r, m.calls, &errs)
-	m.finalizerFailed = register(r, m.finalizerFailed, &errs)
+	for _, name := range m.order {
+		m.mu.RLock()
+		c := m.collectors[name]
+		m.mu.RUnlock()
+		var got prometheus.Collector
+		switch c := c.(type) {
+		case *prometheus.CounterVec:
+			got = register(r, c, &errs)
+		case *prometheus.HistogramVec:
+			got = register(r, c, &errs)
+		case *sumGauge:
+			got = register(r, c, &errs)
+		}
+		m.mu.Lock()
+		m.collectors[name] = got
+		m.mu.Unlock()
+	}
 	return errors.Join(errs...)
 }
 
@@ -145,6 +121,13 @@ func register[T prometheus.Collector](r prometheus.Registerer, c T, errs *[]erro
 		*errs = append(*errs, err)
 	}
 	return c
+}
+
+// collector returns the collector of the metric named name.
+func (m *Metrics) collector(name string) prometheus.Collector {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.collectors[name]
 }
 
 // A Reporter reports what one Monitor does to its [Metrics], under the Monitor's name.
@@ -166,27 +149,7 @@ func (m *Metrics) Reporter(name string) *Reporter {
 // passes, plugin calls, timeouts, stalls, retries and finalizers. It adds to the Monitor's other
 // observers. Give the options to one Monitor only.
 func (r *Reporter) MonitorOptions() []monitor.Option {
-	m := r.m
-	return []monitor.Option{
-		monitor.WithObserver(monitor.Observer{
-			Pass: r.observePass,
-			Call: r.observeCall,
-			TimedOut: func(op operations.Operation) {
-				m.timedOut.WithLabelValues(r.name, op.Action).Inc()
-			},
-			Stalled: func(op operations.Operation) {
-				m.stalled.WithLabelValues(r.name, op.Action).Inc()
-			},
-			Retry: func(s monitor.RetryStats) {
-				m.retries.WithLabelValues(r.name, s.Action, string(s.Outcome)).Inc()
-			},
-			Finalized: func(s monitor.FinalizeStats) {
-				if s.Err != nil {
-					m.finalizerFailed.WithLabelValues(r.name, string(s.Owner.Kind)).Inc()
-				}
-			},
-		}),
-	}
+	return []monitor.Option{monitor.WithObserver(monitormetrics.Observer(sink{r}))}
 }
 
 // Close removes r's part of the gauges itemops_runs, itemops_operations and
@@ -196,37 +159,41 @@ func (r *Reporter) MonitorOptions() []monitor.Option {
 // fails.
 func (r *Reporter) Close() {
 	r.closed.Store(true)
-	r.m.runs.remove(r)
-	r.m.operations.remove(r)
-	r.m.inBackoff.remove(r)
+	for _, name := range r.m.order {
+		if g, ok := r.m.collector(name).(*sumGauge); ok {
+			g.remove(r)
+		}
+	}
 }
 
-func (r *Reporter) observePass(s monitor.PassStats) {
-	m := r.m
-	m.passDuration.WithLabelValues(r.name).Observe(s.Duration.Seconds())
-	runs := make(map[[2]string]float64, len(s.RunPhases))
-	for _, c := range s.RunPhases {
-		runs[[2]string{string(c.Kind), string(c.Phase)}] = float64(c.Runs)
+// sink is the monitormetrics.Sink of a Reporter: it adds the label monitor, the
+// Reporter's name, before the others.
+type sink struct{ r *Reporter }
+
+var _ monitormetrics.Sink = sink{}
+
+func (s sink) Record(d monitormetrics.Metric, value float64, labels ...string) {
+	values := append([]string{s.r.name}, labels...)
+	switch c := s.r.m.collector(d.Name).(type) {
+	case *prometheus.CounterVec:
+		c.WithLabelValues(values...).Add(value)
+	case *prometheus.HistogramVec:
+		c.WithLabelValues(values...).Observe(value)
 	}
-	m.runs.set(r, runs)
-	m.operations.set(r, map[[2]string]float64{
-		{string(operations.OperationNew)}:        float64(s.OperationsNew),
-		{string(operations.OperationInProgress)}: float64(s.OperationsInProgress),
-	})
-	m.inBackoff.set(r, map[[2]string]float64{{}: float64(s.OperationsDeferred)})
-	m.operationsEnded.WithLabelValues(r.name, string(operations.OperationCompleted)).Add(float64(s.Completed))
-	m.operationsEnded.WithLabelValues(r.name, string(operations.OperationFailed)).Add(float64(s.Failed))
 }
 
-func (r *Reporter) observeCall(s monitor.CallStats) {
-	call := "progress"
-	if s.Cancel {
-		call = "cancel"
+func (s sink) Set(d monitormetrics.Metric, points []monitormetrics.Point) {
+	g, ok := s.r.m.collector(d.Name).(*sumGauge)
+	if !ok {
+		return
 	}
-	if s.Outcome != monitor.CallHung { // no call was made: Duration is the hung call's
-		r.m.callDuration.WithLabelValues(r.name, s.Action, call).Observe(s.Duration.Seconds())
+	values := make(map[[2]string]float64, len(points))
+	for _, p := range points {
+		var k [2]string
+		copy(k[:], p.Labels)
+		values[k] = p.Value
 	}
-	r.m.calls.WithLabelValues(r.name, s.Action, call, string(s.Outcome)).Inc()
+	g.set(s.r, values)
 }
 
 // A sumGauge is a gauge with the label monitor and up to two more, whose value, for
