@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -132,6 +133,59 @@ func tree(spans []sdktrace.ReadOnlySpan) string {
 	return b.String()
 }
 
+// edges returns the pairs "parent > child" of the spans' names, each once, sorted; a
+// span without a parent recorded has the parent "".
+func edges(spans []sdktrace.ReadOnlySpan) []string {
+	names := map[trace.SpanID]string{}
+	for _, s := range spans {
+		names[s.SpanContext().SpanID()] = s.Name()
+	}
+	var out []string
+	for _, s := range spans {
+		if e := names[s.Parent().SpanID()] + " > " + s.Name(); !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// documentedEdges returns the pairs "parent > child" of the tree that doc.go draws
+// under "The tree of one pass:", in the form edges gives: each line's depth is where
+// its span's name starts, four columns a level.
+func documentedEdges(t *testing.T) []string {
+	t.Helper()
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	_, drawing, ok := strings.Cut(string(doc), "The tree of one pass:\n//\n")
+	require.True(t, ok, "doc.go draws no tree of one pass")
+	var stack, out []string
+	for _, line := range strings.Split(drawing, "\n") {
+		line, ok := strings.CutPrefix(line, "//\t")
+		if !ok {
+			break
+		}
+		rest := strings.TrimLeft(line, "│├└─ ")
+		if !strings.HasPrefix(rest, "itemops.") {
+			continue // a line that goes on explaining the one above
+		}
+		at := len(line) - len(rest)
+		depth := len([]rune(line[:at])) / 4
+		name, _, _ := strings.Cut(line[at:], " ")
+		require.LessOrEqual(t, depth, len(stack), "doc.go's tree skips a level at %q", line)
+		stack = append(stack[:depth], name)
+		parent := ""
+		if depth > 0 {
+			parent = stack[depth-1]
+		}
+		if e := parent + " > " + name; !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // hang returns a function that blocks until the test ends, whatever its context says.
 func hang(t *testing.T) func() {
 	release := make(chan struct{})
@@ -141,8 +195,9 @@ func hang(t *testing.T) func() {
 
 // TestSpanTree makes two passes over runs whose plugins complete, fail, time out (a
 // plugin that answers its context's end), hang (one that ignores it, retried), and
-// whose cancel was requested, and checks the tree of spans of each against the one
-// the package documentation draws.
+// whose cancel was requested, and checks the tree of spans of each, attributes and
+// events included; the first pass's spans nest as the package documentation's drawing
+// says (the test reads doc.go).
 func TestSpanTree(t *testing.T) {
 	e := newEnv(t)
 	hangs := hang(t)
@@ -191,6 +246,8 @@ func TestSpanTree(t *testing.T) {
   itemops.run itemops.run.name=b-timeout itemops.run.step=poll itemops.run.phase=WaitingForPluginOperations itemops.run.operations.running=0 itemops.run.operations.completed=0 itemops.run.operations.failed=1 itemops.run.operations.deferred=0 event itemops.phase_change{itemops.phase.from=WaitingForPluginOperations itemops.phase.to=FinalizingPartiallyFailed}
     itemops.progress itemops.plugin=slow itemops.operation.id=op-slow itemops.call.wait=0 itemops.call.attempt=0 itemops.call.outcome=timed_out error.type=timed_out status=Error("no answer within 50ms")
 `, tree(e.spans.Ended()))
+	require.Equal(t, documentedEdges(t), edges(e.spans.Ended()),
+		"the spans' parents, by name, against the tree the package documentation draws")
 
 	// The next pass: the hanging plugin has not returned, so its operation's next call
 	// is not made, and its span says so. It is the retry of a retried error.
