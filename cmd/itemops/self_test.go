@@ -14,6 +14,8 @@ import (
 func TestCommandFor(t *testing.T) {
 	repo, err := filepath.Abs("../..")
 	require.NoError(t, err)
+	here, err := filepath.Abs(".")
+	require.NoError(t, err)
 	installed := filepath.Join(t.TempDir(), "itemops")
 	require.NoError(t, os.WriteFile(installed, []byte("#!/bin/sh\n"), 0o755))
 	other := filepath.Join(t.TempDir(), "itemops")
@@ -32,8 +34,9 @@ func TestCommandFor(t *testing.T) {
 		lookPath            func(string) (string, error)
 		want                string
 	}{
-		{"go run in the repository", goRun, goRun, repo, onPath(""), "go run ./cmd/itemops"},
-		{"go run elsewhere", goRun, goRun, t.TempDir(), onPath(""), "go run github.com/itemops/itemops/cmd/itemops@latest"},
+		{"go run in the command's directory, as go -C cmd/itemops run . has it", goRun, goRun, here, onPath(""), "go -C cmd/itemops run ."},
+		{"go run at the repository's root", goRun, goRun, repo, onPath(""), "itemops"},
+		{"go run elsewhere", goRun, goRun, t.TempDir(), onPath(""), "itemops"},
 		{"installed on PATH", installed, "itemops", repo, onPath(installed), "itemops"},
 		{"started by path, another itemops on PATH", installed, installed, repo, onPath(other), installed},
 		{"started by path, none on PATH", installed, "./bin/itemops", repo, onPath(""), "./bin/itemops"},
