@@ -114,11 +114,12 @@ type command struct {
 var commands = map[string]command{
 	"demo":    {"back up and restore a synthetic application end to end, on a bbolt store", runDemo},
 	"phases":  {"print the phase state machines as Mermaid or Graphviz text", runPhases},
-	"inspect": {"print a boltstore file's runs and operations, or an itemoperations.json.gz file", runInspect},
-	"check":   {"check a boltstore file for damage: every page, every record", runCheck},
-	"cancel":  {"request the cancel of a run in a boltstore file (one-way)", runCancel},
+	"inspect": {"print a store's runs and operations (bolt, etcd, kube), or an itemoperations.json.gz file", runInspect},
+	"check":   {"check a store for damage: every record (and every page of a bolt file)", runCheck},
+	"cancel":  {"request the cancel of a run in a store (one-way)", runCancel},
 	"salvage": {"copy what can still be read from a damaged boltstore file into a new one", runSalvage},
-	"serve":   {"serve the web view of a boltstore file (read-only unless -allow-cancel)", runServe},
+	"serve":   {"serve the web view of a store (read-only unless -allow-cancel)", runServe},
+	"watch":   {"show a run of a store as it moves, until it ends", runWatch},
 }
 
 func main() {
@@ -165,6 +166,7 @@ func usage(w io.Writer) {
 	for _, name := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", name, commands[name].summary)
 	}
+	fmt.Fprint(w, "\n", storeUsage)
 	fmt.Fprintln(w, "\nRun 'itemops <command> -h' for the flags of a command.")
 }
 

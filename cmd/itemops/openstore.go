@@ -54,7 +54,7 @@ func addStoreFlags(fs *flag.FlagSet) *storeFlags {
 type openMode int
 
 const (
-	forReading  openMode = iota // inspect, check, watch, serve
+	forReading openMode = iota // inspect, check, watch, serve
 	forWriting                 // cancel, serve -allow-cancel
 )
 
@@ -107,6 +107,18 @@ func openNamed(ctx context.Context, n storeName, f *storeFlags, mode openMode) (
 		return nil, err
 	}
 	return &openedStore{Store: s, name: n, close: s.Close}, nil
+}
+
+// storeTitle names the store of n in what a command prints: "boltstore PATH",
+// "etcdstore etcd://..." or "kubestore kube://...".
+func storeTitle(n storeName) string {
+	switch n.kind {
+	case etcdStore:
+		return "etcdstore " + n.String()
+	case kubeStore:
+		return "kubestore " + n.String()
+	}
+	return "boltstore " + n.path
 }
 
 // etcdTLS returns the TLS configuration the flags or the environment give, or nil when
@@ -203,6 +215,43 @@ func kubeConfig(n storeName, f *storeFlags) (*rest.Config, error) {
 
 // runsResource is the resource of a kubestore's runs, which check lists.
 var runsResource = schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "itemopsruns"}
+
+// chunksResource is the resource of a kubestore's chunks, which check counts.
+var chunksResource = schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "itemopschunks"}
+
+// kubeRoleLabel is the label whose value tells a kubestore's objects apart: "run" on
+// the object of a run (package storage/kubestore, "Objects").
+const kubeRoleLabel = "itemops.io/role"
+
+// countKubeObjects lists every ItemopsRun and ItemopsChunk of the namespace of s, a
+// kubestore, page by page, and returns how many ItemopsRuns hold a run (labelled
+// itemops.io/role=run) and how many ItemopsChunks there are.
+func countKubeObjects(ctx context.Context, s *openedStore) (runObjects, chunks int, err error) {
+	count := func(res schema.GroupVersionResource, each func(labels map[string]string)) error {
+		opts := metav1.ListOptions{Limit: 500}
+		for {
+			list, err := s.kube.Resource(res).Namespace(s.name.namespace).List(ctx, opts)
+			if err != nil {
+				return err
+			}
+			for _, obj := range list.Items {
+				each(obj.GetLabels())
+			}
+			if opts.Continue = list.GetContinue(); opts.Continue == "" {
+				return nil
+			}
+		}
+	}
+	err = count(runsResource, func(l map[string]string) {
+		if l[kubeRoleLabel] == "run" {
+			runObjects++
+		}
+	})
+	if err == nil {
+		err = count(chunksResource, func(map[string]string) { chunks++ })
+	}
+	return runObjects, chunks, err
+}
 
 // kubeMarker is the name of the ItemopsRun that marks a namespace as a kubestore's.
 const kubeMarker = "itemops"
