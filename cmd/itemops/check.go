@@ -76,7 +76,7 @@ func checkNamed(ctx context.Context, n storeName, sf *storeFlags, stdout io.Writ
 		case runObjects != len(got.runs):
 			got.lost = append(got.lost, fmt.Errorf("namespace %s holds %d run objects (ItemopsRun labelled %s=run) but %d runs could be read", n.namespace, runObjects, kubeRoleLabel, len(got.runs)))
 		}
-		objects = fmt.Sprintf(" (%d run objects, %d chunks)", runObjects, chunks)
+		objects = fmt.Sprintf(" (%s, %s)", plural(runObjects, "run object"), plural(chunks, "chunk"))
 	}
 	if len(got.lost) > 0 {
 		return fmt.Errorf("%s is damaged: %d runs and %d operations read, but %s", n, len(got.runs), got.ops, errors.Join(got.lost...))

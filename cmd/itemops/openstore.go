@@ -225,7 +225,8 @@ const kubeRoleLabel = "itemops.io/role"
 
 // countKubeObjects lists every ItemopsRun and ItemopsChunk of the namespace of s, a
 // kubestore, page by page, and returns how many ItemopsRuns hold a run (labelled
-// itemops.io/role=run) and how many ItemopsChunks there are.
+// itemops.io/role=run) and how many ItemopsChunks hold a spilled run's keys (labelled
+// itemops.io/role=chunk); the store's markers are neither.
 func countKubeObjects(ctx context.Context, s *openedStore) (runObjects, chunks int, err error) {
 	count := func(res schema.GroupVersionResource, each func(labels map[string]string)) error {
 		opts := metav1.ListOptions{Limit: 500}
@@ -248,7 +249,11 @@ func countKubeObjects(ctx context.Context, s *openedStore) (runObjects, chunks i
 		}
 	})
 	if err == nil {
-		err = count(chunksResource, func(map[string]string) { chunks++ })
+		err = count(chunksResource, func(l map[string]string) {
+			if l[kubeRoleLabel] == "chunk" {
+				chunks++
+			}
+		})
 	}
 	return runObjects, chunks, err
 }

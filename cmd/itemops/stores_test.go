@@ -361,12 +361,12 @@ func TestCommandsOnKube(t *testing.T) {
 	for _, cm := range list.Items {
 		require.Equal(t, "kube-root-ca.crt", cm.Name, "the command wrote to the namespace")
 	}
-	// KUBECONFIG is read as kubectl reads it, with its current context, here one the
-	// server does not know.
+	// KUBECONFIG is read as kubectl reads it, with its current context, here one whose
+	// user the kubeconfig does not define: the server sees an anonymous user.
 	t.Setenv("KUBECONFIG", kubeconfig)
 	status, _, errOut = runCLI("inspect", "kube:///cmd-store")
 	require.Equal(t, 1, status)
-	require.Contains(t, errOut, "kubeconfig")
+	require.Contains(t, errOut, `User "system:anonymous" cannot get resource "itemopsruns"`)
 
 	s, err := kubestore.Open(ctx, cfg, "cmd-store", nil)
 	require.NoError(t, err)
