@@ -192,8 +192,14 @@ func (w *watcher) show(summary string, r *operations.Run, ops []operations.Opera
 			continue
 		}
 		w.lastOps[key] = line
-		fmt.Fprintf(&out, "  %s %s %s: %s %s", cell(op.Action), cell(op.Resource.String()), cell(op.ID), cell(string(op.Status.Phase)), progressText(op.Status))
-		if e := errorText(op); e != "" {
+		// The plugin, the resource when there is one, and the operation ID name it.
+		who := []string{cell(op.Action)}
+		if res := strings.TrimSpace(op.Resource.String()); res != "" {
+			who = append(who, clean(res))
+		}
+		who = append(who, cell(op.ID))
+		fmt.Fprintf(&out, "  %s: %s %s", strings.Join(who, " "), cell(string(op.Status.Phase)), progressText(op.Status))
+		if e := errorText(op); e != "" && e != "-" {
 			fmt.Fprintf(&out, " (%s)", e)
 		}
 		out.WriteByte('\n')
