@@ -41,10 +41,14 @@ func commandFor(exe, arg0, wd string, lookPath func(string) (string, error)) str
 }
 
 // builtByGoRun reports whether exe is a binary go run built: go run links into
-// "exe/<name>" under a temporary go-build directory, which it removes afterwards.
+// "exe/<name>" under a temporary go-build directory, which it removes afterwards, or,
+// from Go 1.24 on, for a package of a module, keeps the binary in its build cache (by
+// default a go-build directory) as "<2 hex digits>/<hash>-d/<name>".
 func builtByGoRun(exe string) bool {
 	dir := filepath.Dir(exe)
-	if filepath.Base(dir) != "exe" {
+	base := filepath.Base(dir)
+	cached := strings.HasSuffix(base, "-d") && len(filepath.Base(filepath.Dir(dir))) == 2
+	if base != "exe" && !cached {
 		return false
 	}
 	for d := filepath.Dir(dir); d != filepath.Dir(d); d = filepath.Dir(d) {
