@@ -166,6 +166,7 @@ func TestImportLayers(t *testing.T) {
 		"phase":           nil,
 		"clock":           nil,
 		"restoreorder":    nil,
+		"visible":         nil,
 		"clock/clocktest": {"clock"},
 		"progress":        {"clock"},
 		// The records and the Store contract: what every store and plugin needs.
@@ -199,7 +200,7 @@ func TestImportLayers(t *testing.T) {
 		"storage/etcdstore": {"operations", "phase", "storage/kv", "storage/claims"},
 		"storage/kubestore": {"operations", "phase", "storage/kv", "storage/claims"},
 		// The web view reads any Store; it never imports a store, nor the Monitor.
-		"webview": {"operations", "phase", "clock"},
+		"webview": {"operations", "phase", "clock", "visible"},
 	}
 	// importers lists, for each internal package of a rule above, the only packages whose
 	// non-test code may import it; Go would let any package beside its parent do so.

@@ -40,15 +40,18 @@
 //   - [github.com/itemops/itemops/webview]: a web view of any Store, an http.Handler
 //     to mount on a mux of one's own (runs, a run's history and operations, as pages
 //     and as JSON, with live refresh). It builds on operations.
-//   - cmd/itemops: a command that shows the library at work (`itemops serve` serves the
-//     web view of a boltstore file).
+//   - [github.com/itemops/itemops/visible]: the escapes that make a stored text safe to
+//     show, shared by the web view and the command. It imports nothing of itemops.
+//   - cmd/itemops, a module of its own (it opens etcd and Kubernetes stores): a command
+//     that shows the library at work and inspects, checks, cancels, watches and serves
+//     the web view of the runs of any store: a bolt file, etcd or a namespace.
 //   - integrations/controllerruntime, a module of its own: the Monitor in a
 //     controller-runtime manager (gated by Recover, with an event source, status and
 //     Event helpers), and Prometheus metrics in integrations/controllerruntime/prommetrics.
 //   - integrations/velero, a module of its own: a Velero fork's records, plugins and
 //     bucket through itemops.
 //
-// Packages import one way only: phase, clock and restoreorder are leaves, progress
+// Packages import one way only: phase, clock, restoreorder and visible are leaves, progress
 // builds on clock, operations builds on phase, the Monitor, the file codec, the adapters
 // and the stores build on operations (the stores through storage/kv, and never on the
 // Monitor), and the Monitor and the codec never import each other. deps_test.go holds

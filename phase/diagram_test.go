@@ -130,7 +130,7 @@ since 1.12. Arrows are labelled with the ` + "`phase.Event`" + ` that takes them
 phases end at the final state (for backups, after Deleting). Every phase before the
 terminal ones can move to Failed by the ` + "`fail`" + ` event: that is how a cancelled run
 ends, wherever it was. The same diagrams print with
-` + "`go run ./cmd/itemops phases`" + ` (add ` + "`-format dot`" + ` for Graphviz).
+` + "`go -C cmd/itemops run . phases`" + ` (add ` + "`-format dot`" + ` for Graphviz).
 
 A kind of one's own (a DatabaseSnapshot, a Migration) follows the machine of Backup or
 Restore under its own name: ` + "`phase.Declare(\"DatabaseSnapshot\", phase.Backup)`" + `

@@ -21,11 +21,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/itemops/itemops/internal/visible"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/decorate"
 	"github.com/itemops/itemops/phase"
 	"github.com/itemops/itemops/storage/memstore"
+	"github.com/itemops/itemops/visible"
 	"github.com/itemops/itemops/webview"
 )
 

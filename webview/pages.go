@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/itemops/itemops/internal/visible"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/visible"
 )
 
 // vis returns a stored text as a page shows it: every rune that would show as nothing

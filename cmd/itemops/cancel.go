@@ -21,17 +21,24 @@ import (
 func runCancel(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("cancel", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: itemops cancel [-kind backup|restore|KIND] [-reason TEXT] DB RUN")
-		fmt.Fprintln(stderr, "\nrecords a request to cancel the run RUN of the boltstore file DB; the Monitor")
-		fmt.Fprintln(stderr, "cancels its operations and fails it on its next pass. A request cannot be withdrawn.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: itemops cancel [-kind backup|restore|KIND] [-reason TEXT] [store flags] STORE RUN")
+		fmt.Fprintln(stderr, "\nrecords a request to cancel the run RUN of STORE; the Monitor that works on the store")
+		fmt.Fprint(stderr, "cancels its operations and fails it on its next pass. A request cannot be withdrawn.\n\n")
+		fmt.Fprint(stderr, storeUsage)
+		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
 	kind := fs.String("kind", "", "the run's `kind`: backup, restore, or the name of a kind of one's own (DatabaseSnapshot); needed only when runs of several kinds share the name")
 	reason := fs.String("reason", "cancelled from the command line", "who asks and why; becomes the run's failure reason")
-	if err := parseArgs(fs, args, 2, "DB and RUN"); err != nil {
+	sf := addStoreFlags(fs)
+	if err := parseArgs(fs, args, 2, "STORE and RUN"); err != nil {
 		return err
 	}
-	db, name := fs.Arg(0), fs.Arg(1)
+	sn, err := parseStoreName(fs.Arg(0))
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	db, name := sn.String(), fs.Arg(1)
 	var want phase.Kind // empty: any kind
 	if *kind != "" {
 		k, err := phase.ParseKind(*kind)
@@ -40,20 +47,31 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 		}
 		want = cmp.Or(k, phase.Kind(*kind))
 	}
-	// cancel changes a store; it never creates one. The hook closes the window in which
-	// the file could vanish after the Lstat: bbolt then fails to open it.
-	if _, err := os.Lstat(db); err != nil {
-		return fmt.Errorf("%w (cancel changes an existing store, it never creates one)", err)
-	}
-	s, err := boltstore.Open(db, &boltstore.Options{NoInit: true, OpenFile: openExisting})
-	if errors.Is(err, boltstore.ErrLocked) {
-		return fmt.Errorf("%w; another process has the store open (a demo running on it?)", err)
-	}
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	ctx := context.Background()
+	var s operations.Store
+	if sn.kind == boltStore {
+		// cancel changes a store; it never creates one. The hook closes the window in
+		// which the file could vanish after the Lstat: bbolt then fails to open it.
+		if _, err := os.Lstat(sn.path); err != nil {
+			return fmt.Errorf("%w (cancel changes an existing store, it never creates one)", err)
+		}
+		bs, err := boltstore.Open(sn.path, &boltstore.Options{NoInit: true, OpenFile: openExisting})
+		if errors.Is(err, boltstore.ErrLocked) {
+			return fmt.Errorf("%w; another process has the store open (a demo running on it?)", err)
+		}
+		if err != nil {
+			return err
+		}
+		defer bs.Close()
+		s = bs
+	} else {
+		named, err := openNamed(ctx, sn, sf, forWriting)
+		if err != nil {
+			return err
+		}
+		defer named.Close()
+		s = named
+	}
 	kinds := []phase.Kind{phase.Backup, phase.Restore}
 	if want != "" {
 		kinds = []phase.Kind{want}
@@ -82,7 +100,7 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	}
 	switch len(found) {
 	case 0:
-		return fmt.Errorf("%s has no run %q", db, name)
+		return fmt.Errorf("%s has no run %q", clean(db), name)
 	case 1:
 	case 2:
 		if found[0].Kind == phase.Backup && found[1].Kind == phase.Restore {

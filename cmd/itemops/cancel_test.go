@@ -64,6 +64,8 @@ func TestCommandsNeverCreateAStore(t *testing.T) {
 		{"inspect", "-run", "r1", missing},
 		{"salvage", missing, filepath.Join(dir, "saved.db")},
 		{"serve", "-addr", "127.0.0.1:0", missing},
+		{"watch", missing, "r1"},
+		{"watch", "bolt://" + missing, "r1"},
 	} {
 		status, out, errOut := runCLI(args...)
 		require.Equal(t, 1, status, "%v: %s%s", args, out, errOut)

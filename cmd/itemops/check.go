@@ -16,15 +16,36 @@ import (
 	"github.com/itemops/itemops/storage/boltstore"
 )
 
-// runCheck checks a boltstore file: every page (bbolt's own check), then every run and
-// operation read back. It prints one line and fails when anything is damaged.
+// runCheck checks a store: for a boltstore file, every page (bbolt's own check), then
+// every run and operation read back; for an etcd store, every run and operation read
+// through the store; for a kubestore, those, and every object of the store's resources
+// in the namespace, counted against the runs read. It prints one line and fails when
+// anything is damaged.
 func runCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, "usage: itemops check DB") }
-	if err := parseArgs(fs, args, 1, "one DB"); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: itemops check [store flags] STORE")
+		fmt.Fprintln(stderr, "\nchecks a store and prints one line: that it is sound, or what is damaged (exit status 1).")
+		fmt.Fprintln(stderr, "A boltstore file: every page and every record, each against its checksum. An etcd store:")
+		fmt.Fprintln(stderr, "every run and every operation, read through the store, each against its checksum. A")
+		fmt.Fprintln(stderr, "kubestore: the same, and every ItemopsRun and ItemopsChunk of the namespace, whose run")
+		fmt.Fprint(stderr, "objects must be as many as the runs read.\n\n")
+		fmt.Fprint(stderr, storeUsage)
+		fmt.Fprintln(stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	sf := addStoreFlags(fs)
+	if err := parseArgs(fs, args, 1, "one STORE"); err != nil {
 		return err
 	}
-	name := fs.Arg(0)
+	n, err := parseStoreName(fs.Arg(0))
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if n.kind != boltStore {
+		return checkNamed(context.Background(), n, sf, stdout)
+	}
+	name := n.path
 	s, err := boltstore.Open(name, &boltstore.Options{ReadOnly: true})
 	if err != nil {
 		return err
@@ -35,6 +56,32 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s is damaged: %d runs and %d operations read, but %s", name, len(got.runs), got.ops, errors.Join(got.lost...))
 	}
 	fmt.Fprintf(stdout, "%s: sound; %d runs, %d operations\n", clean(name), len(got.runs), got.ops)
+	return nil
+}
+
+// checkNamed checks the etcd store or kubestore n names; see runCheck.
+func checkNamed(ctx context.Context, n storeName, sf *storeFlags, stdout io.Writer) error {
+	s, err := openNamed(ctx, n, sf, forReading)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	got := readAll(ctx, s)
+	objects := ""
+	if s.kube != nil {
+		runObjects, chunks, err := countKubeObjects(ctx, s)
+		switch {
+		case err != nil:
+			got.lost = append(got.lost, fmt.Errorf("listing the objects of namespace %s: %w", n.namespace, err))
+		case runObjects != len(got.runs):
+			got.lost = append(got.lost, fmt.Errorf("namespace %s holds %d run objects (ItemopsRun labelled %s=run) but %d runs could be read", n.namespace, runObjects, kubeRoleLabel, len(got.runs)))
+		}
+		objects = fmt.Sprintf(" (%s, %s)", plural(runObjects, "run object"), plural(chunks, "chunk"))
+	}
+	if len(got.lost) > 0 {
+		return fmt.Errorf("%s is damaged: %d runs and %d operations read, but %s", n, len(got.runs), got.ops, errors.Join(got.lost...))
+	}
+	fmt.Fprintf(stdout, "%s: sound; %d runs, %d operations%s\n", clean(n.String()), len(got.runs), got.ops, objects)
 	return nil
 }
 

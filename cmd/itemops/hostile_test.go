@@ -31,7 +31,7 @@ var writeHostileCorpus = flag.Bool("write-hostile", false, "write the corpus of 
 // corpus (see the package documentation, "Memory").
 const commandMemoryLimit = 64 << 20
 
-// TestWriteHostileCorpus writes the corpus: go test ./cmd/itemops -run
+// TestWriteHostileCorpus writes the corpus: go -C cmd/itemops test . -run
 // TestWriteHostileCorpus -write-hostile.
 func TestWriteHostileCorpus(t *testing.T) {
 	if !*writeHostileCorpus {

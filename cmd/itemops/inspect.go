@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -22,18 +23,42 @@ var now = time.Now
 func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("inspect", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: itemops inspect [-run NAME] FILE|DB")
+		fmt.Fprintln(stderr, "usage: itemops inspect [-run NAME] [-o text|json] [store flags] FILE|STORE")
 		fmt.Fprintln(stderr, "\nprints the operations of an itemoperations.json.gz file (backup or restore), one per row;")
-		fmt.Fprintln(stderr, "or the runs of a boltstore file, each with its phase history and its operations")
-		fmt.Fprintln(stderr, "(the store is opened read-only, and refused while another process writes to it)\n\nflags:")
+		fmt.Fprintln(stderr, "or the runs of a store, each with its phase history and its operations (a boltstore")
+		fmt.Fprint(stderr, "file is opened read-only, and refused while another process writes to it).\n\n")
+		fmt.Fprint(stderr, storeUsage)
+		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
 	var opts inspectOptions
-	fs.StringVar(&opts.run, "run", "", "in a boltstore file, show only the run `NAME` (a backup's or a restore's)")
-	if err := parseArgs(fs, args, 1, "one FILE or DB"); err != nil {
+	fs.StringVar(&opts.run, "run", "", "in a store, show only the run `NAME` (of any kind)")
+	format := fs.String("o", "text", "the output `format` of a store's runs: text, or json (one object: the store's name and its runs, each with its operations)")
+	sf := addStoreFlags(fs)
+	if err := parseArgs(fs, args, 1, "one FILE or STORE"); err != nil {
 		return err
 	}
-	name := fs.Arg(0)
+	switch *format {
+	case "text":
+	case "json":
+		opts.json = true
+	default:
+		return usageError{fmt.Sprintf("-o %q: want text or json", *format)}
+	}
+	n, err := parseStoreName(fs.Arg(0))
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if n.kind != boltStore || n.url {
+		ctx := context.Background()
+		s, err := openNamed(ctx, n, sf, forReading)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return printStore(ctx, s, storeTitle(n), opts, stdout)
+	}
+	name := n.path
 	f, err := os.Open(name)
 	if err != nil {
 		return err
@@ -54,7 +79,8 @@ const headSize = 32
 
 // inspectOptions are the flags of inspect.
 type inspectOptions struct {
-	run string // show only the run of this name
+	run  string // show only the run of this name
+	json bool   // print the store's runs as JSON
 }
 
 // An inspector prints the file name, read from r, to stdout. It writes nothing when it
@@ -70,9 +96,9 @@ func inspectorFor(head []byte, opts inspectOptions) inspector {
 			return inspectStore(name, opts, stdout)
 		}
 	}
-	if opts.run != "" {
+	if opts.run != "" || opts.json {
 		return func(io.Reader, string, io.Writer) error {
-			return usageError{"-run applies to boltstore files only"}
+			return usageError{"-run and -o json apply to stores only, not to itemoperations files"}
 		}
 	}
 	return inspectOperations

@@ -205,13 +205,13 @@ func TestInspectFailures(t *testing.T) {
 			name:     "no file",
 			args:     func(t *testing.T) []string { return []string{"inspect"} },
 			wantCode: 2,
-			wantErr:  []string{"want one FILE or DB, got 0 arguments"},
+			wantErr:  []string{"want one FILE or STORE, got 0 arguments"},
 		},
 		{
 			name:     "two files",
 			args:     func(t *testing.T) []string { return []string{"inspect", "a", "b"} },
 			wantCode: 2,
-			wantErr:  []string{"want one FILE or DB, got 2 arguments"},
+			wantErr:  []string{"want one FILE or STORE, got 2 arguments"},
 		},
 		{
 			name:     "unknown flag",
@@ -223,7 +223,7 @@ func TestInspectFailures(t *testing.T) {
 			name:     "help",
 			args:     func(t *testing.T) []string { return []string{"inspect", "-h"} },
 			wantCode: 0,
-			wantErr:  []string{"usage: itemops inspect [-run NAME] FILE|DB"},
+			wantErr:  []string{"usage: itemops inspect [-run NAME] [-o text|json] [store flags] FILE|STORE"},
 		},
 	}
 	for _, tc := range tests {

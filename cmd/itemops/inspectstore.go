@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -59,7 +60,15 @@ func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	ctx := context.Background()
+	return printStore(context.Background(), s, "boltstore "+name, opts, stdout)
+}
+
+// printStore prints the runs of s, which title names (as "boltstore demo.db"): a line
+// of counts, a table of the runs, then each run with its phase history and its
+// operations; or, with opts.json, one JSON object of the runs and their operations. It
+// writes nothing when a read fails, and returns that error, naming title.
+func printStore(ctx context.Context, s operations.Store, title string, opts inspectOptions, stdout io.Writer) error {
+	name := title
 	runs, err := s.ListRuns(ctx, operations.RunFilter{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -93,6 +102,9 @@ func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
 		byKind[r.Owner.Kind]++
 	}
 
+	if opts.json {
+		return printStoreJSON(title, runs, opsOf, stdout)
+	}
 	at := now()
 	var out bytes.Buffer
 	kinds := fmt.Sprintf("%d Backup, %d Restore", byKind[phase.Backup], byKind[phase.Restore])
@@ -102,7 +114,7 @@ func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
 			kinds += fmt.Sprintf(", %d %s", byKind[k], k)
 		}
 	}
-	fmt.Fprintf(&out, "boltstore %s: %s (%s), %s\n", clean(name), plural(len(runs), "run"), kinds, counts(total, byPhase))
+	fmt.Fprintf(&out, "%s: %s (%s), %s\n", clean(name), plural(len(runs), "run"), kinds, counts(total, byPhase))
 	if len(runs) == 0 {
 		_, err := stdout.Write(out.Bytes())
 		return err
@@ -126,6 +138,36 @@ func inspectStore(name string, opts inspectOptions, stdout io.Writer) error {
 		writeRun(&out, r, opsOf[i], at)
 	}
 	_, err = stdout.Write(out.Bytes())
+	return err
+}
+
+// An inspectedRun is a run and its operations as inspect -o json prints them.
+type inspectedRun struct {
+	Run        operations.Run         `json:"run"`
+	Operations []operations.Operation `json:"operations"`
+}
+
+// printStoreJSON prints the runs of the store title names, with their operations, as
+// one JSON object: {"store": title, "runs": [{"run": ..., "operations": [...]}]}, the
+// records in the fields of operations.Run and operations.Operation. Every rune that
+// clean escapes is written as a JSON escape, so that the output cannot drive a terminal
+// and decodes to the stored text.
+func printStoreJSON(title string, runs []operations.Run, opsOf [][]operations.Operation, stdout io.Writer) error {
+	out := struct {
+		Store string         `json:"store"`
+		Runs  []inspectedRun `json:"runs"`
+	}{Store: title, Runs: make([]inspectedRun, len(runs))}
+	for i, r := range runs {
+		out.Runs[i] = inspectedRun{Run: r, Operations: opsOf[i]}
+		if out.Runs[i].Operations == nil {
+			out.Runs[i].Operations = []operations.Operation{}
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, jsonForTerminal(b)+"\n")
 	return err
 }
 

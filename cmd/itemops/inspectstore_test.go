@@ -206,7 +206,7 @@ func TestInspectStoreFailures(t *testing.T) {
 			name:     "-run on an operations file",
 			args:     func(t *testing.T) []string { return []string{"inspect", "-run", "x", writeFile(t, backupOps())} },
 			wantCode: 2,
-			wantErr:  "-run applies to boltstore files only",
+			wantErr:  "-run and -o json apply to stores only",
 		},
 		{
 			name:     "an empty store",

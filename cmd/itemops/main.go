@@ -1,14 +1,54 @@
-// Command itemops shows what the itemops library does.
+// Command itemops shows what the itemops library does, and shows, checks and cancels
+// the runs of any store: a boltstore file, an etcd store or an operator's kubestore.
 //
 // Usage:
 //
 //	itemops demo [-db FILE] [-items N] [-operations K] [-speed X] [-crash-after D] [-fail-rate P]
-//	itemops inspect [-run NAME] FILE|DB
+//	itemops inspect [-run NAME] [-o text|json] [store flags] FILE|STORE
+//	itemops watch [-kind backup|restore|KIND] [-interval D] [store flags] STORE RUN
 //	itemops phases [-kind backup|restore] [-format mermaid|dot] [-queue] [-restore-finalizing]
-//	itemops check DB
-//	itemops cancel [-kind backup|restore|KIND] [-reason TEXT] DB RUN
+//	itemops check [store flags] STORE
+//	itemops cancel [-kind backup|restore|KIND] [-reason TEXT] [store flags] STORE RUN
 //	itemops salvage [-json] DB NEW
-//	itemops serve [-addr HOST:PORT] [-allow-cancel] DB
+//	itemops serve [-addr HOST:PORT] [-allow-cancel] [store flags] STORE
+//
+// It is a module of its own (github.com/itemops/itemops/cmd/itemops), so that the etcd
+// client and client-go, which it opens stores with, stay out of the library's module
+// graph; from the repository's root, go -C cmd/itemops run . runs it (a relative path
+// is then read from cmd/itemops).
+//
+// # Naming a store
+//
+// inspect, watch, check, cancel and serve name a store in one way:
+//
+//   - a path, or bolt:///ABS/PATH: a boltstore file (inspect also reads an
+//     itemoperations.json.gz file at a path); the path of a bolt:// URL is taken as it
+//     is, with no %-decoding;
+//   - etcd://HOST:PORT[,HOST:PORT...]/PREFIX: the etcdstore under PREFIX (empty: the root
+//     of the key space) of the etcd cluster of those members; TLS comes from the flags
+//     -cacert (the CA certificates that verify the server), -cert and -key (a client
+//     certificate), or, where a flag is not given, from the environment variables
+//     ITEMOPS_ETCD_CACERT, ITEMOPS_ETCD_CERT and ITEMOPS_ETCD_KEY;
+//   - kube://CONTEXT/NAMESPACE, or kube:///NAMESPACE for the current context: the
+//     kubestore in NAMESPACE, through the kubeconfig as kubectl finds it (the file of
+//     -kubeconfig, else the files of KUBECONFIG, else ~/.kube/config, loaded by
+//     client-go's clientcmd rules). The namespace is what follows the last slash, so a
+//     context may hold slashes.
+//
+// A name that does not parse gives a usage error (exit status 2) saying what is wrong.
+// No command creates a store: an etcd prefix without the store's format marker, and a
+// namespace without the store's marker object, are refused before the store is opened,
+// and left as they were. Opening a kubestore sweeps its namespace of what writers left
+// half done (package storage/kubestore), which is the one write that inspect, watch,
+// check and serve may make there.
+//
+// watch shows one run as it moves: its phase, counts, history and operations, read again
+// every -interval (1s), until the run ends (a terminal phase: the command exits 0) or
+// the command is interrupted (Ctrl-C, also exit 0). On a terminal it redraws the run in
+// place; on anything else it prints a line when the run's summary changes and a line
+// for each operation whose phase, progress or error changed. A boltstore file is opened
+// for each read and closed after it: while another process writes to the file, bbolt's
+// lock keeps it out, and watch says so and tries again at the next interval.
 //
 // demo backs up a synthetic application, then restores it, through the itemops packages,
 // on a bbolt store (by default a new file in a temporary directory): the phase rules,
@@ -26,8 +66,8 @@
 // by phase, then one row per operation with its plugin, resource, operation ID, phase,
 // progress, the age of its start and of its last update, and its error. A file that
 // cannot be read gives the decoder's error, saying where the file is broken, and exit
-// status 1. Given a boltstore file instead (told from its first bytes), it prints the
-// store's runs (by kind, counted per kind: Backup, Restore, then the kinds of one's own
+// status 1. Given a boltstore file instead (told from its first bytes), or an etcd
+// store or a kubestore, it prints the store's runs (by kind, counted per kind: Backup, Restore, then the kinds of one's own
 // a program declared, by name), then each run with its phase history and its
 // operations, with two columns more than a file has: the age of the last progress a
 // Monitor with a stall timeout saw (PROGRESSED), and when a Monitor with a retry policy
@@ -35,28 +75,36 @@
 // "-"), whose ERROR then reads "retrying (2): " and the last error. The store is opened
 // read-only, so several inspections may run at once; a store that another process
 // writes to is refused (boltstore.ErrLocked). A store of an earlier schema is read
-// through a migrated copy, and the file is left as it is.
+// through a migrated copy, and the file is left as it is. With -o json, inspect prints
+// one JSON object instead, {"store": NAME, "runs": [{"run": ..., "operations": [...]}]},
+// whose records have the fields of operations.Run and operations.Operation; every rune
+// the sanitizer below escapes is written as a JSON \u escape, so it decodes to the
+// stored text and cannot drive a terminal.
 //
 // phases prints the phase machines as Mermaid or Graphviz text: both kinds unless -kind
 // names one.
 //
-// cancel records a request to cancel a run of a boltstore file, with a reason; the
+// cancel records a request to cancel a run of a store, with a reason; the
 // Monitor honours it on its next pass. -kind is needed only when runs of several kinds
 // share the name: backup, restore, or the name of a kind of one's own. A request cannot be withdrawn, and a run that has
 // ended cannot be cancelled.
 //
-// serve serves the web view of a boltstore file (package webview) over HTTP on -addr
+// serve serves the web view of a store (package webview) over HTTP on -addr
 // (127.0.0.1:8080 by default; port 0 picks a free one, and the line serve prints names
 // it) until interrupted: the runs, filtered and paged, each run's phase history and
-// operations, each operation, as pages and as JSON. The store is opened read-only and
-// held open while serve runs, so no other process can write to it meanwhile. With
+// operations, each operation, as pages and as JSON. A boltstore file is opened read-only
+// and held open while serve runs, so no other process can write to it meanwhile; an
+// etcd store or a kubestore is read while its Monitors work on it. With
 // -allow-cancel it is opened for writing, and a run's page can request the run's cancel,
 // by POST with a token, from a request of this machine to a loopback host name only
 // (-addr must then be a loopback address); the Monitor of the next process that works on
 // the store honours it, as with cancel.
 //
-// check reads every page of a boltstore file and every run and operation in it, and
-// prints one line: that the file is sound, or what is damaged (exit status 1). Every
+// check reads every page of a boltstore file and every run and operation in it (of an
+// etcd store or a kubestore, every run and operation, read through the store, which
+// checks each record's sum; of a kubestore also every ItemopsRun and ItemopsChunk of
+// the namespace, whose run objects must be as many as the runs read), and prints one
+// line: that the file is sound, or what is damaged (exit status 1). Every
 // entry of a store carries a checksum, so check finds any changed byte of the data the
 // store reads, a rolled-back last transaction and a damaged freelist (see package
 // storage/boltstore, "Damage"). salvage copies every run and operation that remains
@@ -114,11 +162,12 @@ type command struct {
 var commands = map[string]command{
 	"demo":    {"back up and restore a synthetic application end to end, on a bbolt store", runDemo},
 	"phases":  {"print the phase state machines as Mermaid or Graphviz text", runPhases},
-	"inspect": {"print a boltstore file's runs and operations, or an itemoperations.json.gz file", runInspect},
-	"check":   {"check a boltstore file for damage: every page, every record", runCheck},
-	"cancel":  {"request the cancel of a run in a boltstore file (one-way)", runCancel},
+	"inspect": {"print a store's runs and operations (bolt, etcd, kube), or an itemoperations.json.gz file", runInspect},
+	"check":   {"check a store for damage: every record (and every page of a bolt file)", runCheck},
+	"cancel":  {"request the cancel of a run in a store (one-way)", runCancel},
 	"salvage": {"copy what can still be read from a damaged boltstore file into a new one", runSalvage},
-	"serve":   {"serve the web view of a boltstore file (read-only unless -allow-cancel)", runServe},
+	"serve":   {"serve the web view of a store (read-only unless -allow-cancel)", runServe},
+	"watch":   {"show a run of a store as it moves, until it ends", runWatch},
 }
 
 func main() {
@@ -165,6 +214,7 @@ func usage(w io.Writer) {
 	for _, name := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", name, commands[name].summary)
 	}
+	fmt.Fprint(w, "\n", storeUsage)
 	fmt.Fprintln(w, "\nRun 'itemops <command> -h' for the flags of a command.")
 }
 

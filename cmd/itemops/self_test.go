@@ -14,6 +14,8 @@ import (
 func TestCommandFor(t *testing.T) {
 	repo, err := filepath.Abs("../..")
 	require.NoError(t, err)
+	here, err := filepath.Abs(".")
+	require.NoError(t, err)
 	installed := filepath.Join(t.TempDir(), "itemops")
 	require.NoError(t, os.WriteFile(installed, []byte("#!/bin/sh\n"), 0o755))
 	other := filepath.Join(t.TempDir(), "itemops")
@@ -32,8 +34,10 @@ func TestCommandFor(t *testing.T) {
 		lookPath            func(string) (string, error)
 		want                string
 	}{
-		{"go run in the repository", goRun, goRun, repo, onPath(""), "go run ./cmd/itemops"},
-		{"go run elsewhere", goRun, goRun, t.TempDir(), onPath(""), "go run github.com/itemops/itemops/cmd/itemops@latest"},
+		{"go run in the command's directory, as go -C cmd/itemops run . has it", goRun, goRun, here, onPath(""), "go -C cmd/itemops run ."},
+		{"go run at the repository's root", goRun, goRun, repo, onPath(""), "itemops"},
+		{"go run, from the build cache", "/root/.cache/go-build/e9/e931-d/itemops", "/root/.cache/go-build/e9/e931-d/itemops", here, onPath(""), "go -C cmd/itemops run ."},
+		{"go run elsewhere", goRun, goRun, t.TempDir(), onPath(""), "itemops"},
 		{"installed on PATH", installed, "itemops", repo, onPath(installed), "itemops"},
 		{"started by path, another itemops on PATH", installed, installed, repo, onPath(other), installed},
 		{"started by path, none on PATH", installed, "./bin/itemops", repo, onPath(""), "./bin/itemops"},
@@ -58,6 +62,14 @@ func TestGoRunLayout(t *testing.T) {
 	out, err := cmd.Output()
 	require.NoError(t, err)
 	require.True(t, builtByGoRun(string(out)), "go run's binary: %s", out)
+	// A package of a module, which go run builds into its build cache from Go 1.24 on.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/self\n\ngo 1.23\n"), 0o644))
+	cmd = exec.Command("go", "run", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GO111MODULE=on", "GOFLAGS=-mod=mod")
+	out, err = cmd.Output()
+	require.NoError(t, err)
+	require.True(t, builtByGoRun(string(out)), "go run's binary of a module's package: %s", out)
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	require.False(t, builtByGoRun(exe), "a test binary: %s", exe)

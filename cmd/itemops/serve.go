@@ -28,22 +28,29 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: itemops serve [-addr HOST:PORT] [-allow-cancel] DB")
-		fmt.Fprintln(stderr, "\nserves the web view of the boltstore file DB (package webview): its runs, each run's")
+		fmt.Fprintln(stderr, "usage: itemops serve [-addr HOST:PORT] [-allow-cancel] [store flags] STORE")
+		fmt.Fprintln(stderr, "\nserves the web view of STORE (package webview): its runs, each run's")
 		fmt.Fprintln(stderr, "phase history and operations, each operation, as pages and as JSON (add format=json),")
-		fmt.Fprintln(stderr, "until interrupted. The store is opened read-only unless -allow-cancel, and held open")
-		fmt.Fprintln(stderr, "while serve runs: no other process can write to it meanwhile (bbolt locks the file).")
+		fmt.Fprintln(stderr, "until interrupted. A boltstore file is opened read-only unless -allow-cancel, and held")
+		fmt.Fprintln(stderr, "open while serve runs: no other process can write to it meanwhile (bbolt locks the file);")
+		fmt.Fprintln(stderr, "an etcd store or a kubestore is read while its Monitors work on it.")
 		fmt.Fprintln(stderr, "With -allow-cancel, a run's page can request its cancel, which the Monitor of the next")
 		fmt.Fprintln(stderr, "process that works on the store (a demo run again on it) honours; it needs a loopback")
-		fmt.Fprintln(stderr, "-addr, and only requests from this machine, to a loopback host name, may cancel.\n\nflags:")
+		fmt.Fprint(stderr, "-addr, and only requests from this machine, to a loopback host name, may cancel.\n\n")
+		fmt.Fprint(stderr, storeUsage)
+		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
 	addr := fs.String("addr", "127.0.0.1:8080", "the `address` to listen on; port 0 picks a free one")
 	allowCancel := fs.Bool("allow-cancel", false, "let the view request the cancel of a run (loopback -addr only)")
-	if err := parseArgs(fs, args, 1, "DB"); err != nil {
+	sf := addStoreFlags(fs)
+	if err := parseArgs(fs, args, 1, "STORE"); err != nil {
 		return err
 	}
-	db := fs.Arg(0)
+	sn, err := parseStoreName(fs.Arg(0))
+	if err != nil {
+		return usageError{err.Error()}
+	}
 	host, _, err := net.SplitHostPort(*addr)
 	if err != nil {
 		return usageError{fmt.Sprintf("-addr %q: %v", *addr, err)}
@@ -51,18 +58,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *allowCancel && !loopback(host) {
 		return usageError{fmt.Sprintf("-allow-cancel needs a loopback -addr (127.0.0.1, [::1] or localhost), not %q", *addr)}
 	}
-	// serve never creates a store, and reads one read-only unless it may cancel.
-	if _, err := os.Lstat(db); err != nil {
-		return fmt.Errorf("%w (serve shows an existing store, it never creates one)", err)
-	}
-	opts := &boltstore.Options{ReadOnly: true}
-	if *allowCancel {
-		opts = &boltstore.Options{NoInit: true, OpenFile: openExisting}
-	}
-	s, err := boltstore.Open(db, opts)
-	if errors.Is(err, boltstore.ErrLocked) {
-		return fmt.Errorf("%w; another process is writing to the store (a demo running on it?): serve it once that process has stopped", err)
-	}
+	s, err := openServed(ctx, sn, sf, *allowCancel)
 	if err != nil {
 		return err
 	}
@@ -84,7 +80,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *allowCancel {
 		mode = "cancel allowed from this machine"
 	}
-	fmt.Fprintf(stdout, "serving %s (%s) at http://%s/\n", clean(db), mode, ln.Addr())
+	fmt.Fprintf(stdout, "serving %s (%s) at http://%s/\n", clean(sn.String()), mode, ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -104,6 +100,30 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// openServed opens the store serve shows: a boltstore file read-only unless cancel,
+// which opens it for writing; an etcd store or a kubestore as openNamed does.
+func openServed(ctx context.Context, sn storeName, sf *storeFlags, cancel bool) (*openedStore, error) {
+	if sn.kind != boltStore {
+		return openNamed(ctx, sn, sf, forWriting)
+	}
+	// serve never creates a store, and reads one read-only unless it may cancel.
+	if _, err := os.Lstat(sn.path); err != nil {
+		return nil, fmt.Errorf("%w (serve shows an existing store, it never creates one)", err)
+	}
+	opts := &boltstore.Options{ReadOnly: true}
+	if cancel {
+		opts = &boltstore.Options{NoInit: true, OpenFile: openExisting}
+	}
+	s, err := boltstore.Open(sn.path, opts)
+	if errors.Is(err, boltstore.ErrLocked) {
+		return nil, fmt.Errorf("%w; another process is writing to the store (a demo running on it?): serve it once that process has stopped", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &openedStore{Store: s, name: sn, close: s.Close}, nil
 }
 
 // loopback reports whether host names this machine only: localhost or a loopback IP.

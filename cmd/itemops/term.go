@@ -5,7 +5,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/itemops/itemops/internal/visible"
+	"github.com/itemops/itemops/visible"
 )
 
 // terminal reports whether w is a terminal the demo may draw on, and returns a function
@@ -38,7 +38,7 @@ func terminal(w io.Writer) (bool, func() int) {
 // change the terminal's state, reorder the text around it or show as nothing becomes a
 // visible escape, so that what is shown is what the text holds. Every text of a store, a
 // file or an error goes through it before the command prints it. It is
-// internal/visible's String, which the web view shares: see there which runes are
+// package visible's String, which the web view shares: see there which runes are
 // escaped and how.
 func clean(s string) string { return visible.String(s) }
 

@@ -111,9 +111,11 @@ func TestDependOnNestedModules(t *testing.T) {
 
 // TestPin runs .ci/pin in a clone of the repository's HEAD, as docs/contributing.md "Releases"
 // has a maintainer run it: with a release's version (v0 or v1), every requirement of a nested
-// module on the repository's modules names that version; without one, it commits twice,
-// and the second commit's go.mod files name the first commit's pseudo-version as the go
-// command computes it.
+// module on the repository's modules names that version; without one, it commits once per
+// link of the longest chain of requirements among the modules (three: cmd/itemops and
+// examples require storage/kubestore, which requires integrations/controllerruntime, which
+// requires the root), and the last commit's go.mod files name the pseudo-version of the
+// commit before it as the go command computes it.
 func TestPin(t *testing.T) {
 	repo := strings.TrimSpace(git(t, "", "rev-parse", "--show-toplevel"))
 	clone := filepath.Join(t.TempDir(), "itemops")
@@ -137,7 +139,8 @@ func TestPin(t *testing.T) {
 	out, err = exec.Command(filepath.Join(clone, ".ci", "pin")).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	second := strings.TrimSpace(git(t, clone, "rev-parse", "HEAD~1"))
-	require.Equal(t, first, strings.TrimSpace(git(t, clone, "rev-parse", "HEAD~2")), ".ci/pin made two commits")
+	require.Equal(t, first, strings.TrimSpace(git(t, clone, "rev-parse", "HEAD~3")), ".ci/pin made three commits, one per link of the longest chain")
+	require.Contains(t, git(t, clone, "log", "-1", "--format=%s"), "round 3 of 3")
 	requirements(t, clone, func(gomod string, r *modfile.Require) {
 		dir, _ := dirOf(r.Mod.Path)
 		require.Equal(t, p.pseudoVersion(dir, second), r.Mod.Version, "%s requires %s", gomod, r.Mod.Path)
