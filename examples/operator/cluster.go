@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/webview"
 )
 
 // crdManifest is AppBackup's CustomResourceDefinition.
@@ -100,6 +102,15 @@ func newClusterOperator(cfg *rest.Config, opts manager.Options, store operations
 		Client: mgr.GetClient(), Store: store, Plugins: plugins,
 		Events: mgr.GetEventRecorder("appbackup"), Kind: kind,
 		MonitorOptions: []monitor.Option{monitor.WithInterval(pollEvery)},
+	}
+	// The web view of the store, read-only, beside the metrics at /ops/: the manager
+	// serves it on its metrics server (when that has an address; "0" turns it off).
+	view, err := webview.New(store)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.AddMetricsServerExtraHandler("/ops/", http.StripPrefix("/ops/", view)); err != nil {
+		return nil, nil, err
 	}
 	return r, mgr, r.SetupWithManager(mgr)
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -34,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/itemops/itemops/adapters"
 	"github.com/itemops/itemops/clock"
@@ -576,4 +580,34 @@ func TestClusterBlocked(t *testing.T) {
 	k.errs.mu.Lock()
 	k.errs.msgs = slices.DeleteFunc(k.errs.msgs, func(m string) bool { return strings.Contains(m, errRefused.Error()) })
 	k.errs.mu.Unlock()
+}
+
+// TestClusterOperatorServesTheView: the operator's manager serves the web view of its
+// store at /ops/ of its metrics server, where the run of an AppBackup it works on shows.
+func TestClusterOperatorServesTheView(t *testing.T) {
+	cfg := kube.Config(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // the manager listens there next
+	opts := testManager
+	opts.Metrics = metricsserver.Options{BindAddress: addr}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- onCluster(ctx, &out, cfg, opts, storeFlags{kind: "memory"}) }()
+	var page string
+	eventually(t, "the view at /ops/ lists a backup's run", func() bool {
+		res, err := http.Get("http://" + addr + "/ops/?format=json")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		page = string(b)
+		return err == nil && res.StatusCode == http.StatusOK && strings.Contains(page, "nightly-")
+	})
+	require.Regexp(t, `"kind":\s*"AppBackup",\s*"name":\s*"shop/nightly-`, page, "the run of the AppBackup, of its own kind")
+	require.NoError(t, <-done)
 }

@@ -20,6 +20,11 @@
 //
 //	go run ./operator -cluster -store=kube -install-store-crds -store-namespace=shop -kubeconfig ~/.kube/config
 //
+// The manager serves the web view of the store (package webview, read-only) at /ops/ of
+// its metrics server, whose address -metrics-bind-address sets (off by default):
+//
+//	go run ./operator -cluster -metrics-bind-address 127.0.0.1:8080   # then http://127.0.0.1:8080/ops/
+//
 // Without -cluster, main runs without one: it starts a manager whose client is
 // controller-runtime's fake client, with the Monitor in it but no controller (a
 // controller watches the API server), and reconciles the AppBackup whenever the Monitor
@@ -68,6 +73,7 @@ func main() {
 	flag.StringVar(&store.kind, "store", "memory", "with -cluster, where the operator keeps its runs: memory, or kube for objects of the API server in -store-namespace")
 	flag.StringVar(&store.namespace, "store-namespace", "itemops", "with -store=kube, the namespace of the store's objects, created if missing")
 	flag.BoolVar(&store.install, "install-store-crds", false, "with -store=kube, install the store's CRDs first, which needs an administrator's rights")
+	metricsAddr := flag.String("metrics-bind-address", "0", "with -cluster, where the manager serves its metrics, and the web view of the runs at /ops/ (\"0\": not at all)")
 	trace := flag.Bool("trace", false, "without -cluster, trace the Monitor with OpenTelemetry and print its spans to stderr")
 	flag.Parse() // controller-runtime registers -kubeconfig
 	if !*cluster && store.kind != "memory" {
@@ -99,7 +105,7 @@ func main() {
 			if err != nil {
 				return err
 			}
-			return onCluster(ctx, w, cfg, manager.Options{Logger: logr.Discard()}, store)
+			return onCluster(ctx, w, cfg, manager.Options{Logger: logr.Discard(), Metrics: metricsserver.Options{BindAddress: *metricsAddr}}, store)
 		}
 	}
 	if err := run(ctx, os.Stdout); err != nil {
