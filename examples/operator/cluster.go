@@ -76,7 +76,7 @@ func installCRD(ctx context.Context, c client.Client) error {
 // started: the Monitor and the controller, as SetupWithManager adds them, over store,
 // with action as the plugin and Events through the manager's recorder. opts
 // are the manager's options, to which it adds the scheme and, unless set, turns off the
-// metrics server. The CRD must be installed (see installCRD).
+// metrics server; the metrics server, when on, also serves the web view (mountView). The CRD must be installed (see installCRD).
 func newClusterOperator(cfg *rest.Config, opts manager.Options, store operations.Store, action adapters.BackupItemAction[*AppBackup]) (*BackupReconciler, manager.Manager, error) {
 	scheme, err := newScheme()
 	if err != nil {
@@ -103,16 +103,20 @@ func newClusterOperator(cfg *rest.Config, opts manager.Options, store operations
 		Events: mgr.GetEventRecorder("appbackup"), Kind: kind,
 		MonitorOptions: []monitor.Option{monitor.WithInterval(pollEvery)},
 	}
-	// The web view of the store, read-only, beside the metrics at /ops/: the manager
-	// serves it on its metrics server (when that has an address; "0" turns it off).
-	view, err := webview.New(store)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := mgr.AddMetricsServerExtraHandler("/ops/", http.StripPrefix("/ops/", view)); err != nil {
+	if err := mountView(mgr, store); err != nil {
 		return nil, nil, err
 	}
 	return r, mgr, r.SetupWithManager(mgr)
+}
+
+// mountView serves the web view of store, read-only, at /ops/ of the metrics server of
+// mgr. It fails when mgr has started.
+func mountView(mgr manager.Manager, store operations.Store) error {
+	view, err := webview.New(store)
+	if err != nil {
+		return err
+	}
+	return mgr.AddMetricsServerExtraHandler("/ops/", http.StripPrefix("/ops/", view))
 }
 
 // onCluster runs the operator on the cluster of cfg, in a manager of options opts (see
