@@ -145,10 +145,14 @@ func runCancelChild(t *testing.T, path string, stuck int, r *rand.Rand) {
 // way (so before anything was written), in one after the pass wrote the operations and
 // before it updated the run, and in the third at a random moment. It then resumes in a
 // new process's place: the request is still there, and the next Monitor completes the
-// cancel, calling Cancel once for each operation the killed one had not written.
+// cancel, calling Cancel once for each operation the killed one had not written. It
+// makes 12 rounds, or 6 under -short (two of each kind).
 func TestCancelSurvivesKill(t *testing.T) {
 	t.Parallel()
-	const rounds = 12
+	rounds := 12
+	if testing.Short() {
+		rounds = 6
+	}
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 2))

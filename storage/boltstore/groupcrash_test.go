@@ -69,13 +69,16 @@ func groupChild() int {
 }
 
 // TestKillDuringGroupCommits kills, with SIGKILL, a child process whose writers commit
-// at the same time (so in shared transactions and syncs), 12 times. After each kill every
-// acknowledged operation of every writer is in the store, and of those not acknowledged
-// at most the one each writer had under way: a group is durable when its writers hear
-// so, and never in part.
+// at the same time (so in shared transactions and syncs), 12 times (6 under -short).
+// After each kill every acknowledged operation of every writer is in the store, and of
+// those not acknowledged at most the one each writer had under way: a group is durable
+// when its writers hear so, and never in part.
 func TestKillDuringGroupCommits(t *testing.T) {
 	t.Parallel()
-	const rounds = 12
+	rounds := 12
+	if testing.Short() {
+		rounds = 6
+	}
 	path := filepath.Join(t.TempDir(), "store.db")
 	r := rand.New(rand.NewPCG(rand.Uint64(), 2))
 	ctx := context.Background()
