@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/phase"
+	"github.com/itemops/itemops/storage/boltstore"
 )
 
 // TestWatcherShows checks what watch prints for a run that moves: on a terminal, the
@@ -72,4 +77,58 @@ func TestWatchUsage(t *testing.T) {
 		require.Equal(t, 2, status, "%v: %s", tc.args, errOut)
 		require.Contains(t, errOut, tc.want, "%v", tc.args)
 	}
+}
+
+// TestWatchWaitsForTheWriterOfABoltFile watches a run of a boltstore file that another
+// store holds open for writing: watch says the file is locked and reads it again each
+// interval, and once the writer has ended the run and closed the file, it shows the run
+// at its end and returns.
+func TestWatchWaitsForTheWriterOfABoltFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.db")
+	s, err := boltstore.Open(path, nil)
+	require.NoError(t, err)
+	o := operations.Owner{Kind: phase.Backup, Name: "b1"}
+	t0 := time.Now().UTC().Truncate(time.Second)
+	r := operations.Run{Owner: o, Phase: phase.New, Created: t0}
+	require.NoError(t, r.SetPhase(phase.InProgress, "started", t0))
+	require.NoError(t, s.CreateRun(ctx, r))
+
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- watch(ctx, []string{"-interval", "20ms", path, "b1"}, &out, io.Discard) }()
+	require.Eventually(t, func() bool {
+		return strings.Contains(out.String(), "b1: the store is locked by a process that writes to it; reading again every 20ms")
+	}, guard, 10*time.Millisecond, "what watch printed:\n%s", &out)
+
+	_, err = s.UpdateRun(ctx, o, func(r *operations.Run) error {
+		return r.SetPhase(phase.Completed, "done", t0.Add(time.Second))
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(guard):
+		t.Fatalf("watch did not return after the run ended; it printed:\n%s", out.String())
+	}
+	require.Contains(t, out.String(), "Backup b1: Completed")
+}
+
+// syncBuffer is a bytes.Buffer that a goroutine writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
