@@ -1,7 +1,6 @@
 package prommetrics_test
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/itemops/itemops/clock/clocktest"
 	"github.com/itemops/itemops/integrations/controllerruntime/prommetrics"
+	"github.com/itemops/itemops/internal/testutil/metricpass"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/monitor"
 	"github.com/itemops/itemops/operations/operationstest"
@@ -37,56 +37,19 @@ func TestMain(m *testing.M) {
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// TestScrape drives a Monitor through one pass with every kind of plugin call outcome, an
-// operation timeout and a failing finalizer, then scrapes the registry over HTTP and
-// checks each metric's name, type, labels and value.
+// TestScrape drives metricpass's pass (every kind of plugin call outcome, a timeout, a
+// retry and a failing finalizer) through a Reporter, then scrapes the registry over HTTP
+// as Prometheus would: each metric has its Prometheus name and type (the names that
+// dashboards and alerts use, written out here), carries the label monitor, and the
+// scrape holds every series of metricpass's table with its value, as TestSharedTable
+// reads them from the registry. A second Metrics registers against the same registry
+// and shares the metrics already registered.
 func TestScrape(t *testing.T) {
-	ctx := context.Background()
-	store := memstore.New()
-	release := make(chan struct{})
-	defer close(release)
-	answer := func(p operations.Progress, err error) *operationstest.Tracker {
-		return &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) { return p, err }}
-	}
-	trackers := map[string]operations.Tracker{
-		"ok":    answer(operations.Progress{Completed: true}, nil),
-		"err":   answer(operations.Progress{}, errors.New("unreachable")),
-		"slow":  answer(operations.Progress{}, nil), // still running, past its timeout
-		"quiet": answer(operations.Progress{}, nil), // still running
-		"panic": &operationstest.Tracker{ProgressFunc: func(context.Context, operations.Operation) (operations.Progress, error) {
-			panic("boom")
-		}},
-		"hang": &operationstest.Tracker{ProgressFunc: func(ctx context.Context, _ operations.Operation) (operations.Progress, error) {
-			<-ctx.Done()
-			return operations.Progress{}, ctx.Err()
-		}},
-	}
-	start := func(name string, ops ...operations.Operation) {
-		o := operations.Owner{Kind: phase.Backup, Name: name}
-		_, err := operations.StartRun(ctx, store, operations.Run{Owner: o, Created: t0}, func(context.Context) (operations.MainRun, error) {
-			return operations.MainRun{Operations: ops}, nil
-		})
-		require.NoError(t, err)
-	}
-	start("b1", operations.Operation{Action: "ok", ID: "1"}, operations.Operation{Action: "err", ID: "2"},
-		operations.Operation{Action: "panic", ID: "3"}, operations.Operation{Action: "hang", ID: "4"},
-		operations.Operation{Action: "slow", ID: "5", Status: operations.Status{Created: t0.Add(-5 * time.Hour)}})
-	start("b2", operations.Operation{Action: "ok", ID: "1"})
-	start("b3", operations.Operation{Action: "quiet", ID: "1"})
-
 	reg := prometheus.NewRegistry()
 	metrics := prommetrics.New()
 	require.NoError(t, metrics.Register(reg))
 	require.NoError(t, prommetrics.New().Register(reg), "a second Metrics shares the registered ones")
-	opts := append(metrics.Reporter("m").MonitorOptions(),
-		monitor.WithClock(clocktest.NewClock(t0)),
-		monitor.WithCallTimeout(20*time.Millisecond),
-		monitor.WithFinalizer(monitor.FinalizerFunc(func(context.Context, operations.Run, []operations.ResourceIdentifier) error {
-			return errors.New("object store unavailable")
-		})))
-	m := monitor.New(store, operationstest.Resolver(trackers), opts...)
-	_, err := m.RunOnce(ctx)
-	require.ErrorContains(t, err, "object store unavailable")
+	metricpass.Run(t, metrics.Reporter("m").MonitorOptions()...)
 
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
@@ -94,7 +57,7 @@ func TestScrape(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	families := map[string]*dto.MetricFamily{}
+	scraped := map[string]*dto.MetricFamily{}
 	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
 	for {
 		var f dto.MetricFamily
@@ -103,87 +66,46 @@ func TestScrape(t *testing.T) {
 		} else {
 			require.NoError(t, err)
 		}
-		families[f.GetName()] = &f
+		scraped[f.GetName()] = &f
 	}
 
-	type sample struct {
-		Labels map[string]string
-		Value  float64 // counter or gauge value; a histogram's sample count
-	}
-	got := map[string][]sample{}
 	types := map[string]dto.MetricType{}
-	for name, f := range families {
+	for name, f := range scraped {
 		types[name] = f.GetType()
-		for _, mt := range f.GetMetric() {
-			s := sample{Labels: labelsOf(mt)}
-			switch f.GetType() {
-			case dto.MetricType_COUNTER:
-				s.Value = mt.GetCounter().GetValue()
-			case dto.MetricType_GAUGE:
-				s.Value = mt.GetGauge().GetValue()
-			case dto.MetricType_HISTOGRAM:
-				s.Value = float64(mt.GetHistogram().GetSampleCount())
-			}
-			got[name] = append(got[name], s)
-		}
-		slices.SortFunc(got[name], func(a, b sample) int { return cmp.Compare(labelKey(a.Labels), labelKey(b.Labels)) })
-	}
-	l := func(kv ...string) map[string]string {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
-	want := map[string][]sample{
-		"itemops_runs": { // as the pass found them: all three waiting
-			{l("monitor", "m", "kind", "Backup", "phase", "WaitingForPluginOperations"), 3},
-		},
-		"itemops_operations": {
-			{l("monitor", "m", "phase", "InProgress"), 0},
-			{l("monitor", "m", "phase", "New"), 1}, // b3's quiet operation
-		},
-		"itemops_operations_ended_total": {
-			{l("monitor", "m", "phase", "Completed"), 2},
-			{l("monitor", "m", "phase", "Failed"), 4},
-		},
-		"itemops_operations_in_backoff":         {{l("monitor", "m"), 0}},
-		"itemops_operations_timed_out_total":    {{l("monitor", "m", "action", "slow"), 1}},
-		"itemops_monitor_pass_duration_seconds": {{l("monitor", "m"), 1}},
-		"itemops_plugin_call_duration_seconds": {
-			{l("monitor", "m", "action", "err", "call", "progress"), 1},
-			{l("monitor", "m", "action", "hang", "call", "progress"), 1},
-			{l("monitor", "m", "action", "ok", "call", "progress"), 2},
-			{l("monitor", "m", "action", "panic", "call", "progress"), 1},
-			{l("monitor", "m", "action", "quiet", "call", "progress"), 1},
-			{l("monitor", "m", "action", "slow", "call", "cancel"), 1},
-			{l("monitor", "m", "action", "slow", "call", "progress"), 1},
-		},
-		"itemops_plugin_calls_total": {
-			{l("monitor", "m", "action", "err", "call", "progress", "outcome", "errored"), 1},
-			{l("monitor", "m", "action", "hang", "call", "progress", "outcome", "timed_out"), 1},
-			{l("monitor", "m", "action", "ok", "call", "progress", "outcome", "succeeded"), 2},
-			{l("monitor", "m", "action", "panic", "call", "progress", "outcome", "panicked"), 1},
-			{l("monitor", "m", "action", "quiet", "call", "progress", "outcome", "succeeded"), 1},
-			{l("monitor", "m", "action", "slow", "call", "cancel", "outcome", "succeeded"), 1},
-			{l("monitor", "m", "action", "slow", "call", "progress", "outcome", "succeeded"), 1},
-		},
-		"itemops_finalizer_failures_total": {{l("monitor", "m", "kind", "Backup"), 2}}, // b1 and b2 both reach finalizing
-	}
-	for k := range want {
-		slices.SortFunc(want[k], func(a, b sample) int { return cmp.Compare(labelKey(a.Labels), labelKey(b.Labels)) })
-	}
-	if diff := gocmp.Diff(want, got); diff != "" {
-		t.Errorf("scraped metrics (-want +got):\n%s", diff)
 	}
 	wantTypes := map[string]dto.MetricType{
 		"itemops_runs": dto.MetricType_GAUGE, "itemops_operations": dto.MetricType_GAUGE, "itemops_operations_in_backoff": dto.MetricType_GAUGE,
 		"itemops_operations_ended_total": dto.MetricType_COUNTER, "itemops_operations_timed_out_total": dto.MetricType_COUNTER,
+		"itemops_operation_retries_total":       dto.MetricType_COUNTER,
 		"itemops_monitor_pass_duration_seconds": dto.MetricType_HISTOGRAM, "itemops_plugin_call_duration_seconds": dto.MetricType_HISTOGRAM,
 		"itemops_plugin_calls_total": dto.MetricType_COUNTER, "itemops_finalizer_failures_total": dto.MetricType_COUNTER,
 	}
 	if diff := gocmp.Diff(wantTypes, types); diff != "" {
 		t.Errorf("metric types (-want +got):\n%s", diff)
+	}
+
+	// The scrape and the registry hold the same series with the same values; the
+	// registry's are held to metricpass's table by TestSharedTable.
+	value := func(mt *dto.Metric) float64 {
+		return mt.GetCounter().GetValue() + mt.GetGauge().GetValue() + float64(mt.GetHistogram().GetSampleCount())
+	}
+	gathered, err := reg.Gather()
+	require.NoError(t, err)
+	want, got := map[string]float64{}, map[string]float64{}
+	for _, f := range gathered {
+		for _, mt := range f.GetMetric() {
+			want[f.GetName()+labelKey(labelsOf(mt))] = value(mt)
+		}
+	}
+	for name, f := range scraped {
+		for _, mt := range f.GetMetric() {
+			require.Equal(t, "m", labelsOf(mt)["monitor"], "%s: the label monitor", name)
+			got[name+labelKey(labelsOf(mt))] = value(mt)
+		}
+	}
+	require.Len(t, got, len(metricpass.Want()), "the series scraped")
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("scraped series (-gathered +scraped):\n%s", diff)
 	}
 }
 
