@@ -191,17 +191,34 @@ func navigate(t *testing.T, ctx context.Context, u string) {
 }
 
 // stepper is a plugin whose operations move only when the test says: Progress reports
-// the count the test set, and completion once it reaches the total. Cancel records
-// the operation it was asked to stop.
+// the count the test set, and completion once it reaches the total, with the time of
+// its first call as when the operation started and the time the count last changed as
+// its last update, as a data mover would. Cancel records the operation it was asked to
+// stop.
 type stepper struct {
 	done      atomic.Int64
 	total     int64
 	cancelled sync.Map // operation ID → true
+
+	mu      sync.Mutex
+	started time.Time // when Progress was first called
+	last    int64     // the count Progress last reported
+	updated time.Time // when that count was first reported
 }
 
 func (s *stepper) Progress(_ context.Context, op operations.Operation) (operations.Progress, error) {
 	n := s.done.Load()
-	return operations.Progress{NCompleted: n, NTotal: s.total, OperationUnits: "Bytes", Completed: n >= s.total}, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.started.IsZero() {
+		s.started, s.updated = now, now
+	}
+	if n != s.last {
+		s.last, s.updated = n, now
+	}
+	return operations.Progress{NCompleted: n, NTotal: s.total, OperationUnits: "Bytes", Completed: n >= s.total,
+		Started: s.started, Updated: s.updated}, nil
 }
 
 func (s *stepper) Cancel(_ context.Context, op operations.Operation) error {
