@@ -102,9 +102,13 @@
 //
 // check reads every page of a boltstore file and every run and operation in it (of an
 // etcd store or a kubestore, every run and operation, read through the store, which
-// checks each record's sum; of a kubestore also every ItemopsRun and ItemopsChunk of
-// the namespace, whose run objects must be as many as the runs read), and prints one
-// line: that the file is sound, or what is damaged (exit status 1). Every
+// checks each record's sum; of a kubestore also every object of the namespace, each
+// on its own, with kubestore's Store.Check: the markers, each run's object against
+// its sum, each chunk against the SHA-256 its run gives, the labels and
+// ownerReferences of the chunks, chunks that no run names, pending objects past their
+// grace and objects the store did not name), and prints one line: that the store is
+// sound, with its counts, or what is damaged, naming each damaged object (exit status
+// 1). Every
 // entry of a store carries a checksum, so check finds any changed byte of the data the
 // store reads, a rolled-back last transaction and a damaged freelist (see package
 // storage/boltstore, "Damage"). salvage copies every run and operation that remains

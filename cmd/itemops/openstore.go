@@ -63,8 +63,6 @@ type openedStore struct {
 	operations.Store
 	name  storeName
 	close func() error
-	// kube reads the objects of a kubestore's namespace for check; nil for other stores.
-	kube dynamic.Interface
 }
 
 // Close closes the store and what it was opened through.
@@ -213,50 +211,8 @@ func kubeConfig(n storeName, f *storeFlags) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// runsResource is the resource of a kubestore's runs, which check lists.
+// runsResource is the resource of a kubestore's runs, whose marker openKube looks for.
 var runsResource = schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "itemopsruns"}
-
-// chunksResource is the resource of a kubestore's chunks, which check counts.
-var chunksResource = schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "itemopschunks"}
-
-// kubeRoleLabel is the label whose value tells a kubestore's objects apart: "run" on
-// the object of a run (package storage/kubestore, "Objects").
-const kubeRoleLabel = "itemops.io/role"
-
-// countKubeObjects lists every ItemopsRun and ItemopsChunk of the namespace of s, a
-// kubestore, page by page, and returns how many ItemopsRuns hold a run (labelled
-// itemops.io/role=run) and how many ItemopsChunks hold a spilled run's keys (labelled
-// itemops.io/role=chunk); the store's markers are neither.
-func countKubeObjects(ctx context.Context, s *openedStore) (runObjects, chunks int, err error) {
-	count := func(res schema.GroupVersionResource, each func(labels map[string]string)) error {
-		opts := metav1.ListOptions{Limit: 500}
-		for {
-			list, err := s.kube.Resource(res).Namespace(s.name.namespace).List(ctx, opts)
-			if err != nil {
-				return err
-			}
-			for _, obj := range list.Items {
-				each(obj.GetLabels())
-			}
-			if opts.Continue = list.GetContinue(); opts.Continue == "" {
-				return nil
-			}
-		}
-	}
-	err = count(runsResource, func(l map[string]string) {
-		if l[kubeRoleLabel] == "run" {
-			runObjects++
-		}
-	})
-	if err == nil {
-		err = count(chunksResource, func(l map[string]string) {
-			if l[kubeRoleLabel] == "chunk" {
-				chunks++
-			}
-		})
-	}
-	return runObjects, chunks, err
-}
 
 // kubeMarker is the name of the ItemopsRun that marks a namespace as a kubestore's.
 const kubeMarker = "itemops"
@@ -285,5 +241,5 @@ func openKube(ctx context.Context, n storeName, f *storeFlags) (*openedStore, er
 	if err != nil {
 		return nil, err
 	}
-	return &openedStore{Store: s, name: n, close: s.Close, kube: dyn}, nil
+	return &openedStore{Store: s, name: n, close: s.Close}, nil
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +20,9 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -338,7 +343,7 @@ func TestCommandsOnKube(t *testing.T) {
 	require.NoError(t, kubestore.InstallCRDs(ctx, cfg))
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	for _, ns := range []string{"cmd-empty", "cmd-store"} {
+	for _, ns := range []string{"cmd-empty", "cmd-store", "cmd-damaged"} {
 		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
@@ -372,4 +377,42 @@ func TestCommandsOnKube(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	exerciseCommands(t, s, "kube://test-admin/cmd-store", flags, "2 runs, 5 operations (2 run objects, 0 chunks)")
+
+	// A damaged namespace: a run's object whose status bytes were edited, and an
+	// ItemopsChunk that the store did not name. check fails with one line that names
+	// both, and changes neither.
+	damaged, err := kubestore.Open(ctx, cfg, "cmd-damaged", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { damaged.Close() })
+	seedRuns(t, damaged)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	runs := dyn.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "itemopsruns"}).Namespace("cmd-damaged")
+	obj, err := runs.Get(ctx, "b.b1", metav1.GetOptions{})
+	require.NoError(t, err)
+	data, _, _ := unstructured.NestedString(obj.Object, "status", "store", "data")
+	raw, err := base64.StdEncoding.DecodeString(data)
+	require.NoError(t, err)
+	raw[len(raw)-1] ^= 1
+	require.NoError(t, unstructured.SetNestedField(obj.Object, base64.StdEncoding.EncodeToString(raw), "status", "store", "data"))
+	edited, err := runs.Update(ctx, obj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	notes := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"seq": int64(1)}}}
+	notes.SetAPIVersion(kubestore.Group + "/" + kubestore.Version)
+	notes.SetKind("ItemopsChunk")
+	notes.SetName("notes")
+	chunks := dyn.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "itemopschunks"}).Namespace("cmd-damaged")
+	_, err = chunks.Create(ctx, notes, metav1.CreateOptions{})
+	require.NoError(t, err)
+	status, out, errOut := runCLI("check", "-kubeconfig", kubeconfig, "kube://test-admin/cmd-damaged")
+	require.Equal(t, 1, status, out)
+	require.Empty(t, out)
+	require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %s", errOut)
+	require.Contains(t, errOut, "kube://test-admin/cmd-damaged is damaged")
+	require.Contains(t, errOut, "itemopsruns cmd-damaged/b.b1: damaged key data")
+	require.Contains(t, errOut, "itemopschunks cmd-damaged/notes: not a name the store gives")
+	after, err := runs.Get(ctx, "b.b1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, edited.GetResourceVersion(), after.GetResourceVersion(), "check changed the damaged run's object")
+	_, err = chunks.Get(ctx, "notes", metav1.GetOptions{})
+	require.NoError(t, err, "check deleted the object the store did not name")
 }

@@ -64,6 +64,9 @@ type backend struct {
 	// both are empty until then. See identity.go.
 	identity  string
 	markerUID types.UID
+	// formatKeys are the keys of the format marker, as Open found them once the engine
+	// had checked their format; Store.Check compares the marker's with them.
+	formatKeys map[string]item
 }
 
 var (

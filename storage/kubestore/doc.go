@@ -200,7 +200,10 @@
 //
 // Damage is reported, never repaired (see "Failure and cancellation" below): the store
 // deletes no chunk that a run's object names, or that one that does not decode might
-// name. There is no salvage of a namespace: itemops salvage reads boltstore files only.
+// name. [Store.Check] reads the whole namespace, each object on its own, and reports
+// every object that is not as the store writes it, changing nothing; itemops check
+// calls it. There is no salvage of a namespace: itemops salvage reads boltstore files
+// only.
 //
 // # Rate limits
 //

@@ -94,7 +94,11 @@ func (b *backend) openIdentity(ctx context.Context) error {
 			return corrupt(runsResource.Resource, b.ns, formatName, "names store %q, and the format marker %q", got, id)
 		}
 	}
-	b.identity, b.markerUID = id, marker.GetUID()
+	fm, err := decodeObject(chunksResource, kv.Partition{}, marker, "")
+	if err != nil {
+		return err
+	}
+	b.identity, b.markerUID, b.formatKeys = id, marker.GetUID(), fm.keys
 	return nil
 }
 
@@ -104,16 +108,24 @@ func (b *backend) checkMarker(ctx context.Context) error {
 	if b.identity == "" {
 		return nil // within Open
 	}
+	_, err := b.readMarker(ctx)
+	return err
+}
+
+// readMarker returns the format marker, read by one GET. It fails with an error
+// wrapping operations.ErrCorrupt when the marker is gone or is not the one Open found
+// (deleted and made again).
+func (b *backend) readMarker(ctx context.Context) (*unstructured.Unstructured, error) {
 	m, err := b.getObject(ctx, b.dyn.Resource(chunksResource).Namespace(b.ns), chunksResource, formatName)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case m == nil:
-		return corrupt(chunksResource.Resource, b.ns, formatName, "the store's format marker is gone")
+		return nil, corrupt(chunksResource.Resource, b.ns, formatName, "the store's format marker is gone")
 	case m.GetUID() != b.markerUID:
-		return corrupt(chunksResource.Resource, b.ns, formatName, "the store's format marker was replaced since the Store opened")
+		return nil, corrupt(chunksResource.Resource, b.ns, formatName, "the store's format marker was replaced since the Store opened")
 	}
-	return nil
+	return m, nil
 }
 
 // checkRunsMarker reads the runs' marker and checks it as checkRunsMarkerObject does.

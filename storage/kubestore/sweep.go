@@ -64,13 +64,17 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	return s.b.sweep(ctx)
 }
 
-// A chunkMeta is what a sweep knows of one chunk: its name, UID, the sequence number
-// its name carries, and the UID of the run's object that its ownerReference names.
+// A chunkMeta is what a sweep or a check knows of one chunk: its name, UID, the
+// sequence number its name carries, the UID of the run's object that its
+// ownerReference names, and, for a check, its labels, ownerReferences and creation.
 type chunkMeta struct {
 	name     string
 	uid      string
 	seq      kv.Version
 	ownerUID string
+	labels   map[string]string
+	refs     []metav1.OwnerReference
+	created  time.Time
 }
 
 // parseChunkName returns the label of the run's object (see runLabel) and the sequence
@@ -85,13 +89,112 @@ func parseChunkName(name string) (run string, seq kv.Version, ok bool) {
 	return parts[1], kv.Version(n), err == nil && n > 0
 }
 
-// A sweptRun is what a sweep knows of one run's object, pending or not.
+// A sweptRun is what a sweep or a check knows of one run's object, pending or not.
 type sweptRun struct {
+	name    string // the object's
 	uid     string
 	named   map[string]bool // the chunks it names
 	limit   kv.Version      // a commit in flight on it makes chunks of a higher number
 	damaged bool            // it does not decode: every chunk it might name is kept
 	gone    bool            // this sweep deleted it, a pending object
+}
+
+// keeps reports whether a sweep keeps chunk c, whose name carries the label of r's
+// object (r is nil when there is no such object): when r names it, whatever its
+// ownerReference says; when r does not decode, and so might name it; and when a
+// commit in flight on r, the object that owns it, may still name it. A chunk of an
+// object the sweep deleted goes.
+func (r *sweptRun) keeps(c chunkMeta) bool {
+	return r != nil && !r.gone && (r.damaged || r.named[c.name] || c.ownerUID == r.uid && c.seq > r.limit)
+}
+
+// A survey is what one reading of a namespace found of its chunks and runs' objects,
+// which a sweep and a check judge (see backend.survey).
+type survey struct {
+	chunks  map[string][]chunkMeta       // by the label of their run's object, from their names, each in name order
+	foreign []string                     // the ItemopsChunks named neither as a chunk nor as the format marker
+	runs    map[string]*sweptRun         // by the label of the object's name
+	objects int                          // the runs' objects, pending or not, sound or not
+	damaged []error                      // one for each run's object that does not decode
+	pending []*unstructured.Unstructured // the pending objects
+	marker  *unstructured.Unstructured   // the runs' marker, as the LIST gave it; nil when absent
+}
+
+// survey reads the metadata of every chunk of b's namespace, then every run's object,
+// whole, in that order (see Store.Sweep), whatever their labels say, and decodes each
+// run's object on its own. It calls each, when not nil, with each run's object that
+// decodes, pending or not, as the LIST gave it; an error each returns ends the survey
+// with that error. It fails with the API server's error, wrapped, when a LIST fails,
+// and with ctx.Err() when ctx ends first.
+func (b *backend) survey(ctx context.Context, each func(p kv.Partition, s stored) error) (*survey, error) {
+	sv := &survey{chunks: map[string][]chunkMeta{}, runs: map[string]*sweptRun{}}
+	err := b.listMeta(ctx, chunksResource, "", func(m metav1.PartialObjectMetadata) {
+		run, seq, ok := parseChunkName(m.Name)
+		if !ok {
+			if m.Name != formatName {
+				sv.foreign = append(sv.foreign, m.Name)
+			}
+			return
+		}
+		cm := chunkMeta{name: m.Name, uid: string(m.UID), seq: seq, labels: m.Labels, refs: m.OwnerReferences, created: m.CreationTimestamp.Time}
+		if refs := m.OwnerReferences; len(refs) == 1 && refs[0].Kind == runKind {
+			cm.ownerUID = string(refs[0].UID)
+		}
+		sv.chunks[run] = append(sv.chunks[run], cm)
+	})
+	if err != nil {
+		return nil, err
+	}
+	client := b.dyn.Resource(runsResource).Namespace(b.ns)
+	opts := metav1.ListOptions{Limit: listPage}
+	for {
+		l, err := client.List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("kubestore: list %s in %s: %w", runsResource.Resource, b.ns, err)
+		}
+		for i := range l.Items {
+			obj := &l.Items[i]
+			if obj.GetName() == formatName {
+				sv.marker = obj
+				continue
+			}
+			sv.objects++
+			r := &sweptRun{name: obj.GetName(), uid: string(obj.GetUID()), named: map[string]bool{}}
+			sv.runs[runLabel(obj.GetName())] = r
+			kind, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "kind")
+			owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "name")
+			p := kv.Partition{Kind: phase.Kind(kind), Name: owner}
+			s, err := decodeObject(runsResource, p, obj, b.identity)
+			if err == nil && objectName(p) != obj.GetName() {
+				err = corrupt(runsResource.Resource, b.ns, obj.GetName(), "holds the run of %s %q, whose object is %s", kind, owner, objectName(p))
+			}
+			if err != nil {
+				r.damaged = true
+				sv.damaged = append(sv.damaged, err)
+				continue
+			}
+			for _, ch := range s.chunks {
+				r.named[ch.ref.name] = true
+			}
+			// A commit in flight on a pending object makes chunks of the object's own
+			// number; on a run's, of one more.
+			r.limit = s.seq
+			if s.pending {
+				r.limit--
+				sv.pending = append(sv.pending, obj)
+			}
+			if each != nil {
+				if err := each(p, s); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if l.GetContinue() == "" {
+			break
+		}
+		opts.Continue = l.GetContinue()
+	}
+	return sv, nil
 }
 
 func (b *backend) sweep(ctx context.Context) (int, error) {
@@ -103,91 +206,28 @@ func (b *backend) sweep(ctx context.Context) (int, error) {
 	if err := b.checkRunsMarker(ctx); err != nil {
 		return 0, err
 	}
-	// The chunks first, then the runs' objects: see Store.Sweep. Every chunk and every
-	// run's object is read, whatever its labels say.
-	chunks := map[string][]chunkMeta{} // by the label of their run's object, from their names
-	err := b.listMeta(ctx, chunksResource, "", func(m metav1.PartialObjectMetadata) {
-		run, seq, ok := parseChunkName(m.Name)
-		if !ok {
-			return // the format marker, or an object that the store did not name
-		}
-		c := chunkMeta{name: m.Name, uid: string(m.UID), seq: seq}
-		if refs := m.OwnerReferences; len(refs) == 1 && refs[0].Kind == runKind {
-			c.ownerUID = string(refs[0].UID)
-		}
-		chunks[run] = append(chunks[run], c)
-	})
+	// Every chunk and every run's object is read, whatever its labels say.
+	sv, err := b.survey(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
-	runs := map[string]*sweptRun{} // by the label of the object's name
-	var damaged []error
-	var pending []*unstructured.Unstructured
-	client := b.dyn.Resource(runsResource).Namespace(b.ns)
-	opts := metav1.ListOptions{Limit: listPage}
-	for {
-		l, err := client.List(ctx, opts)
-		if err != nil {
-			return 0, fmt.Errorf("kubestore: list %s in %s: %w", runsResource.Resource, b.ns, err)
-		}
-		for i := range l.Items {
-			obj := &l.Items[i]
-			if obj.GetName() == formatName {
-				continue // the runs' marker
-			}
-			r := &sweptRun{uid: string(obj.GetUID()), named: map[string]bool{}}
-			runs[runLabel(obj.GetName())] = r
-			kind, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "kind")
-			owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "name")
-			p := kv.Partition{Kind: phase.Kind(kind), Name: owner}
-			s, err := decodeObject(runsResource, p, obj, b.identity)
-			if err == nil && objectName(p) != obj.GetName() {
-				err = corrupt(runsResource.Resource, b.ns, obj.GetName(), "holds the run of %s %q, whose object is %s", kind, owner, objectName(p))
-			}
-			if err != nil {
-				r.damaged = true
-				damaged = append(damaged, err)
-				continue
-			}
-			for _, c := range s.chunks {
-				r.named[c.ref.name] = true
-			}
-			// A commit in flight on a pending object makes chunks of the object's own
-			// number; on a run's, of one more.
-			r.limit = s.seq
-			if s.pending {
-				r.limit--
-				pending = append(pending, obj)
-			}
-		}
-		if l.GetContinue() == "" {
-			break
-		}
-		opts.Continue = l.GetContinue()
-	}
 	deleted := 0
-	for _, obj := range pending {
+	for _, obj := range sv.pending {
 		if time.Since(obj.GetCreationTimestamp().Time) < pendingGrace {
 			continue
 		}
 		if b.deleteIf(ctx, runsResource, obj.GetName(), string(obj.GetUID()), obj.GetResourceVersion()) {
 			deleted++
-			runs[runLabel(obj.GetName())].gone = true
+			sv.runs[runLabel(obj.GetName())].gone = true
 		}
 	}
-	for label, cs := range chunks {
-		r := runs[label]
-		if r != nil && r.damaged {
-			continue
-		}
-		for _, c := range cs {
-			// A chunk that a run's object names stays, whatever its ownerReference says.
-			// One that none names stays only while a commit in flight on the object that
-			// owns it may still name it.
-			if r != nil && !r.gone && (r.named[c.name] || c.ownerUID == r.uid && c.seq > r.limit) {
+	for label, cs := range sv.chunks {
+		r := sv.runs[label]
+		for _, ch := range cs {
+			if r.keeps(ch) {
 				continue
 			}
-			if b.deleteIf(ctx, chunksResource, c.name, c.uid, "") {
+			if b.deleteIf(ctx, chunksResource, ch.name, ch.uid, "") {
 				deleted++
 			}
 		}
@@ -195,7 +235,7 @@ func (b *backend) sweep(ctx context.Context) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return deleted, err
 	}
-	return deleted, errors.Join(damaged...)
+	return deleted, errors.Join(sv.damaged...)
 }
 
 // listMeta calls fn with the metadata of every object of res in b's namespace that
