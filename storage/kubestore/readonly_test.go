@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -87,7 +88,8 @@ func viewerConfig(t *testing.T) (*rest.Config, *requestLog) {
 // object past its grace, both left for a sweep. The read-only Store reads every run and
 // operation as a writable Store does, through a pass too, and its Check reports the
 // leftovers; each write fails with ErrReadOnly, the claims and the sweep with no
-// request at all; the Store makes no request but GETs and LISTs, changes no object's resourceVersion, and keeps both
+// request at all, and so does a write through the Store's own clients, beneath those
+// refusals; the Store makes no request but GETs and LISTs, changes no object's resourceVersion, and keeps both
 // leftovers, which a writable Open then deletes.
 func TestReadOnly(t *testing.T) {
 	ctx := context.Background()
@@ -188,7 +190,7 @@ func TestReadOnly(t *testing.T) {
 			_, err := s.UpdateRun(ctx, o, func(r *operations.Run) error { r.Warnings++; return nil })
 			return err
 		},
-		"DeleteRun":  func() error { return s.DeleteRun(ctx, o) },
+		"DeleteRun": func() error { return s.DeleteRun(ctx, o) },
 		"CommitPass": func() error {
 			for _, r := range pass {
 				if len(r.Operations) > 0 {
@@ -231,6 +233,16 @@ func TestReadOnly(t *testing.T) {
 		if made := log.count() - n; unsent[name] && made != 0 {
 			t.Errorf("%s on a read-only store made %d requests, want none", name, made)
 		}
+	}
+	// Beneath those refusals, the Store's clients refuse every write, unsent.
+	n := log.count()
+	for i, err := range s.WriteBelowRefusals(ctx, chunks[0]) {
+		if !errors.Is(err, kubestore.ErrReadOnly) {
+			t.Errorf("write %d through the read-only store's clients: %v, want ErrReadOnly", i, err)
+		}
+	}
+	if made := log.count() - n; made != 0 {
+		t.Errorf("the writes through the read-only store's clients made %d requests, want none", made)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("Close: %v", err)
@@ -292,4 +304,55 @@ func TestReadOnlyOpenNoStore(t *testing.T) {
 	if got := versions(t, admin, ns); len(got) != 2 {
 		t.Errorf("a writable Open made %v, want the store's two markers", got)
 	}
+}
+
+// TestReadOnlyOpenBeforeIdentities opens with Options.ReadOnly, as a viewer, the store
+// of a namespace made before stores had identities (a format marker with no
+// itemops.io/store label, and no runs' marker), whose runs' marker only a writable Open
+// writes: Open fails with ErrReadOnly, naming the marker, and writes nothing. Once a
+// writable Open has written it, a read-only Open opens the store.
+func TestReadOnlyOpenBeforeIdentities(t *testing.T) {
+	ctx := context.Background()
+	admin := config(t)
+	ns := newNamespace(t, admin)
+	w, err := kubestore.Open(ctx, admin, ns, nil)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	w.Close()
+	dyn := dynamic.NewForConfigOrDie(admin)
+	edit(t, dyn.Resource(chunksGVR).Namespace(ns), "itemops", func(obj *unstructured.Unstructured) {
+		l := obj.GetLabels()
+		delete(l, "itemops.io/store")
+		obj.SetLabels(l)
+	})
+	if err := dyn.Resource(runsGVR).Namespace(ns).Delete(ctx, "itemops", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete the runs' marker: %v", err)
+	}
+	grant(t, admin, ns, viewerRole(t))
+	before := versions(t, admin, ns)
+	cfg, log := viewerConfig(t)
+	_, err = kubestore.Open(ctx, cfg, ns, &kubestore.Options{ReadOnly: true})
+	if !errors.Is(err, kubestore.ErrReadOnly) || !strings.Contains(err.Error(), "runs' marker") {
+		t.Fatalf("read-only Open of a store made before identities: %v, want ErrReadOnly naming the runs' marker", err)
+	}
+	if diff := cmp.Diff(before, versions(t, admin, ns)); diff != "" {
+		t.Errorf("the read-only Open changed the namespace (-before +after):\n%s", diff)
+	}
+	if got := log.writes(); len(got) > 0 {
+		t.Errorf("the read-only Open made requests that are not reads: %v", got)
+	}
+	w, err = kubestore.Open(ctx, admin, ns, nil)
+	if err != nil {
+		t.Fatalf("writable Open: %v", err)
+	}
+	w.Close()
+	s, err := kubestore.Open(ctx, cfg, ns, &kubestore.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only Open once the runs' marker is written: %v", err)
+	}
+	if _, err := s.ListRuns(ctx, operations.RunFilter{}); err != nil {
+		t.Errorf("ListRuns: %v", err)
+	}
+	s.Close()
 }
