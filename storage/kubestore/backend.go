@@ -67,8 +67,7 @@ type backend struct {
 	// formatKeys are the keys of the format marker, as Open found them once the engine
 	// had checked their format; Store.Check compares the marker's with them.
 	formatKeys map[string]item
-	// readOnly is Options.ReadOnly: every write fails with ErrReadOnly, and dyn and
-	// meta refuse the verbs that write (see readonly.go).
+	// readOnly is Options.ReadOnly: every write fails with ErrReadOnly.
 	readOnly bool
 }
 

@@ -281,10 +281,7 @@
 // operations, a Monitor's pass) where they would write, after the reads the engine
 // plans them on (so that a change of a run that is not there still fails with
 // operations.ErrNotFound), and [Store.Sweep] and the claims ([Store.ClaimRun],
-// [Store.KeepClaims], [Store.TakeOverClaims]) before any request; beneath those
-// refusals, the clients through which the Store
-// reaches its objects refuse every verb that writes, so that no write gets through a
-// path the refusals missed. The reads, [Store.Check] and the pass of a Monitor's
+// [Store.KeepClaims], [Store.TakeOverClaims]) before any request. The reads, [Store.Check] and the pass of a Monitor's
 // [operations.PassReader] included, read as they do on any Store, with the same
 // requests: GETs of the format marker, of the runs' marker, of runs' objects and of
 // chunks, the LIST of the runs' objects, and Check's LIST of the chunks' metadata. A

@@ -28,6 +28,12 @@ var ErrForeignCRD = errors.New("a CustomResourceDefinition of the store's name i
 // fail before any request.
 var ErrReadOnly = errors.New("store is opened read-only")
 
+// readOnlyError returns the error of a write, called what, of a read-only Store of
+// namespace ns: it wraps ErrReadOnly.
+func readOnlyError(what, ns string) error {
+	return fmt.Errorf("kubestore: %s in namespace %s: %w", what, ns, ErrReadOnly)
+}
+
 // ErrClosed is returned by the claims of a [Store] after [Store.Close], and by every
 // method of the zero Store. It is kv.ErrClosed, which the engine returns for a Store
 // without one.

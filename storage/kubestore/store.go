@@ -122,18 +122,11 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: open: %w", err)
 	}
-	var dynIface dynamic.Interface = dyn
-	var metaIface metadata.Interface = meta
-	if opts.ReadOnly {
-		// Below the refusals of the backend's writes, the clients refuse every write
-		// (see readonly.go).
-		dynIface, metaIface = readOnlyDynamic{dyn}, readOnlyMetadata{meta}
-	}
 	b := &backend{
-		dyn: dynIface, meta: metaIface, ns: namespace, readOnly: opts.ReadOnly,
+		dyn: dyn, meta: meta, ns: namespace, readOnly: opts.ReadOnly,
 		maxObjectBytes: opts.MaxObjectBytes, inlineBytes: opts.InlineBytes, chunkBytes: opts.ChunkBytes,
 		cache:  newChunkCache(opts.ChunkCacheBytes),
-		owners: &owners{of: opts.OwnerReference, disc: disc.RESTClient(), meta: metaIface, ns: namespace, kinds: map[schema.GroupVersion][]metav1.APIResource{}},
+		owners: &owners{of: opts.OwnerReference, disc: disc.RESTClient(), meta: meta, ns: namespace, kinds: map[schema.GroupVersion][]metav1.APIResource{}},
 	}
 	eng, err := kv.OpenPartitioned(ctx, b)
 	if opts.ReadOnly && errors.Is(err, ErrReadOnly) {
