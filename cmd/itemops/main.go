@@ -38,9 +38,10 @@
 // A name that does not parse gives a usage error (exit status 2) saying what is wrong.
 // No command creates a store: an etcd prefix without the store's format marker, and a
 // namespace without the store's marker object, are refused before the store is opened,
-// and left as they were. Opening a kubestore sweeps its namespace of what writers left
-// half done (package storage/kubestore), which is the one write that inspect, watch,
-// check and serve may make there.
+// and left as they were. inspect, watch, check and serve (without -allow-cancel) open a
+// kubestore read-only (package storage/kubestore, Options.ReadOnly): they write nothing
+// there, not even the sweep of what writers left half done that a writable Open makes,
+// and need only get and list on the store's resources (kubestore's viewer Role).
 //
 // watch shows one run as it moves: its phase, counts, history and operations, read again
 // every -interval (1s), until the run ends (a terminal phase: the command exits 0) or

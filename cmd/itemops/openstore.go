@@ -79,16 +79,18 @@ const openTimeout = 30 * time.Second
 // several commands may read it at once, and refused (boltstore.ErrLocked) while another
 // process writes to it. An etcd store is opened through a client of its endpoints,
 // with the TLS files of f or the environment. A kubestore is opened through the
-// kubeconfig that f or the environment names, as kubectl loads it; its Open sweeps the
-// namespace of what writers left half done (see package storage/kubestore), which is
-// the one write a read of a kubestore may make. It fails with the store's error, or
-// with ctx.Err().
+// kubeconfig that f or the environment names, as kubectl loads it, read-only
+// (kubestore's Options.ReadOnly) for forReading: it then writes nothing, not even the
+// sweep of what writers left half done that a kubestore's Open otherwise makes, so that
+// a user with only get and list on the store's resources (kubestore's viewer Role) may
+// read it, and check sees those leftovers. It fails with the store's error, or with
+// ctx.Err().
 func openNamed(ctx context.Context, n storeName, f *storeFlags, mode openMode) (*openedStore, error) {
 	switch n.kind {
 	case etcdStore:
 		return openEtcd(ctx, n, f)
 	case kubeStore:
-		return openKube(ctx, n, f)
+		return openKube(ctx, n, f, mode)
 	}
 	if _, err := os.Lstat(n.path); err != nil {
 		return nil, fmt.Errorf("%w (the command reads an existing store, it never creates one)", err)
@@ -217,8 +219,8 @@ var runsResource = schema.GroupVersionResource{Group: kubestore.Group, Version: 
 // kubeMarker is the name of the ItemopsRun that marks a namespace as a kubestore's.
 const kubeMarker = "itemops"
 
-// openKube opens the kubestore n names; see openNamed.
-func openKube(ctx context.Context, n storeName, f *storeFlags) (*openedStore, error) {
+// openKube opens the kubestore n names for mode; see openNamed.
+func openKube(ctx context.Context, n storeName, f *storeFlags, mode openMode) (*openedStore, error) {
 	cfg, err := kubeConfig(n, f)
 	if err != nil {
 		return nil, err
@@ -229,15 +231,15 @@ func openKube(ctx context.Context, n storeName, f *storeFlags) (*openedStore, er
 	}
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	// Open writes the store's markers in a namespace without them: the command looks
-	// for the runs' marker first.
+	// A writable Open writes the store's markers in a namespace without them: the
+	// command looks for the runs' marker first, to say what is missing either way.
 	if _, err := dyn.Resource(runsResource).Namespace(n.namespace).Get(octx, kubeMarker, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("%s: no store in namespace %s (no ItemopsRun %q, or no CRDs installed; the command never creates one)", n, n.namespace, kubeMarker)
 		}
 		return nil, fmt.Errorf("%s: %w", n, err)
 	}
-	s, err := kubestore.Open(octx, cfg, n.namespace, nil)
+	s, err := kubestore.Open(octx, cfg, n.namespace, &kubestore.Options{ReadOnly: mode == forReading})
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "phase history and operations, each operation, as pages and as JSON (add format=json),")
 		fmt.Fprintln(stderr, "until interrupted. A boltstore file is opened read-only unless -allow-cancel, and held")
 		fmt.Fprintln(stderr, "open while serve runs: no other process can write to it meanwhile (bbolt locks the file);")
-		fmt.Fprintln(stderr, "an etcd store or a kubestore is read while its Monitors work on it.")
+		fmt.Fprintln(stderr, "an etcd store or a kubestore is read while its Monitors work on it, a kubestore read-only")
+		fmt.Fprintln(stderr, "unless -allow-cancel (it then writes nothing there, and needs only get and list).")
 		fmt.Fprintln(stderr, "With -allow-cancel, a run's page can request its cancel, which the Monitor of the next")
 		fmt.Fprintln(stderr, "process that works on the store (a demo run again on it) honours; it needs a loopback")
 		fmt.Fprint(stderr, "-addr, and only requests from this machine, to a loopback host name, may cancel.\n\n")
@@ -102,11 +103,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openServed opens the store serve shows: a boltstore file read-only unless cancel,
-// which opens it for writing; an etcd store or a kubestore as openNamed does.
+// openServed opens the store serve shows: a boltstore file or a kubestore read-only
+// unless cancel, which opens it for writing; an etcd store as openNamed does.
 func openServed(ctx context.Context, sn storeName, sf *storeFlags, cancel bool) (*openedStore, error) {
 	if sn.kind != boltStore {
-		return openNamed(ctx, sn, sf, forWriting)
+		mode := forReading
+		if cancel {
+			mode = forWriting
+		}
+		return openNamed(ctx, sn, sf, mode)
 	}
 	// serve never creates a store, and reads one read-only unless it may cancel.
 	if _, err := os.Lstat(sn.path); err != nil {

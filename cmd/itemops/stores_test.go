@@ -19,9 +19,11 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -352,6 +354,11 @@ func TestCommandsOnKube(t *testing.T) {
 	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
 	kc.Contexts["test-admin"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
 	kc.Contexts["other"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "nobody"}
+	// viewer is a user with only the viewer Role of kubestore.RBAC (get and list), bound
+	// below in cmd-store.
+	viewer := kube.UserConfig(t, "itemops-viewer")
+	kc.AuthInfos["viewer"] = &clientcmdapi.AuthInfo{ClientCertificateData: viewer.CertData, ClientKeyData: viewer.KeyData}
+	kc.Contexts["viewer"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "viewer"}
 	kc.CurrentContext = "other"
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, clientcmd.WriteToFile(*kc, kubeconfig))
@@ -378,6 +385,36 @@ func TestCommandsOnKube(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	exerciseCommands(t, s, "kube://test-admin/cmd-store", flags, "2 runs, 5 operations (2 run objects, 0 chunks)")
 
+	// A user with only get and list on the store's resources (the viewer Role) inspects
+	// and checks the store, which they open read-only (a writable Open would need more:
+	// the sweep's deletes, the markers' creation).
+	roleYAML, err := kubestore.RBAC.ReadFile("rbac/viewer-role.yaml")
+	require.NoError(t, err)
+	var role rbacv1.Role
+	require.NoError(t, utilyaml.Unmarshal(roleYAML, &role))
+	_, err = cs.RbacV1().Roles("cmd-store").Create(ctx, &role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cs.RbacV1().RoleBindings("cmd-store").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "itemops-viewer"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// The API server authorizes by a binding a moment after it is made.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		status, _, errOut = runCLI("inspect", "-kubeconfig", kubeconfig, "kube://viewer/cmd-store")
+		if status == 0 || !strings.Contains(errOut, "forbidden") || time.Now().After(deadline) {
+			break
+		}
+	}
+	require.Equal(t, 0, status, errOut)
+	status, out, errOut := runCLI("inspect", "-kubeconfig", kubeconfig, "kube://viewer/cmd-store")
+	require.Equal(t, 0, status, errOut)
+	require.Contains(t, out, ": 2 runs (1 Backup, 1 Restore)")
+	status, out, errOut = runCLI("check", "-kubeconfig", kubeconfig, "kube://viewer/cmd-store")
+	require.Equal(t, 0, status, errOut)
+	require.Contains(t, out, "sound; 2 runs, 5 operations (2 run objects, 0 chunks)")
+
 	// A damaged namespace: a run's object whose status bytes were edited, and an
 	// ItemopsChunk that the store did not name. check fails with one line that names
 	// both, and changes neither.
@@ -403,16 +440,31 @@ func TestCommandsOnKube(t *testing.T) {
 	chunks := dyn.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "itemopschunks"}).Namespace("cmd-damaged")
 	_, err = chunks.Create(ctx, notes, metav1.CreateOptions{})
 	require.NoError(t, err)
-	status, out, errOut := runCLI("check", "-kubeconfig", kubeconfig, "kube://test-admin/cmd-damaged")
+	// A chunk that a commit left behind, of a run whose object is gone, which a sweep
+	// deletes: check reports it and leaves it, as it opens the store read-only, without
+	// the sweep of a writable Open.
+	label := strings.Repeat("e", 40)
+	leftover := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"seq": int64(1)}}}
+	leftover.SetAPIVersion(kubestore.Group + "/" + kubestore.Version)
+	leftover.SetKind("ItemopsChunk")
+	leftover.SetName("c." + label + ".0000000000000001.00000000000000dd")
+	leftover.SetLabels(map[string]string{"itemops.io/role": "chunk", "itemops.io/run": label})
+	_, err = chunks.Create(ctx, leftover, metav1.CreateOptions{})
+	require.NoError(t, err)
+	status, out, errOut = runCLI("check", "-kubeconfig", kubeconfig, "kube://test-admin/cmd-damaged")
 	require.Equal(t, 1, status, out)
 	require.Empty(t, out)
 	require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %s", errOut)
 	require.Contains(t, errOut, "kube://test-admin/cmd-damaged is damaged")
 	require.Contains(t, errOut, "itemopsruns cmd-damaged/b.b1: damaged key data")
 	require.Contains(t, errOut, "itemopschunks cmd-damaged/notes: not a name the store gives")
+	require.Contains(t, errOut, "itemopschunks cmd-damaged/"+leftover.GetName())
+	require.Contains(t, errOut, "a sweep deletes it")
 	after, err := runs.Get(ctx, "b.b1", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, edited.GetResourceVersion(), after.GetResourceVersion(), "check changed the damaged run's object")
 	_, err = chunks.Get(ctx, "notes", metav1.GetOptions{})
 	require.NoError(t, err, "check deleted the object the store did not name")
+	_, err = chunks.Get(ctx, leftover.GetName(), metav1.GetOptions{})
+	require.NoError(t, err, "check deleted the chunk a commit left behind")
 }

@@ -67,6 +67,8 @@ type backend struct {
 	// formatKeys are the keys of the format marker, as Open found them once the engine
 	// had checked their format; Store.Check compares the marker's with them.
 	formatKeys map[string]item
+	// readOnly is Options.ReadOnly: every write fails with ErrReadOnly.
+	readOnly bool
 }
 
 var (
@@ -408,6 +410,9 @@ func (b *backend) ScanPartitions(ctx context.Context, f operations.RunFilter, re
 // that the outcome is always CommitPartition's. It fails as CommitPartition does: with
 // an error wrapping kv.ErrConditionFailed when a condition does not hold.
 func (b *backend) CommitRead(ctx context.Context, p kv.Partition, r kv.Reader, run kv.RunChange, conds []kv.Condition, writes []kv.Write) error {
+	if b.readOnly {
+		return readOnlyError(fmt.Sprintf("commit to the run of %s %q", p.Kind, p.Name), b.ns)
+	}
 	rd, ok := r.(reader)
 	if !ok || rd.from == nil || rd.p != p || rd.b != b || rd.from.obj == nil {
 		return b.CommitPartition(ctx, p, run, conds, writes)
@@ -426,6 +431,12 @@ func (b *backend) CommitRead(ctx context.Context, p kv.Partition, r kv.Reader, r
 }
 
 func (b *backend) CommitPartition(ctx context.Context, p kv.Partition, run kv.RunChange, conds []kv.Condition, writes []kv.Write) error {
+	if b.readOnly {
+		if p == (kv.Partition{}) {
+			return readOnlyError("write the format marker", b.ns)
+		}
+		return readOnlyError(fmt.Sprintf("commit to the run of %s %q", p.Kind, p.Name), b.ns)
+	}
 	checked := false // whether the markers were checked
 	for range commitAttempts {
 		cur, err := b.get(ctx, p)

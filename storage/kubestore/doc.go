@@ -256,6 +256,10 @@
 // the Monitor logs as a warning each pass. Without delete on itemopschunks, the replaced
 // chunks stay until their run is deleted, which shows only in its effect.
 //
+// A store opened with [Options.ReadOnly] needs only get and list on itemopsruns and
+// itemopschunks: the Role itemops-kubestore-viewer of [RBAC] (rbac/viewer-role.yaml)
+// grants them, for whoever only looks at the runs (see "Reading only" below).
+//
 // A store with [Options.OwnerReference] also needs get on the owners' resource (the
 // operator's own custom resource, in the store's namespace, or cluster-wide for a
 // cluster-scoped one), which the shipped Role cannot know: grant it beside the Role.
@@ -264,6 +268,25 @@
 // blockOwnerDeletion set needs, where the API server runs the admission plugin
 // OwnerReferencesPermissionEnforcement, update on the owner's finalizers subresource
 // too.
+//
+// # Reading only
+//
+// A Store opened with [Options.ReadOnly] is for looking at a namespace without changing
+// it, as the itemops command's inspect, check, watch and serve do. Its Open writes
+// nothing: not the markers (a namespace without them fails Open with an error wrapping
+// kv.ErrFormat, and stays as it was), and no sweep, so that what writers left half done
+// stays for [Store.Check] to report and for a writable store's sweep to delete. Every
+// write fails with an error wrapping [ErrReadOnly] before it sends a request that
+// writes: the commits of the engine (creating, changing or deleting a run or its
+// operations, a Monitor's pass) where they would write, after the reads the engine
+// plans them on (so that a change of a run that is not there still fails with
+// operations.ErrNotFound), and [Store.Sweep] and the claims ([Store.ClaimRun],
+// [Store.KeepClaims], [Store.TakeOverClaims]) before any request. The reads, [Store.Check] and the pass of a Monitor's
+// [operations.PassReader] included, read as they do on any Store, with the same
+// requests: GETs of the format marker, of the runs' marker, of runs' objects and of
+// chunks, the LIST of the runs' objects, and Check's LIST of the chunks' metadata. A
+// read-only Store needs no right but get and list on the store's two resources (see
+// "Rights"), and [Store.Close] makes no request.
 //
 // # Installing and upgrading
 //

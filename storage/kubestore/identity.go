@@ -29,9 +29,20 @@ func newIdentity() string {
 }
 
 // runsMarker returns the identity that the runs' marker holds, after it creates the
-// marker, with a new identity, when there is none.
+// marker, with a new identity, when there is none. A read-only store creates none: it
+// fails with an error wrapping ErrReadOnly when there is none.
 func (b *backend) runsMarker(ctx context.Context) (string, error) {
 	client := b.dyn.Resource(runsResource).Namespace(b.ns)
+	if b.readOnly {
+		got, err := b.getObject(ctx, client, runsResource, formatName)
+		switch {
+		case err != nil:
+			return "", err
+		case got == nil:
+			return "", readOnlyError(fmt.Sprintf("write the runs' marker (ItemopsRun %q) that a store made before stores had identities lacks (open it once without ReadOnly)", formatName), b.ns)
+		}
+		return b.storeIdentity(got)
+	}
 	obj := newObject(runsResource, b.ns, formatName, kv.Partition{})
 	obj.SetLabels(map[string]string{labelRole: roleStore})
 	if err := unstructured.SetNestedMap(obj.Object, map[string]any{"seq": int64(1), "identity": newIdentity()}, "status", "store"); err != nil {

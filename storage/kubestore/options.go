@@ -70,6 +70,16 @@ type Options struct {
 	// nothing. See the package documentation, "Owners". The default, nil, gives no run an
 	// owner.
 	OwnerReference func(run operations.Owner) *metav1.OwnerReference
+	// ReadOnly opens the store for reading only, as a viewer (the itemops command's
+	// inspect, check and watch) does: Open writes nothing, neither the store's markers
+	// nor the sweep of what writers left (a namespace without the markers fails Open
+	// with an error wrapping kv.ErrFormat), and every write of the Store fails with
+	// an error wrapping [ErrReadOnly] before it sends a request that writes. Reads, [Store.Check]
+	// among them, work as they do without it. A read-only store needs only get and
+	// list on itemopsruns and itemopschunks: see "Rights" in the package
+	// documentation, and the Role of [RBAC] for viewers. The default, false, opens the
+	// store for reading and writing.
+	ReadOnly bool
 }
 
 // withDefaults returns o with its zero fields set to the defaults.

@@ -35,7 +35,8 @@ import (
 // The methods of operations.Store are the engine's (package storage/kv), which
 // documents them. Beside its errors, each fails with the API server's error, wrapped,
 // when the server refuses or does not answer a request (a write may then have been
-// made, whole, or not at all).
+// made, whole, or not at all). A Store opened with [Options.ReadOnly] fails every write
+// with an error wrapping [ErrReadOnly], before it sends a request that writes.
 type Store struct {
 	*kv.Store          // the engine
 	b         *backend // the engine's backend, which Sweep sweeps
@@ -80,6 +81,13 @@ var (
 // a sweep that fails does not fail Open, and leaves what it did not delete to the next,
 // unless the API server forbids it (the Role of [RBAC] grants what it needs): then Open
 // fails with that error, wrapped, after it may have written the marker.
+//
+// With [Options.ReadOnly], Open writes nothing and does not sweep; it checks the
+// markers and the format as above. A namespace without the store's markers (no format
+// marker, and no run) fails it with an error wrapping kv.ErrFormat that says there is
+// no store there; so does one whose store was made before stores had identities and
+// has no runs' marker yet, which only a writable Open adds, with an error wrapping
+// [ErrReadOnly] instead.
 func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (*Store, error) {
 	if cfg == nil {
 		return nil, errors.New("kubestore: open: nil rest.Config")
@@ -115,12 +123,16 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 		return nil, fmt.Errorf("kubestore: open: %w", err)
 	}
 	b := &backend{
-		dyn: dyn, meta: meta, ns: namespace,
+		dyn: dyn, meta: meta, ns: namespace, readOnly: opts.ReadOnly,
 		maxObjectBytes: opts.MaxObjectBytes, inlineBytes: opts.InlineBytes, chunkBytes: opts.ChunkBytes,
 		cache:  newChunkCache(opts.ChunkCacheBytes),
 		owners: &owners{of: opts.OwnerReference, disc: disc.RESTClient(), meta: meta, ns: namespace, kinds: map[schema.GroupVersion][]metav1.APIResource{}},
 	}
 	eng, err := kv.OpenPartitioned(ctx, b)
+	if opts.ReadOnly && errors.Is(err, ErrReadOnly) {
+		// The engine found no store, and would have made one.
+		return nil, fmt.Errorf("kubestore: open namespace %s: no store there (no ItemopsChunk %q, its format marker), and a read-only Open makes none: %w", namespace, formatName, kv.ErrFormat)
+	}
 	if err == nil {
 		err = b.openIdentity(ctx)
 	}
@@ -128,9 +140,12 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 		return nil, fmt.Errorf("kubestore: open namespace %s: %w", namespace, err)
 	}
 	// The sweep is best effort: what it leaves, the next one deletes. A sweep that the
-	// API server forbids would leave everything, always, so that fails Open.
-	if _, err := b.sweep(ctx); apierrors.IsForbidden(err) {
-		return nil, fmt.Errorf("kubestore: open namespace %s: sweep: %w", namespace, err)
+	// API server forbids would leave everything, always, so that fails Open. A
+	// read-only store does not sweep.
+	if !opts.ReadOnly {
+		if _, err := b.sweep(ctx); apierrors.IsForbidden(err) {
+			return nil, fmt.Errorf("kubestore: open namespace %s: sweep: %w", namespace, err)
+		}
 	}
 	s := &Store{Store: eng, b: b}
 	s.leases = &leases{s: s, client: coord.Leases(namespace), ns: namespace, identity: opts.Identity,
@@ -157,13 +172,17 @@ func Open(ctx context.Context, cfg *rest.Config, namespace string, o *Options) (
 // stays until this store's next claim of the run adopts it, or its session ends; a
 // claim of a run that a claim session of this store keeps is lent, and its release
 // gives it back. ClaimRun fails with [operations.ErrInvalid] for an invalid owner, with
-// [ErrClosed] after Close, with the API server's error, wrapped, or with ctx.Err(). Its
+// [ErrClosed] after Close, with [ErrReadOnly] on a store opened with
+// [Options.ReadOnly], with the API server's error, wrapped, or with ctx.Err(). Its
 // requests are not cut short when ctx ends (each takes at most Options.RequestTimeout):
 // a claim made for a caller that has gone is given up before ClaimRun returns
 // ctx.Err().
 func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(), ok bool, err error) {
 	if s.claims == nil {
 		return nil, false, ErrClosed // the zero Store
+	}
+	if s.b.readOnly {
+		return nil, false, readOnlyError("claim the run of "+o.String(), s.b.ns)
 	}
 	return s.claims.ClaimRun(ctx, o)
 }
@@ -182,10 +201,15 @@ func (s *Store) ClaimRun(ctx context.Context, o operations.Owner) (release func(
 // leaves to the store's. EndPass returns what kept the session from writing its member
 // Lease, or listing or watching the Leases, since the last EndPass (the API server's
 // errors, Forbidden among them), which the Monitor logs. After Close, the session keeps
-// nothing and its ClaimRun fails with [ErrClosed].
+// nothing and its ClaimRun fails with [ErrClosed]; on a store opened with
+// [Options.ReadOnly], the session keeps nothing and its ClaimRun fails with an error
+// wrapping [ErrReadOnly].
 func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake func()) operations.ClaimSession {
 	if s.claims == nil {
 		return claims.Ended(ErrClosed) // the zero Store
+	}
+	if s.b.readOnly {
+		return claims.Ended(readOnlyError("keep claims", s.b.ns))
 	}
 	return s.claims.KeepClaims(ctx, interval, wake)
 }
@@ -199,12 +223,16 @@ func (s *Store) KeepClaims(ctx context.Context, interval time.Duration, wake fun
 // ClaimTTL, and starts another session. Without it a store judges another's session dead
 // only once it has seen its Lease unrenewed for its ClaimTTL (see the package
 // documentation, "Claims"). It needs list, delete and deletecollection on Leases (the
-// Role of [RBAC] grants them). It fails with [ErrClosed] after Close, with the API
+// Role of [RBAC] grants them). It fails with [ErrClosed] after Close, with an error
+// wrapping [ErrReadOnly] on a store opened with [Options.ReadOnly], with the API
 // server's error, wrapped, or with ctx.Err(), having ended the sessions counted; each
 // request waits at most [Options.RequestTimeout].
 func (s *Store) TakeOverClaims(ctx context.Context) (ended int, err error) {
 	if s.claims == nil {
 		return 0, ErrClosed // the zero Store
+	}
+	if s.b.readOnly {
+		return 0, readOnlyError("take over claims", s.b.ns)
 	}
 	return s.claims.TakeOverClaims(ctx)
 }

@@ -59,7 +59,8 @@ var pendingGrace = time.Minute
 // error, wrapped, when a read fails; a delete that fails, or finds the object gone or
 // changed, is left to the next sweep. It fails with an error wrapping
 // operations.ErrCorrupt, and deletes nothing, when the store's markers are not those
-// the Store opened (see the package documentation, "Identity").
+// the Store opened (see the package documentation, "Identity"). On a store opened with
+// [Options.ReadOnly] it fails with an error wrapping [ErrReadOnly], and reads nothing.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	return s.b.sweep(ctx)
 }
@@ -198,6 +199,9 @@ func (b *backend) survey(ctx context.Context, each func(p kv.Partition, s stored
 }
 
 func (b *backend) sweep(ctx context.Context) (int, error) {
+	if b.readOnly {
+		return 0, readOnlyError("sweep", b.ns)
+	}
 	// A namespace that no longer holds the store this one opened (its runs' objects
 	// deleted, say, to be restored from a backup) is left alone.
 	if err := b.checkMarker(ctx); err != nil {
