@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sync/errgroup"
 
+	"github.com/itemops/itemops/internal/testutil/runspage"
 	"github.com/itemops/itemops/operations"
 	"github.com/itemops/itemops/operations/decorate"
 	"github.com/itemops/itemops/phase"
@@ -20,73 +20,21 @@ import (
 	"github.com/itemops/itemops/webview"
 )
 
-// boltRuns returns a boltstore of n runs (a third each New, WaitingForPluginOperations
-// and Completed; backups and restores alike), closed at the end of b. Called from a
-// benchmark with sub-benchmarks, which runs once, it writes the runs once for them all.
-func boltRuns(b *testing.B, n int) *boltstore.Store {
-	b.Helper()
-	s, err := boltstore.Open(filepath.Join(b.TempDir(), "runs.db"), &boltstore.Options{NoSync: true})
-	require.NoError(b, err)
-	b.Cleanup(func() { s.Close() })
-	var g errgroup.Group
-	g.SetLimit(16)
-	phases := []phase.Phase{phase.New, phase.WaitingForPluginOperations, phase.Completed}
-	for i := range n {
-		g.Go(func() error {
-			kind := phase.Backup
-			if i%2 == 1 {
-				kind = phase.Restore
-			}
-			return s.CreateRun(context.Background(), operations.Run{
-				Owner: operations.Owner{Kind: kind, Name: fmt.Sprintf("run-%06d", i)}, Phase: phases[i%3],
-				Created: t0, Updated: t0, ItemsTotal: 100, ItemsDone: i % 100,
-			})
-		})
-	}
-	require.NoError(b, g.Wait())
-	return s
-}
-
-// BenchmarkRunsPage serves the runs page of a boltstore of 10,000 and 100,000 runs:
-// the first page as HTML and as JSON, and a page filtered by phase and name; beside
-// ListRuns of every run alone, the store's share of a page (the baseline). resp-bytes
-// is the size of the response.
+// BenchmarkRunsPage serves the runs page of a boltstore of 10,000 and 100,000 runs,
+// the workload of internal/testutil/runspage: the first page as HTML and as JSON, and
+// a page filtered by phase and name, and the last page; beside ListRuns of every run
+// alone, the store's share of a page (the baseline). resp-bytes is the size of the
+// response; load-s, the seconds the load of the runs took. storage/kubestore's BenchmarkRunsPage measures kubestore on the same.
 //
 //	go test ./webview -run '^$' -bench BenchmarkRunsPage -benchtime 20x
 func BenchmarkRunsPage(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
-		s := boltRuns(b, n)
-		h, err := webview.New(s)
+		s, err := boltstore.Open(filepath.Join(b.TempDir(), fmt.Sprintf("runs-%d.db", n)), &boltstore.Options{NoSync: true})
 		require.NoError(b, err)
-		b.Run(fmt.Sprintf("runs=%d/ListRuns", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for range b.N {
-				runs, err := s.ListRuns(context.Background(), operations.RunFilter{})
-				if err != nil || len(runs) != n {
-					b.Fatalf("ListRuns: %d runs, %v", len(runs), err)
-				}
-			}
-		})
-		for _, page := range []struct{ name, target string }{
-			{"page", "/"},
-			{"page-json", "/?format=json"},
-			{"filtered", "/?phase=Completed&q=run-0&page=3"},
-			{"last-page", fmt.Sprintf("/?page=%d", n/50)},
-		} {
-			b.Run(fmt.Sprintf("runs=%d/%s", n, page.name), func(b *testing.B) {
-				b.ReportAllocs()
-				var size int
-				for range b.N {
-					w := httptest.NewRecorder()
-					h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, page.target, nil))
-					if w.Code != http.StatusOK {
-						b.Fatalf("%s: %d", page.target, w.Code)
-					}
-					size = w.Body.Len()
-				}
-				b.ReportMetric(float64(size), "resp-bytes")
-			})
-		}
+		b.Cleanup(func() { s.Close() })
+		start := time.Now()
+		require.NoError(b, runspage.Load(context.Background(), s, n, 16))
+		runspage.Bench(b, s, n, time.Since(start), nil)
 	}
 }
 
