@@ -24,7 +24,8 @@ import (
 // the workload of internal/testutil/runspage: the first page as HTML and as JSON, and
 // a page filtered by phase and name, and the last page; beside ListRuns of every run
 // alone, the store's share of a page (the baseline). resp-bytes is the size of the
-// response; load-s, the seconds the load of the runs took. storage/kubestore's BenchmarkRunsPage measures kubestore on the same.
+// response; load-s, the seconds the load of the runs took. storage/kubestore's
+// BenchmarkRunsPage measures kubestore on the same.
 //
 //	go test ./webview -run '^$' -bench BenchmarkRunsPage -benchtime 20x
 func BenchmarkRunsPage(b *testing.B) {
