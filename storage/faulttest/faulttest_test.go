@@ -49,6 +49,7 @@ func memConfig(s operations.Store, wrap func(operations.Store) operations.Store)
 }
 
 func TestSoundStorePasses(t *testing.T) {
+	t.Parallel()
 	for seed := range int64(3) {
 		s := memstore.New()
 		rep, problems, err := execute(seed, memConfig(s, func(s operations.Store) operations.Store { return s }))
@@ -136,6 +137,7 @@ func (s staleCommit) CommitPass(ctx context.Context, r operations.PassRun, ops [
 // the stale pass. Each store is run on seeds 0, 1, 2, ... until one catches it, and the
 // test fails when five in a row pass it.
 func TestBrokenStoresFail(t *testing.T) {
+	t.Parallel()
 	for name, wrap := range map[string]func(*memstore.Store) operations.Store{
 		"acknowledged write dropped": func(s *memstore.Store) operations.Store { return &dropping{Store: s} },
 		"stale read": func(s *memstore.Store) operations.Store {
@@ -264,6 +266,7 @@ func (g *gatedServer) pass(s operations.Store) operations.Store {
 // server running when the workload ends, the Report's counts true, and an error of the
 // server ending the harness.
 func TestServerPausedAndRestarted(t *testing.T) {
+	t.Parallel() // its calls mostly wait, as calls to a server do
 	s := memstore.New()
 	srv := &gatedServer{}
 	cfg := memConfig(s, srv.pass)
