@@ -5,10 +5,10 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
-	github.com/itemops/itemops v0.0.0-20261129204915-8e1b315677ef
-	github.com/itemops/itemops/integrations/controllerruntime v0.0.0-20261129204915-8e1b315677ef
-	github.com/itemops/itemops/integrations/otel v0.0.0-20261129204915-8e1b315677ef
-	github.com/itemops/itemops/storage/kubestore v0.0.0-20261129204915-8e1b315677ef
+	github.com/itemops/itemops v0.0.0-20261129204918-4dfa7385fb65
+	github.com/itemops/itemops/integrations/controllerruntime v0.0.0-20261129204918-4dfa7385fb65
+	github.com/itemops/itemops/integrations/otel v0.0.0-20261129204918-4dfa7385fb65
+	github.com/itemops/itemops/storage/kubestore v0.0.0-20261129204918-4dfa7385fb65
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0

@@ -4,10 +4,10 @@ go 1.23.0
 
 require (
 	github.com/google/go-cmp v0.7.0
-	github.com/itemops/itemops v0.0.0-20261129204915-8e1b315677ef
-	github.com/itemops/itemops/integrations/controllerruntime v0.0.0-20261129204915-8e1b315677ef
-	github.com/itemops/itemops/storage/etcdstore v0.0.0-20261129204915-8e1b315677ef
-	github.com/itemops/itemops/storage/kubestore v0.0.0-20261129204915-8e1b315677ef
+	github.com/itemops/itemops v0.0.0-20261129204918-4dfa7385fb65
+	github.com/itemops/itemops/integrations/controllerruntime v0.0.0-20261129204918-4dfa7385fb65
+	github.com/itemops/itemops/storage/etcdstore v0.0.0-20261129204918-4dfa7385fb65
+	github.com/itemops/itemops/storage/kubestore v0.0.0-20261129204918-4dfa7385fb65
 	github.com/stretchr/testify v1.10.0
 	go.etcd.io/etcd/client/v3 v3.6.4
 	go.etcd.io/etcd/server/v3 v3.6.4

@@ -5,7 +5,7 @@ go 1.23.0
 require (
 	github.com/go-logr/logr v1.4.2
 	github.com/google/go-cmp v0.6.0
-	github.com/itemops/itemops v0.0.0-20261129204915-8e1b315677ef
+	github.com/itemops/itemops v0.0.0-20261129204918-4dfa7385fb65
 	github.com/prometheus/client_golang v1.19.1
 	github.com/prometheus/client_model v0.6.1
 	github.com/prometheus/common v0.55.0

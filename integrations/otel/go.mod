@@ -4,7 +4,7 @@ go 1.23.0
 
 require (
 	github.com/google/go-cmp v0.6.0
-	github.com/itemops/itemops v0.0.0-20261129204915-8e1b315677ef
+	github.com/itemops/itemops v0.0.0-20261129204918-4dfa7385fb65
 	github.com/stretchr/testify v1.10.0
 	go.opentelemetry.io/otel v1.34.0
 	go.opentelemetry.io/otel/metric v1.34.0

@@ -4,7 +4,7 @@ go 1.23.0
 
 require (
 	github.com/google/go-cmp v0.6.0
-	github.com/itemops/itemops v0.0.0-20261129204915-8e1b315677ef
+	github.com/itemops/itemops v0.0.0-20261129204918-4dfa7385fb65
 	github.com/pkg/errors v0.9.1
 	github.com/prometheus/client_golang v1.20.5
 	github.com/sirupsen/logrus v1.9.3

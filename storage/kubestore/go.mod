@@ -5,8 +5,8 @@ go 1.23.0
 require (
 	github.com/go-logr/logr v1.4.2
 	github.com/google/go-cmp v0.6.0
-	github.com/itemops/itemops v0.0.0-20261129204915-8e1b315677ef
-	github.com/itemops/itemops/integrations/controllerruntime v0.0.0-20261129204915-8e1b315677ef
+	github.com/itemops/itemops v0.0.0-20261129204918-4dfa7385fb65
+	github.com/itemops/itemops/integrations/controllerruntime v0.0.0-20261129204918-4dfa7385fb65
 	k8s.io/api v0.31.0
 	k8s.io/apimachinery v0.31.0
 	k8s.io/client-go v0.31.0

@@ -7,7 +7,7 @@ replace github.com/itemops/itemops => ../..
 require (
 	github.com/chromedp/cdproto v0.0.0-20250403032234-65de8f5d025b
 	github.com/chromedp/chromedp v0.13.6
-	github.com/itemops/itemops v0.0.0-20261129204915-8e1b315677ef
+	github.com/itemops/itemops v0.0.0-20261129204918-4dfa7385fb65
 	github.com/stretchr/testify v1.10.0
 )
 
